@@ -1,0 +1,222 @@
+// Job admission and execution on the trusted side. The runner is a separate,
+// single-threaded process (this server is multithreaded and must not do
+// namespace work after fork). Secrets and the host environment stay here.
+#include "server/broker/jobs.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <boost/process.hpp>
+#include <cerrno>
+#include <cmath>
+#include <set>
+#include <spdlog/spdlog.h>
+
+#include "server/util/crypto.h"
+#include "server/util/fd.h"
+#include "server/util/fs.h"
+#include "server/util/text.h"
+
+namespace broker {
+namespace {
+
+namespace bp = boost::process;
+constexpr int64_t kRunnerGraceMs = 15000;  // set-up, kill and harvest beyond the job's own deadline
+constexpr size_t kOutcomeMaxBytes = 64 * 1024 * 1024;
+
+int64_t now_ms() {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+}  // namespace
+
+Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner_exe)
+    : policy_(policy), store_(store), runner_exe_(std::move(runner_exe)) {}
+
+util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std::string& job_id) {
+  const policy::Limits& lim = policy_.limits;
+  const policy::Runtime* rt = policy_.find_runtime(req.runtime);
+  if (!rt) {
+    std::string names;
+    for (auto& n : policy_.available_runtimes()) names += (names.empty() ? "" : ", ") + n;
+    return util::make_error("invalid_argument",
+                            "runtime: \"" + req.runtime + "\" is not offered here; available: " + names);
+  }
+  if (req.code.size() > lim.code_max_bytes)
+    return util::make_error("invalid_argument", "code: longer than the policy's " +
+                                                    std::to_string(lim.code_max_bytes) + " bytes");
+  double timeout_s = req.timeout_s.value_or(lim.timeout_s_default);
+  if (!std::isfinite(timeout_s) || timeout_s <= 0 || timeout_s > lim.timeout_s_max)
+    return util::make_error("invalid_argument",
+                            "timeout_s: must be > 0 and at most " + std::to_string(static_cast<int>(lim.timeout_s_max)) +
+                                " seconds (the policy's ceiling)");
+  if (req.input_ids.size() > lim.inputs_per_job_max)
+    return util::make_error("invalid_argument", "input_ids: more than " +
+                                                    std::to_string(lim.inputs_per_job_max) + " inputs");
+
+  sandbox::LaunchSpec spec;
+  spec.job_id = job_id;
+  std::set<std::string> names;
+  for (const std::string& id : req.input_ids) {
+    auto in = store_.get_input(req.tenant, id);
+    if (!in) return util::make_error(in.error().code, "input_ids: \"" + id + "\": " + in.error().message);
+    if (!names.insert(in->name).second)
+      return util::make_error("invalid_argument", "input_ids: two inputs are both named \"" + in->name +
+                                                      "\"; /inputs/<name> must be unique per run");
+    spec.inputs.push_back({in->name, in->blob_path});
+  }
+  spec.argv = rt->command;
+  spec.code_path = "/work/" + rt->code_file;
+  spec.argv.push_back(spec.code_path);
+  for (auto& [k, v] : policy_.sandbox.env) spec.env.push_back(k + "=" + v);
+  spec.code = req.code;
+  spec.readonly_paths = policy_.sandbox.readonly_paths;
+  spec.work_max_bytes = lim.work_max_bytes;
+  spec.tmp_max_bytes = lim.tmp_max_bytes;
+  spec.outputs_max_bytes = lim.outputs_max_bytes;
+  spec.outputs_max_files = lim.outputs_max_files;
+  spec.stdout_max_bytes = lim.stdout_max_bytes;
+  spec.stderr_max_bytes = lim.stderr_max_bytes;
+  spec.timeout_ms = static_cast<uint64_t>(std::llround(timeout_s * 1000));
+  // Never host uid 0: as root the sandbox user is the policy's unprivileged id.
+  if (::geteuid() == 0) {
+    spec.host_uid = policy_.sandbox.host_uid_when_root;
+    spec.host_gid = policy_.sandbox.host_gid_when_root;
+  } else {
+    spec.host_uid = ::geteuid();
+    spec.host_gid = ::getegid();
+  }
+  spec.scratch_dir = store_.state_dir() + "/run/" + job_id;
+  spec.harvest_dir = spec.scratch_dir + "/outputs";
+  return spec;
+}
+
+util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spec) {
+  bp::pipe to_runner, from_runner;
+  std::error_code ec;
+  // An empty environment: nothing of the server's (tokens, paths) reaches the runner.
+  bp::environment empty_env;
+  empty_env.clear();
+  // Boost closes the runner's ends of both pipes in this process after the spawn.
+  bp::child child(runner_exe_, "runner", bp::std_in < to_runner, bp::std_out > from_runner,
+                  empty_env, ec);
+  if (ec) return util::make_error("internal", "starting runner " + runner_exe_ + ": " + ec.message());
+
+  std::string spec_text = to_json(spec).dump();
+  // The runner reads its whole spec before writing anything, so this cannot deadlock.
+  bool wrote = util::write_all(to_runner.native_sink(), spec_text.data(), spec_text.size());
+  to_runner.close();
+
+  std::string text;
+  const int64_t deadline = now_ms() + static_cast<int64_t>(spec.timeout_ms) + kRunnerGraceMs;
+  char buf[65536];
+  bool killed = false;
+  int fd = from_runner.native_source();
+  while (wrote) {
+    int64_t left = deadline - now_ms();
+    if (left <= 0) {
+      spdlog::error("job {}: runner did not finish {} ms after its deadline; killing it", spec.job_id,
+                    kRunnerGraceMs);
+      child.terminate(ec);  // SIGKILL; PDEATHSIG then takes the sandbox down
+      killed = true;
+      break;
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    long n = util::read_some(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kOutcomeMaxBytes) {
+      child.terminate(ec);
+      killed = true;
+      break;
+    }
+  }
+  from_runner.close();
+  child.wait(ec);
+  if (!wrote) return util::make_error("internal", "writing the launch spec to the runner failed");
+  if (killed) return util::make_error("internal", "runner exceeded its deadline or output bound");
+  auto doc = nlohmann::json::parse(text, nullptr, false);
+  if (doc.is_discarded())
+    return util::make_error("internal", "runner exited (" + std::to_string(child.exit_code()) +
+                                            ") without a readable outcome");
+  return sandbox::outcome_from_json(doc);
+}
+
+std::vector<ArtifactSummary> Jobs::store_artifacts(const std::string& tenant, const std::string& job_id,
+                                                   const sandbox::Outcome& outcome) {
+  std::vector<ArtifactSummary> out;
+  for (const sandbox::HarvestedFile& f : outcome.files) {
+    ArtifactSummary a;
+    a.name = f.name;
+    a.size = f.size;
+    if (!f.rejected.empty()) {
+      a.verdict = "rejected";
+      a.reason = f.rejected;
+      a.media_type = "application/octet-stream";
+      out.push_back(a);
+      continue;
+    }
+    auto content = util::read_file(f.host_path, policy_.limits.outputs_max_bytes);
+    if (!content) {
+      a.verdict = "rejected";
+      a.reason = "could not be read back: " + content.error().message;
+      out.push_back(a);
+      continue;
+    }
+    a.sha256 = util::sha256_hex(*content);
+    a.media_type = store::guess_media_type(f.name, *content);
+    store::ArtifactRecord rec;
+    rec.job_id = job_id;
+    rec.name = f.name;
+    rec.media_type = a.media_type;
+    rec.verdict = "accepted";
+    rec.reason = "regular file within the size limits";
+    auto stored = store_.put_artifact(tenant, rec, *content);
+    if (!stored) {
+      spdlog::error("job {}: storing artifact {}: {}", job_id, f.name, stored.error().message);
+      a.verdict = "rejected";
+      a.reason = "could not be stored";
+    } else {
+      a.artifact_id = stored->artifact_id;
+      a.verdict = stored->verdict;
+      a.reason = stored->reason;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+util::Result<JobResult> Jobs::run(const JobRequest& req) {
+  if (auto s = store_.check_tenant(req.tenant); !s) return s.error();
+  JobResult result;
+  result.job_id = util::random_id();
+  auto spec = resolve(req, result.job_id);
+  if (!spec) return spec.error();
+  if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
+
+  auto outcome = start_runner(*spec);
+  if (outcome) {
+    result.outcome = std::move(*outcome);
+    result.artifacts = store_artifacts(req.tenant, result.job_id, result.outcome);
+  } else {
+    spdlog::error("job {}: {}", result.job_id, outcome.error().message);
+    result.outcome.status = "sandbox_error";
+    result.outcome.error = outcome.error().message;
+  }
+  if (result.outcome.status == "sandbox_error")
+    spdlog::error("job {}: sandbox_error: {}", result.job_id, result.outcome.error);
+  if (auto s = util::remove_tree(spec->scratch_dir); !s)
+    spdlog::warn("job {}: cleanup: {}", result.job_id, s.error().message);
+  spdlog::info("job {} tenant={} runtime={} status={} duration_ms={}", result.job_id, req.tenant,
+               req.runtime, result.outcome.status, result.outcome.duration_ms);
+  return result;
+}
+
+}  // namespace broker

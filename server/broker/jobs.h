@@ -1,0 +1,60 @@
+// The broker's job path: validate a request against the policy, resolve it to a
+// launch spec, start the runner (Boost.Process), and turn its outcome into a
+// job result with stored artifacts. Called from server worker threads.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/policy/policy.h"
+#include "server/sandbox/spec.h"
+#include "server/store/store.h"
+#include "server/util/result.h"
+
+namespace broker {
+
+struct JobRequest {
+  std::string tenant;
+  std::string runtime;
+  std::string code;
+  std::vector<std::string> input_ids;
+  std::optional<double> timeout_s;
+};
+
+struct ArtifactSummary {
+  std::optional<std::string> artifact_id;  // absent when rejected
+  std::string name;
+  std::string media_type;
+  uint64_t size = 0;
+  std::string sha256;
+  std::string verdict;
+  std::string reason;
+};
+
+struct JobResult {
+  std::string job_id;
+  sandbox::Outcome outcome;
+  std::vector<ArtifactSummary> artifacts;
+};
+
+class Jobs {
+ public:
+  Jobs(const policy::Policy& policy, store::Store& store, std::string runner_exe);
+
+  // Errors are request problems (code "invalid_argument" / "not_found") or
+  // broker faults ("internal"); a program that fails is a JobResult.
+  util::Result<JobResult> run(const JobRequest& request);
+
+ private:
+  util::Result<sandbox::LaunchSpec> resolve(const JobRequest& request, const std::string& job_id);
+  util::Result<sandbox::Outcome> start_runner(const sandbox::LaunchSpec& spec);
+  std::vector<ArtifactSummary> store_artifacts(const std::string& tenant, const std::string& job_id,
+                                               const sandbox::Outcome& outcome);
+
+  const policy::Policy& policy_;
+  store::Store& store_;
+  std::string runner_exe_;
+};
+
+}  // namespace broker

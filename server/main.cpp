@@ -1,0 +1,142 @@
+// throwbox entry: flags, policy load, transport choice. Start-up errors are
+// caught here, logged and exit 2. `throwbox runner` is the internal sandbox
+// runner the broker re-executes (single-threaded; see server/sandbox/).
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <string>
+#include <vector>
+
+#include "server/broker/jobs.h"
+#include "server/policy/policy.h"
+#include "server/protocol/mcp.h"
+#include "server/sandbox/runner_main.h"
+#include "server/store/store.h"
+#include "server/transport/stdio.h"
+#include "server/util/fs.h"
+#include "tools/registry.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "Usage: throwbox <command> [options]\n"
+    "\n"
+    "Commands:\n"
+    "  serve        Serve MCP over stdio (newline-delimited JSON-RPC)\n"
+    "  version      Print the version\n"
+    "\n"
+    "Options for serve:\n"
+    "  --state-dir DIR   State directory (default: $THROWBOX_STATE_DIR, else\n"
+    "                    $XDG_STATE_HOME/throwbox, else ~/.local/state/throwbox)\n"
+    "  --policy FILE     Policy file (default: the bundled policies/default.json)\n"
+    "  --log-level LVL   trace, debug, info, warn, error (default: info; logs go to stderr)\n";
+
+struct Options {
+  std::string state_dir;
+  std::string policy_path;
+  std::string log_level = "info";
+};
+
+std::string default_state_dir() {
+  if (const char* s = std::getenv("THROWBOX_STATE_DIR"); s && *s) return s;
+  if (const char* s = std::getenv("XDG_STATE_HOME"); s && *s) return std::string(s) + "/throwbox";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.local/state/throwbox";
+  throw std::runtime_error("no state directory: pass --state-dir or set THROWBOX_STATE_DIR");
+}
+
+Options parse_serve_flags(int argc, char** argv) {
+  Options o;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* flag) -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(std::string(flag) + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--state-dir") o.state_dir = value("--state-dir");
+    else if (a == "--policy") o.policy_path = value("--policy");
+    else if (a == "--log-level") o.log_level = value("--log-level");
+    else if (a == "-h" || a == "--help") {
+      std::cerr << kUsage;
+      std::exit(0);
+    } else throw std::runtime_error("unknown option for serve: " + a + " (see throwbox --help)");
+  }
+  if (o.state_dir.empty()) o.state_dir = default_state_dir();
+  if (o.policy_path.empty()) o.policy_path = policy::default_path();
+  return o;
+}
+
+std::string self_exe() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw std::runtime_error("readlink(/proc/self/exe) failed");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+int serve(int argc, char** argv) {
+  int wire = transport::stdio::guard_stdout();
+  Options opt = parse_serve_flags(argc, argv);
+  spdlog::set_level(spdlog::level::from_str(opt.log_level));
+
+  auto pol = policy::load_file(opt.policy_path);
+  if (!pol) throw std::runtime_error(pol.error().message);
+  if (opt.state_dir.empty() || opt.state_dir[0] != '/') {
+    char cwd[PATH_MAX];
+    if (!::getcwd(cwd, sizeof cwd)) throw std::runtime_error("getcwd failed");
+    opt.state_dir = std::string(cwd) + "/" + opt.state_dir;
+  }
+  if (auto s = util::make_dirs(opt.state_dir, 0700); !s) throw std::runtime_error(s.error().message);
+  ::chmod(opt.state_dir.c_str(), 0700);
+  // A dead client must not kill us mid-write; write() reports EPIPE instead.
+  ::signal(SIGPIPE, SIG_IGN);
+
+  store::Store store(opt.state_dir);
+  broker::Jobs jobs(*pol, store, self_exe());
+  tools::Registry registry = tools::make_registry(*pol);
+  protocol::mcp::ServerContext ctx{*pol, store, jobs, registry};
+  transport::stdio::Writer writer(wire);
+  spdlog::info("throwbox {} serving MCP on stdio; policy={} state={} runtimes={}", THROWBOX_VERSION,
+               pol->source, opt.state_dir, pol->available_runtimes().size());
+  {
+    protocol::mcp::Session session(ctx, writer, "local");
+    transport::stdio::serve(session, pol->server.message_max_bytes);
+  }
+  spdlog::info("stdin closed; exiting");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Logs go to stderr only: stdout belongs to the protocol.
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("throwbox"));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "runner") return sandbox::runner_main();
+  try {
+    if (cmd == "serve") return serve(argc, argv);
+    if (cmd == "version" || cmd == "--version") {
+      std::cout << "throwbox " << THROWBOX_VERSION << "\n";
+      return 0;
+    }
+    if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    std::cerr << "throwbox: unknown command \"" << cmd << "\"\n\n" << kUsage;
+    return 2;
+  } catch (const std::exception& e) {
+    spdlog::critical("{}", e.what());
+    return 2;
+  }
+}

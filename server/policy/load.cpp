@@ -1,0 +1,240 @@
+// Policy loading and validation. Runs once in main() before any thread starts.
+// Fails closed: an unknown key, a wrong type or a value beyond a ceiling is an error.
+#include "server/policy/policy.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <set>
+
+#include "server/util/fs.h"
+
+namespace policy {
+namespace {
+
+using nlohmann::json;
+using util::make_error;
+
+// Hard ceilings no policy file may exceed: a typo must not become a 1 TB tmpfs.
+constexpr double kTimeoutCeilingS = 3600;
+constexpr uint64_t kBytesCeiling = 4ULL * 1024 * 1024 * 1024;
+constexpr uint64_t kMessageCeilingBytes = 64 * 1024 * 1024;
+constexpr size_t kPolicyFileMaxBytes = 1024 * 1024;
+
+struct Reader {
+  std::string error;
+
+  bool fail(const std::string& key, const std::string& what) {
+    if (error.empty()) error = key + ": " + what;
+    return false;
+  }
+  bool only_keys(const json& obj, const std::string& key, std::set<std::string> allowed) {
+    if (!obj.is_object()) return fail(key.empty() ? "policy" : key, "must be an object");
+    for (auto& [k, _] : obj.items())
+      if (!allowed.count(k)) return fail(key.empty() ? k : key + "." + k, "unknown key");
+    return true;
+  }
+  bool u64(const json& obj, const std::string& parent, const char* name, uint64_t& out,
+           uint64_t min, uint64_t max) {
+    if (!obj.contains(name)) return true;
+    const json& v = obj[name];
+    std::string key = parent + "." + name;
+    if (!v.is_number_unsigned()) return fail(key, "must be a non-negative integer");
+    uint64_t x = v.get<uint64_t>();
+    if (x < min || x > max)
+      return fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+    out = x;
+    return true;
+  }
+  bool seconds(const json& obj, const std::string& parent, const char* name, double& out) {
+    if (!obj.contains(name)) return true;
+    const json& v = obj[name];
+    std::string key = parent + "." + name;
+    if (!v.is_number()) return fail(key, "must be a number of seconds");
+    double x = v.get<double>();
+    if (!std::isfinite(x) || x <= 0 || x > kTimeoutCeilingS)
+      return fail(key, "must be > 0 and <= " + std::to_string(static_cast<int>(kTimeoutCeilingS)));
+    out = x;
+    return true;
+  }
+  bool string_list(const json& v, const std::string& key, std::vector<std::string>& out,
+                   bool absolute) {
+    if (!v.is_array()) return fail(key, "must be an array of strings");
+    out.clear();
+    for (auto& item : v) {
+      if (!item.is_string() || item.get<std::string>().empty())
+        return fail(key, "must contain only non-empty strings");
+      std::string s = item.get<std::string>();
+      if (absolute && (s[0] != '/' || s.find("..") != std::string::npos))
+        return fail(key, "\"" + s + "\" must be an absolute path without \"..\"");
+      out.push_back(s);
+    }
+    return true;
+  }
+};
+
+bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& rt) {
+  std::string key = "runtimes." + name;
+  if (!r.only_keys(v, key, {"description", "command", "code_file", "optional"})) return false;
+  rt.name = name;
+  if (name.empty() || name.size() > 32 ||
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos)
+    return r.fail(key, "runtime names are 1-32 of [a-z0-9_-]");
+  if (!v.contains("command")) return r.fail(key + ".command", "is required");
+  if (!r.string_list(v["command"], key + ".command", rt.command, false)) return false;
+  if (rt.command.empty() || rt.command[0][0] != '/')
+    return r.fail(key + ".command", "must start with an absolute interpreter path");
+  if (!v.contains("code_file") || !v["code_file"].is_string())
+    return r.fail(key + ".code_file", "is required and must be a string");
+  rt.code_file = v["code_file"].get<std::string>();
+  if (rt.code_file.empty() || rt.code_file.size() > 64 ||
+      rt.code_file.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.-") !=
+          std::string::npos ||
+      rt.code_file[0] == '.')
+    return r.fail(key + ".code_file", "must be a plain file name such as main.py");
+  if (v.contains("description")) {
+    if (!v["description"].is_string()) return r.fail(key + ".description", "must be a string");
+    rt.description = v["description"].get<std::string>();
+  }
+  if (v.contains("optional")) {
+    if (!v["optional"].is_boolean()) return r.fail(key + ".optional", "must be true or false");
+    rt.optional = v["optional"].get<bool>();
+  }
+  rt.available = ::access(rt.command[0].c_str(), X_OK) == 0;
+  if (!rt.available && !rt.optional)
+    return r.fail(key + ".command", "interpreter " + rt.command[0] +
+                                        " is not executable on this host (mark the runtime "
+                                        "\"optional\": true to skip it)");
+  return true;
+}
+
+}  // namespace
+
+const Runtime* Policy::find_runtime(const std::string& name) const {
+  auto it = runtimes.find(name);
+  if (it == runtimes.end() || !it->second.available) return nullptr;
+  return &it->second;
+}
+
+std::vector<std::string> Policy::available_runtimes() const {
+  std::vector<std::string> names;
+  for (auto& [name, rt] : runtimes)
+    if (rt.available) names.push_back(name);
+  return names;
+}
+
+util::Result<Policy> parse(const json& doc, const std::string& source) {
+  Reader r;
+  Policy p;
+  p.source = source;
+  if (!r.only_keys(doc, "", {"$comment", "version", "runtimes", "limits", "server", "sandbox"}))
+    return make_error("policy", source + ": " + r.error);
+  if (!doc.contains("version") || doc["version"] != 1)
+    return make_error("policy", source + ": version: must be 1");
+
+  if (!doc.contains("runtimes") || !doc["runtimes"].is_object() || doc["runtimes"].empty())
+    return make_error("policy", source + ": runtimes: must be a non-empty object");
+  for (auto& [name, v] : doc["runtimes"].items()) {
+    Runtime rt;
+    if (!parse_runtime(r, name, v, rt)) return make_error("policy", source + ": " + r.error);
+    p.runtimes[name] = rt;
+  }
+  if (p.available_runtimes().empty())
+    return make_error("policy", source + ": runtimes: none is available on this host");
+
+  if (doc.contains("limits")) {
+    const json& l = doc["limits"];
+    Limits& o = p.limits;
+    if (!r.only_keys(l, "limits",
+                     {"timeout_s", "stdout_max_bytes", "stderr_max_bytes", "code_max_bytes",
+                      "input_max_bytes", "inputs_per_job_max", "work_max_bytes", "tmp_max_bytes",
+                      "outputs_max_bytes", "outputs_max_files", "artifact_inline_max_bytes"}))
+      return make_error("policy", source + ": " + r.error);
+    if (l.contains("timeout_s")) {
+      const json& t = l["timeout_s"];
+      if (!r.only_keys(t, "limits.timeout_s", {"default", "max"}) ||
+          !r.seconds(t, "limits.timeout_s", "default", o.timeout_s_default) ||
+          !r.seconds(t, "limits.timeout_s", "max", o.timeout_s_max))
+        return make_error("policy", source + ": " + r.error);
+      if (o.timeout_s_default > o.timeout_s_max)
+        return make_error("policy", source + ": limits.timeout_s.default: exceeds limits.timeout_s.max");
+    }
+    const std::string k = "limits";
+    if (!r.u64(l, k, "stdout_max_bytes", o.stdout_max_bytes, 1024, 64 << 20) ||
+        !r.u64(l, k, "stderr_max_bytes", o.stderr_max_bytes, 1024, 64 << 20) ||
+        !r.u64(l, k, "code_max_bytes", o.code_max_bytes, 1024, 16 << 20) ||
+        !r.u64(l, k, "input_max_bytes", o.input_max_bytes, 1, kBytesCeiling) ||
+        !r.u64(l, k, "inputs_per_job_max", o.inputs_per_job_max, 0, 1024) ||
+        !r.u64(l, k, "work_max_bytes", o.work_max_bytes, 1 << 20, kBytesCeiling) ||
+        !r.u64(l, k, "tmp_max_bytes", o.tmp_max_bytes, 1 << 20, kBytesCeiling) ||
+        !r.u64(l, k, "outputs_max_bytes", o.outputs_max_bytes, 1 << 20, kBytesCeiling) ||
+        !r.u64(l, k, "outputs_max_files", o.outputs_max_files, 0, 100000) ||
+        !r.u64(l, k, "artifact_inline_max_bytes", o.artifact_inline_max_bytes, 1024, 64 << 20))
+      return make_error("policy", source + ": " + r.error);
+  }
+
+  if (doc.contains("server")) {
+    const json& s = doc["server"];
+    uint64_t depth = static_cast<uint64_t>(p.server.json_max_depth);
+    uint64_t calls = static_cast<uint64_t>(p.server.concurrent_calls_max);
+    if (!r.only_keys(s, "server", {"message_max_bytes", "json_max_depth", "concurrent_calls_max"}) ||
+        !r.u64(s, "server", "message_max_bytes", p.server.message_max_bytes, 4096,
+               kMessageCeilingBytes) ||
+        !r.u64(s, "server", "json_max_depth", depth, 4, 256) ||
+        !r.u64(s, "server", "concurrent_calls_max", calls, 1, 256))
+      return make_error("policy", source + ": " + r.error);
+    p.server.json_max_depth = static_cast<int>(depth);
+    p.server.concurrent_calls_max = static_cast<int>(calls);
+  }
+
+  if (!doc.contains("sandbox")) return make_error("policy", source + ": sandbox: is required");
+  {
+    const json& s = doc["sandbox"];
+    if (!r.only_keys(s, "sandbox", {"host_uid_when_root", "host_gid_when_root", "readonly_paths", "env"}))
+      return make_error("policy", source + ": " + r.error);
+    uint64_t uid = p.sandbox.host_uid_when_root, gid = p.sandbox.host_gid_when_root;
+    // Host id 0 is never a sandbox identity: that would make the job host root.
+    if (!r.u64(s, "sandbox", "host_uid_when_root", uid, 1, 0xFFFFFFFE) ||
+        !r.u64(s, "sandbox", "host_gid_when_root", gid, 1, 0xFFFFFFFE))
+      return make_error("policy", source + ": " + r.error);
+    p.sandbox.host_uid_when_root = static_cast<uint32_t>(uid);
+    p.sandbox.host_gid_when_root = static_cast<uint32_t>(gid);
+    if (!s.contains("readonly_paths") ||
+        !r.string_list(s["readonly_paths"], "sandbox.readonly_paths", p.sandbox.readonly_paths, true))
+      return make_error("policy", source + ": " + (r.error.empty() ? "sandbox.readonly_paths: is required" : r.error));
+    for (auto& path : p.sandbox.readonly_paths) {
+      // The in-sandbox contract paths are owned by the launcher, never by a bind.
+      for (const char* reserved : {"/inputs", "/outputs", "/work", "/tmp", "/proc", "/dev"})
+        if (path == reserved || path.rfind(std::string(reserved) + "/", 0) == 0 || path == "/")
+          return make_error("policy", source + ": sandbox.readonly_paths: \"" + path +
+                                          "\" overlaps a path the sandbox owns");
+    }
+    if (s.contains("env")) {
+      if (!s["env"].is_object()) return make_error("policy", source + ": sandbox.env: must be an object");
+      for (auto& [k, v] : s["env"].items()) {
+        if (!v.is_string() || k.empty() || k.find('=') != std::string::npos)
+          return make_error("policy", source + ": sandbox.env." + k + ": must be a string value with a name without '='");
+        p.sandbox.env[k] = v.get<std::string>();
+      }
+    }
+  }
+  return p;
+}
+
+util::Result<Policy> load_file(const std::string& path) {
+  auto text = util::read_file(path, kPolicyFileMaxBytes);
+  if (!text) return make_error("policy", "cannot read policy: " + text.error().message);
+  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/false);
+  if (doc.is_discarded()) return make_error("policy", path + ": not valid JSON");
+  return parse(doc, path);
+}
+
+std::string default_path() {
+  // Installed layout first, then the source tree the binary was built from.
+  for (const char* candidate : {"/usr/share/throwbox/policies/default.json",
+                                THROWBOX_SOURCE_DIR "/policies/default.json"})
+    if (::access(candidate, R_OK) == 0) return candidate;
+  return "policies/default.json";
+}
+
+}  // namespace policy

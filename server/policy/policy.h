@@ -1,0 +1,69 @@
+// The policy: runtime catalog, limits, sandbox settings. Loaded once at start-up,
+// immutable afterwards, shared read-only by every server thread.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/util/result.h"
+
+namespace policy {
+
+struct Runtime {
+  std::string name;
+  std::string description;
+  std::vector<std::string> command;  // interpreter and its flags; the code file is appended
+  std::string code_file;             // file name written into /work
+  bool optional = false;             // skipped (not offered) when command[0] is missing
+  bool available = true;             // resolved at load time
+};
+
+struct Limits {
+  double timeout_s_default = 10;
+  double timeout_s_max = 60;
+  uint64_t stdout_max_bytes = 64 * 1024;
+  uint64_t stderr_max_bytes = 64 * 1024;
+  uint64_t code_max_bytes = 256 * 1024;
+  uint64_t input_max_bytes = 8 * 1024 * 1024;
+  uint64_t inputs_per_job_max = 16;
+  uint64_t work_max_bytes = 64 * 1024 * 1024;
+  uint64_t tmp_max_bytes = 64 * 1024 * 1024;
+  uint64_t outputs_max_bytes = 32 * 1024 * 1024;
+  uint64_t outputs_max_files = 64;
+  uint64_t artifact_inline_max_bytes = 4 * 1024 * 1024;
+};
+
+struct Server {
+  uint64_t message_max_bytes = 4 * 1024 * 1024;
+  int json_max_depth = 64;
+  int concurrent_calls_max = 8;
+};
+
+struct Sandbox {
+  uint32_t host_uid_when_root = 65534;
+  uint32_t host_gid_when_root = 65534;
+  std::vector<std::string> readonly_paths;   // host paths bound read-only at the same place
+  std::map<std::string, std::string> env;    // the whole environment of the program
+};
+
+struct Policy {
+  std::string source;  // file it came from, for messages
+  std::map<std::string, Runtime> runtimes;
+  Limits limits;
+  Server server;
+  Sandbox sandbox;
+
+  const Runtime* find_runtime(const std::string& name) const;
+  std::vector<std::string> available_runtimes() const;
+};
+
+// Parses and validates; every error names the offending key ("limits.timeout_s.max: ...").
+util::Result<Policy> parse(const nlohmann::json& doc, const std::string& source);
+util::Result<Policy> load_file(const std::string& path);
+// The bundled policies/default.json: next to the binary's source tree or installed.
+std::string default_path();
+
+}  // namespace policy

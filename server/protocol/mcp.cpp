@@ -1,0 +1,198 @@
+// MCP lifecycle and dispatch. An unknown tool is a JSON-RPC error; a failure
+// inside a tool is an isError result (MCP spec, tools). Internal exception
+// text never reaches the client: it is logged here, once.
+#include "server/protocol/mcp.h"
+
+#include <spdlog/spdlog.h>
+
+namespace protocol::mcp {
+namespace {
+
+using jsonrpc::make_error;
+using jsonrpc::make_result;
+
+struct BatchCollector {
+  std::mutex mu;
+  json responses = json::array();
+  size_t pending = 0;
+};
+
+}  // namespace
+
+std::string negotiate_version(const std::string& requested) {
+  for (const char* v : kSupportedVersions)
+    if (requested == v) return requested;
+  return kLatestVersion;
+}
+
+std::string instructions_text(const policy::Policy& p) {
+  std::string runtimes;
+  for (auto& name : p.available_runtimes()) runtimes += (runtimes.empty() ? "" : ", ") + name;
+  const auto& l = p.limits;
+  return "throwbox runs short programs in a disposable Linux sandbox. Use it for computation on "
+         "files or data: parse, clean, reconcile, transform, chart. Workflow: upload_input each file "
+         "(it appears read-only at /inputs/<name>), then run_code with a runtime (" + runtimes +
+         "), the full program and the input_ids. Write result files to /outputs/ (they come back as "
+         "artifacts with a verdict; read them with fetch_artifact); /work (the working directory) and "
+         "/tmp are scratch and vanish after the call. There is no network and no secret in the box; "
+         "nothing persists between calls, so each program must be complete. Limits: timeout " +
+         std::to_string(static_cast<int>(l.timeout_s_default)) + " s by default, " +
+         std::to_string(static_cast<int>(l.timeout_s_max)) + " s at most; stdout and stderr are cut at " +
+         std::to_string(l.stdout_max_bytes) + " bytes each (truncation is flagged); /outputs holds at most " +
+         std::to_string(l.outputs_max_bytes / (1024 * 1024)) + " MiB in " + std::to_string(l.outputs_max_files) +
+         " files. A non-zero exit is status failed, with stderr telling why: read it and fix the program.";
+}
+
+Session::Session(ServerContext& server, Outbox& outbox, std::string tenant)
+    : server_(server),
+      outbox_(outbox),
+      tenant_(std::move(tenant)),
+      limits_{server.policy.server.message_max_bytes, server.policy.server.json_max_depth},
+      pool_(server.policy.server.concurrent_calls_max,
+            static_cast<size_t>(server.policy.server.concurrent_calls_max) * 4) {}
+
+Session::~Session() { pool_.drain(); }
+
+void Session::drain() { pool_.drain(); }
+
+void Session::handle_oversized(size_t bytes) {
+  outbox_.send(make_error(nullptr, jsonrpc::kInvalidRequest,
+                          "Invalid Request: message of " + std::to_string(bytes) + " bytes exceeds " +
+                              std::to_string(limits_.max_message_bytes) + " bytes"));
+}
+
+void Session::handle_line(std::string_view line) {
+  jsonrpc::Parsed parsed = jsonrpc::parse_line(line, limits_);
+  if (parsed.whole_line_failed) {
+    auto& f = std::get<jsonrpc::Failure>(parsed.items.front());
+    outbox_.send(make_error(f.id, f.code, f.message));
+    return;
+  }
+  if (!parsed.is_batch) {
+    if (auto* f = std::get_if<jsonrpc::Failure>(&parsed.items.front())) {
+      outbox_.send(make_error(f->id, f->code, f->message));
+      return;
+    }
+    handle_message(std::get<jsonrpc::Message>(parsed.items.front()),
+                   [this](json r) { outbox_.send(r); });
+    return;
+  }
+
+  std::string version;
+  {
+    std::lock_guard lock(mu_);
+    version = version_;
+  }
+  // JSON-RPC batching was removed from MCP in 2025-06-18; 2025-03-26 still has it.
+  if (version != "2025-03-26") {
+    outbox_.send(make_error(nullptr, jsonrpc::kInvalidRequest,
+                            "Invalid Request: JSON-RPC batches are not supported" +
+                                (version.empty() ? std::string(" before initialize")
+                                                 : " in protocol version " + version)));
+    return;
+  }
+  auto batch = std::make_shared<BatchCollector>();
+  batch->pending = parsed.items.size();
+  auto reply = [this, batch](json r) {
+    std::lock_guard lock(batch->mu);
+    if (!r.is_null()) batch->responses.push_back(std::move(r));
+    if (--batch->pending == 0 && !batch->responses.empty()) outbox_.send(batch->responses);
+  };
+  for (auto& item : parsed.items) {
+    if (auto* f = std::get_if<jsonrpc::Failure>(&item)) {
+      reply(make_error(f->id, f->code, f->message));
+      continue;
+    }
+    auto& m = std::get<jsonrpc::Message>(item);
+    if (m.method == "initialize") {
+      reply(make_error(m.id, jsonrpc::kInvalidRequest, "Invalid Request: initialize must not be batched"));
+      continue;
+    }
+    if (m.kind != jsonrpc::Message::Kind::kRequest) {
+      handle_message(m, [](json) {});
+      reply(nullptr);  // notifications and responses get no answer
+      continue;
+    }
+    handle_message(m, reply);
+  }
+}
+
+void Session::handle_message(const jsonrpc::Message& m, const Reply& reply) {
+  using Kind = jsonrpc::Message::Kind;
+  if (m.kind == Kind::kResponse) return;  // this server sends no requests yet
+  if (m.kind == Kind::kNotification) {
+    // notifications/initialized, notifications/cancelled and others need no answer.
+    spdlog::debug("notification {}", m.method);
+    return;
+  }
+  if (m.method == "initialize") return handle_initialize(m, reply);
+  if (m.method == "ping") return reply(make_result(m.id, json::object()));
+  {
+    std::lock_guard lock(mu_);
+    if (!initialize_answered_) {
+      return reply(make_error(m.id, jsonrpc::kInvalidRequest,
+                              "Invalid Request: the session is not initialized; send initialize first"));
+    }
+  }
+  if (m.method == "tools/list") return reply(make_result(m.id, {{"tools", server_.tools.list()}}));
+  if (m.method == "tools/call") return handle_tools_call(m, reply);
+  reply(make_error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method));
+}
+
+void Session::handle_initialize(const jsonrpc::Message& m, const Reply& reply) {
+  const json& p = m.params;
+  if (!p.is_object() || !p.contains("protocolVersion") || !p["protocolVersion"].is_string())
+    return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: protocolVersion must be a string"));
+  if (p.contains("capabilities") && !p["capabilities"].is_object())
+    return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: capabilities must be an object"));
+  std::string version = negotiate_version(p["protocolVersion"].get<std::string>());
+  {
+    std::lock_guard lock(mu_);
+    if (initialize_answered_)
+      return reply(make_error(m.id, jsonrpc::kInvalidRequest, "Invalid Request: already initialized"));
+    initialize_answered_ = true;
+    version_ = version;
+  }
+  std::string client = "unknown";
+  if (p.contains("clientInfo") && p["clientInfo"].is_object() && p["clientInfo"].contains("name") &&
+      p["clientInfo"]["name"].is_string())
+    client = p["clientInfo"]["name"].get<std::string>();
+  spdlog::info("initialize: client={} protocol={}", client, version);
+  reply(make_result(m.id, {{"protocolVersion", version},
+                           {"capabilities", {{"tools", {{"listChanged", false}}}}},
+                           {"serverInfo", {{"name", "throwbox"}, {"title", "throwbox sandbox"},
+                                           {"version", THROWBOX_VERSION}}},
+                           {"instructions", instructions_text(server_.policy)}}));
+}
+
+void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
+  const json& p = m.params;
+  if (!p.is_object() || !p.contains("name") || !p["name"].is_string())
+    return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: tools/call needs a string \"name\""));
+  std::string name = p["name"].get<std::string>();
+  const tools::Tool* tool = server_.tools.find(name);
+  if (!tool) return reply(make_error(m.id, jsonrpc::kInvalidParams, "Unknown tool: " + name));
+  json args = p.contains("arguments") ? p["arguments"] : json::object();
+  if (!args.is_object())
+    return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: arguments must be an object"));
+
+  json id = m.id;
+  auto task = [this, tool, args = std::move(args), id, reply, name]() {
+    tools::CallContext ctx{tenant_, server_.policy, server_.store, server_.jobs};
+    tools::ToolResult result;
+    try {
+      result = tool->call(args, ctx);
+    } catch (const std::exception& e) {
+      spdlog::error("tool {} failed: {}", name, e.what());
+      result = tools::error_result("internal error in " + name + "; see the server log");
+    }
+    reply(make_result(id, result.to_json()));
+  };
+  if (!pool_.submit(task)) {
+    reply(make_result(id, tools::error_result("busy: too many calls in flight on this session; "
+                                              "retry when one of them has answered")
+                              .to_json()));
+  }
+}
+
+}  // namespace protocol::mcp

@@ -1,0 +1,70 @@
+// One MCP session: lifecycle (initialize, version negotiation, initialized,
+// ping), tools/list and tools/call dispatch. Called by a transport's reader
+// thread; tools/call runs on the session's worker pool so a slow run_code
+// never holds up ping or tools/list. Responses may leave out of order.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "server/protocol/jsonrpc.h"
+#include "server/util/worker_pool.h"
+#include "tools/registry.h"
+
+namespace protocol::mcp {
+
+using nlohmann::json;
+
+inline constexpr const char* kSupportedVersions[] = {"2025-03-26", "2025-06-18", "2025-11-25"};
+inline constexpr const char* kLatestVersion = "2025-11-25";
+
+// Chooses the client's version when supported, else the newest we speak.
+std::string negotiate_version(const std::string& requested);
+std::string instructions_text(const policy::Policy& policy);
+
+// Where a session's outgoing messages go; thread-safe.
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+  virtual void send(const json& message) = 0;
+};
+
+struct ServerContext {
+  const policy::Policy& policy;
+  store::Store& store;
+  broker::Jobs& jobs;
+  const tools::Registry& tools;
+};
+
+class Session {
+ public:
+  Session(ServerContext& server, Outbox& outbox, std::string tenant);
+  ~Session();
+
+  void handle_line(std::string_view line);
+  void handle_oversized(size_t bytes);
+  // Waits for every in-flight tools/call to answer.
+  void drain();
+
+ private:
+  using Reply = std::function<void(json)>;
+  void handle_message(const jsonrpc::Message& m, const Reply& reply);
+  void handle_initialize(const jsonrpc::Message& m, const Reply& reply);
+  void handle_tools_call(const jsonrpc::Message& m, const Reply& reply);
+
+  ServerContext& server_;
+  Outbox& outbox_;
+  std::string tenant_;
+  jsonrpc::Limits limits_;
+  std::mutex mu_;
+  bool initialize_answered_ = false;
+  std::string version_;
+  util::WorkerPool pool_;
+};
+
+}  // namespace protocol::mcp

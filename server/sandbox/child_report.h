@@ -1,0 +1,23 @@
+// Failure reports from the sandbox child to the runner parent, built in a fixed
+// buffer: runs between clone and execve, so no allocation, no locks, no stdio.
+#pragma once
+
+namespace sandbox {
+
+// Message tags on the parent<->child SOCK_SEQPACKET socket.
+constexpr char kMsgGo = 'G';       // parent -> child: id maps written, continue
+constexpr char kMsgKill = 'K';     // parent -> child: deadline or cancel, kill the tree
+constexpr char kMsgReady = 'R';    // child -> parent: program exec'd
+constexpr char kMsgError = 'E';    // child -> parent: a setup step failed (text follows)
+constexpr char kMsgExit = 'X';     // child -> parent: program finished (ExitReport follows)
+
+struct ExitReport {
+  int wait_status;          // of the program (waitpid)
+  long long cpu_us;         // user+system of every reaped process in the sandbox
+  long long max_rss_kb;     // largest resident set among them
+};
+
+// Sends "E<call>("<arg>"): <ERRNO>" and exits the child with status 1.
+[[noreturn]] void fail_in_child(int sock, const char* call, const char* arg, int err);
+
+}  // namespace sandbox

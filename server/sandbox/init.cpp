@@ -1,0 +1,183 @@
+// Sandbox pid 1 and the program's last steps before execve. Runs between clone
+// and execve: syscalls only, every failure reported with fail_in_child and the
+// program never started. Never throws, never allocates.
+#include "server/sandbox/init.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "server/sandbox/child_report.h"
+#include "server/sandbox/namespaces.h"
+
+namespace sandbox::init {
+namespace {
+
+// In the program child after fork: descriptors, identity, then execve.
+[[noreturn]] void exec_program_in_child(const ChildContext& ctx, int exec_err_fd,
+                                        const sigset_t& old_mask) {
+  // Report a failure through the exec-error pipe; the runner parent never sees
+  // these fds, init relays the errno.
+  auto die = [&](int err) {
+    (void)::write(exec_err_fd, &err, sizeof err);
+    ::_exit(127);
+  };
+  if (::sigprocmask(SIG_SETMASK, &old_mask, nullptr) != 0) die(errno);
+  // A session of its own: no controlling terminal to push input into.
+  if (::setsid() < 0) die(errno);
+  // stdin is /dev/null; stdout/stderr are the capture pipes and nothing else.
+  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0 || ::dup2(null_fd, 0) < 0) die(errno);
+  if (::dup2(ctx.stdout_write, 1) < 0 || ::dup2(ctx.stderr_write, 2) < 0) die(errno);
+  // Every other descriptor closed, except the exec-error pipe (close-on-exec).
+  if (exec_err_fd > 3 && ::close_range(3, static_cast<unsigned>(exec_err_fd - 1), 0) != 0) die(errno);
+  if (::close_range(static_cast<unsigned>(exec_err_fd + 1), ~0U, 0) != 0) die(errno);
+  if (::chdir("/work") != 0) die(errno);
+  ::umask(022);
+  // No set-id or file-capability gain through execve (fail closed, unlike nsjail's warning).
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(errno);
+  ::execve(ctx.argv[0], ctx.argv.data(), ctx.envp.data());
+  die(errno);
+  ::_exit(127);
+}
+
+void kill_all_and_reap(pid_t program, int& program_status, bool& program_reaped) {
+  // From pid 1 of the namespace, kill(-1) reaches every other process in it.
+  ::kill(-1, SIGKILL);
+  for (;;) {
+    int st = 0;
+    pid_t pid = ::waitpid(-1, &st, __WALL);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;  // ECHILD: nothing left
+    }
+    if (pid == program) {
+      program_status = st;
+      program_reaped = true;
+    }
+  }
+}
+
+}  // namespace
+
+void run_in_child(const ChildContext& ctx) {
+  const int sock = ctx.report_sock;
+  // If the runner dies, so does the sandbox (and with pid 1 gone, everything in it).
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail_in_child(sock, "prctl", "PR_SET_PDEATHSIG", errno);
+
+  char msg = 0;
+  ssize_t n = ::recv(sock, &msg, 1, 0);
+  if (n != 1 || msg != kMsgGo) ::_exit(1);  // parent failed the id maps or died
+
+  mounts::mount_root_in_child(*ctx.plan, sock);
+  // Become the one mapped identity before creating anything: files made in the
+  // sandbox's tmpfs need a mapped owner, and as root this leaves host uid 0
+  // behind for good. Capabilities in the new user namespace stay (the old uid
+  // was not this namespace's root), so the mounts below still work.
+  if (::setresgid(kSandboxGid, kSandboxGid, kSandboxGid) != 0)
+    fail_in_child(sock, "setresgid", "sandbox", errno);
+  if (::setresuid(kSandboxUid, kSandboxUid, kSandboxUid) != 0)
+    fail_in_child(sock, "setresuid", "sandbox", errno);
+  // The runner reads /outputs through /proc/<pid>/root after the job; an id
+  // change cleared dumpable, which would deny that to a non-root runner.
+  if (::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) fail_in_child(sock, "prctl", "PR_SET_DUMPABLE", errno);
+
+  mounts::build_root_in_child(*ctx.plan, *ctx.spec, sock);
+  mounts::pivot_into_root_in_child(*ctx.plan, sock);
+  namespaces::set_hostname_in_child(sock);
+  namespaces::bring_up_loopback_in_child(sock);
+
+  sigset_t chld, old_mask;
+  ::sigemptyset(&chld);
+  ::sigaddset(&chld, SIGCHLD);
+  if (::sigprocmask(SIG_BLOCK, &chld, &old_mask) != 0) fail_in_child(sock, "sigprocmask", "SIGCHLD", errno);
+  int sfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) fail_in_child(sock, "signalfd", "SIGCHLD", errno);
+
+  int exec_err[2];
+  if (::pipe2(exec_err, O_CLOEXEC) != 0) fail_in_child(sock, "pipe2", "exec-error", errno);
+  pid_t program = ::fork();
+  if (program < 0) fail_in_child(sock, "fork", ctx.argv[0], errno);
+  if (program == 0) {
+    ::close(exec_err[0]);
+    exec_program_in_child(ctx, exec_err[1], old_mask);
+  }
+  ::close(exec_err[1]);
+  ::close(ctx.stdout_write);
+  ::close(ctx.stderr_write);
+
+  // EOF on the exec-error pipe means execve succeeded (nsjail's handshake).
+  int exec_errno = 0;
+  ssize_t got;
+  do got = ::read(exec_err[0], &exec_errno, sizeof exec_errno);
+  while (got < 0 && errno == EINTR);
+  ::close(exec_err[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    int st;
+    ::waitpid(program, &st, 0);
+    fail_in_child(sock, "execve", ctx.argv[0], exec_errno);
+  }
+  char ready = kMsgReady;
+  ::send(sock, &ready, 1, MSG_NOSIGNAL);
+
+  int program_status = 0;
+  bool program_reaped = false;
+  bool finished = false;
+  while (!finished) {
+    struct pollfd fds[2] = {{sock, POLLIN, 0}, {sfd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[0].revents) {
+      char cmd = 0;
+      ssize_t r = ::recv(sock, &cmd, 1, MSG_DONTWAIT);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) ::_exit(1);  // parent gone
+      if (r == 1 && cmd == kMsgKill) finished = true;
+    }
+    if (fds[1].revents) {
+      struct signalfd_siginfo si;
+      while (::read(sfd, &si, sizeof si) > 0) {
+      }
+      int st = 0;
+      pid_t pid;
+      // Reap the program and any orphan reparented to us.
+      while ((pid = ::waitpid(-1, &st, WNOHANG | __WALL)) > 0) {
+        if (pid == program) {
+          program_status = st;
+          program_reaped = true;
+          finished = true;
+        }
+      }
+    }
+  }
+  // The job ends with its program: a daemonized grandchild does not survive it.
+  kill_all_and_reap(program, program_status, program_reaped);
+
+  struct rusage ru {};
+  ::getrusage(RUSAGE_CHILDREN, &ru);
+  char buf[1 + sizeof(ExitReport)];
+  buf[0] = kMsgExit;
+  ExitReport report{program_status,
+                    static_cast<long long>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000LL +
+                        ru.ru_utime.tv_usec + ru.ru_stime.tv_usec,
+                    ru.ru_maxrss};
+  __builtin_memcpy(buf + 1, &report, sizeof report);
+  ::send(sock, buf, sizeof buf, MSG_NOSIGNAL);
+
+  // Stay alive (and so keep /outputs mounted) until the parent has harvested.
+  char done;
+  while (::recv(sock, &done, 1, 0) > 0) {
+  }
+  ::_exit(0);
+}
+
+}  // namespace sandbox::init

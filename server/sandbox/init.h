@@ -1,0 +1,24 @@
+// The sandbox's pid 1. Runs in the child after clone: waits for the id maps,
+// builds the filesystem, forks the program, reaps everything, kills the whole
+// namespace when the program ends or the parent says so, and reports back.
+#pragma once
+#include <vector>
+
+#include "server/sandbox/mounts.h"
+#include "server/sandbox/spec.h"
+
+namespace sandbox::init {
+
+struct ChildContext {
+  const LaunchSpec* spec;
+  const mounts::Plan* plan;
+  int report_sock;                 // SOCK_SEQPACKET to the runner parent
+  int stdout_write;                // pipe ends the program gets as fd 1 and 2
+  int stderr_write;
+  std::vector<char*> argv;         // null-terminated, built in the parent
+  std::vector<char*> envp;
+};
+
+[[noreturn]] void run_in_child(const ChildContext& ctx);
+
+}  // namespace sandbox::init

@@ -1,0 +1,240 @@
+// The ordered containment steps, parent side. The child side is init.cpp.
+// 1 plan mounts  2 scratch dirs  3 pipes and socket  4 clone into namespaces
+// 5 id maps  6 go  7 supervise: capture, deadline  8 harvest /outputs  9 reap.
+// Any failed step before the program starts is a sandbox_error; the code never runs.
+#include "server/sandbox/launcher.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "server/sandbox/capture.h"
+#include "server/sandbox/child_report.h"
+#include "server/sandbox/harvest.h"
+#include "server/sandbox/init.h"
+#include "server/sandbox/mounts.h"
+#include "server/sandbox/namespaces.h"
+#include "server/util/fd.h"
+#include "server/util/text.h"
+
+namespace sandbox::launcher {
+namespace {
+
+constexpr int kSetupTimeoutMs = 10000;   // building the sandbox; far above the measured cost
+constexpr int kKillGraceMs = 2000;       // pid 1 reporting after a kill request
+constexpr int kDrainTimeoutMs = 1000;    // pipes reaching EOF once everything is dead
+
+int64_t now_ms() {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+Outcome sandbox_error(std::string message) {
+  Outcome o;
+  o.status = "sandbox_error";
+  o.error = std::move(message);
+  return o;
+}
+
+struct Supervision {
+  bool ready = false;
+  bool exited_report = false;
+  bool timed_out = false;
+  bool child_gone = false;
+  std::string setup_error;
+  ExitReport report{};
+  int64_t started_ms = 0;
+  int64_t ended_ms = 0;
+};
+
+// One poll loop over both output pipes and the control socket: output is read
+// concurrently (no pipe can fill and stall the program), the deadline is ours.
+void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::UniqueFd& err,
+               capture::Stream& out_cap, capture::Stream& err_cap, Supervision& sv) {
+  const int64_t setup_deadline = now_ms() + kSetupTimeoutMs;
+  int64_t run_deadline = 0, kill_deadline = 0, drain_deadline = 0;
+  char buf[65536];
+  for (;;) {
+    bool pipes_open = out.valid() || err.valid();
+    if (sv.exited_report && !pipes_open) return;
+    if ((sv.child_gone || !sv.setup_error.empty()) && !pipes_open) return;
+    int64_t now = now_ms();
+    int64_t deadline = !sv.ready ? setup_deadline : run_deadline;
+    if (kill_deadline) deadline = kill_deadline;
+    if (drain_deadline) deadline = drain_deadline;
+    if (now >= deadline) {
+      if (drain_deadline || kill_deadline || !sv.ready) return;  // give up waiting
+      sv.timed_out = true;
+      char k = kMsgKill;
+      ::send(sock, &k, 1, MSG_NOSIGNAL);
+      kill_deadline = now + kKillGraceMs;
+      continue;
+    }
+    struct pollfd fds[3] = {{out.get(), POLLIN, 0}, {err.get(), POLLIN, 0},
+                            {sv.child_gone ? -1 : sock, POLLIN, 0}};
+    int r = ::poll(fds, 3, static_cast<int>(deadline - now));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (!fds[i].revents) continue;
+      util::UniqueFd& fd = i == 0 ? out : err;
+      long n = util::read_some(fd.get(), buf, sizeof buf);
+      if (n <= 0) fd.reset();
+      else (i == 0 ? out_cap : err_cap).feed(buf, static_cast<size_t>(n));
+    }
+    if (fds[2].revents) {
+      char msg[1 + sizeof(ExitReport) + 1024];
+      ssize_t n = ::recv(sock, msg, sizeof msg - 1, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) {
+        sv.child_gone = true;  // pid 1 died without reporting
+        if (!sv.exited_report && sv.setup_error.empty() && sv.ready) sv.ended_ms = now_ms();
+        if (!drain_deadline) drain_deadline = now_ms() + kDrainTimeoutMs;
+        continue;
+      }
+      if (msg[0] == kMsgReady) {
+        sv.ready = true;
+        sv.started_ms = now_ms();
+        run_deadline = sv.started_ms + static_cast<int64_t>(spec.timeout_ms);
+      } else if (msg[0] == kMsgError) {
+        msg[n] = '\0';
+        sv.setup_error = msg + 1;
+        drain_deadline = now_ms() + kDrainTimeoutMs;
+      } else if (msg[0] == kMsgExit && n == 1 + static_cast<ssize_t>(sizeof(ExitReport))) {
+        std::memcpy(&sv.report, msg + 1, sizeof sv.report);
+        sv.exited_report = true;
+        sv.ended_ms = now_ms();
+        kill_deadline = 0;
+        drain_deadline = now_ms() + kDrainTimeoutMs;
+      }
+    }
+  }
+}
+
+std::vector<char*> to_cstrings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+Outcome launch(const LaunchSpec& spec) {
+  // 1. Every path and string the child will need, built before clone.
+  auto plan = mounts::plan_in_parent(spec);
+  if (!plan) return sandbox_error(plan.error().message);
+
+  // 2. The mount point of the new root and the host side of the harvest.
+  if (::mkdir(plan->root.c_str(), 0700) != 0)
+    return sandbox_error(util::call_error("mkdir", plan->root, errno));
+  if (::mkdir(spec.harvest_dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return sandbox_error(util::call_error("mkdir", spec.harvest_dir, errno));
+
+  // 3. Capture pipes and the control socket.
+  util::Pipe out, err;
+  if (!util::make_pipe(out) || !util::make_pipe(err))
+    return sandbox_error(util::call_error("pipe2", "stdout/stderr", errno));
+  int sv_fds[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv_fds) != 0)
+    return sandbox_error(util::call_error("socketpair", "control", errno));
+  util::UniqueFd sock(sv_fds[0]), child_sock(sv_fds[1]);
+
+  init::ChildContext ctx{&spec, &*plan, child_sock.get(), out.write.get(), err.write.get(),
+                         to_cstrings(spec.argv), to_cstrings(spec.env)};
+
+  // 4. Clone into fresh namespaces.
+  pid_t pid = namespaces::clone_sandbox_in_parent();
+  if (pid < 0) {
+    int e = errno;
+    ::rmdir(plan->root.c_str());
+    return sandbox_error(util::call_error("clone", "CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWNET|"
+                                                   "CLONE_NEWIPC|CLONE_NEWUTS|CLONE_NEWCGROUP", e) +
+                         (e == EPERM || e == ENOSPC
+                              ? "; user namespaces may be disabled (sysctl user.max_user_namespaces, "
+                                "kernel.apparmor_restrict_unprivileged_userns)"
+                              : ""));
+  }
+  if (pid == 0) {
+    sock.reset();
+    out.read.reset();
+    err.read.reset();
+    init::run_in_child(ctx);
+  }
+  child_sock.reset();
+  out.write.reset();
+  err.write.reset();
+
+  // 5-6. Identity first; the child waits for it before touching anything.
+  Outcome o;
+  Supervision sv;
+  capture::Stream out_cap(spec.stdout_max_bytes), err_cap(spec.stderr_max_bytes);
+  if (auto s = namespaces::write_id_maps_in_parent(pid, spec.host_uid, spec.host_gid); !s) {
+    sv.setup_error = s.error().message;
+  } else {
+    char go = kMsgGo;
+    if (::send(sock.get(), &go, 1, MSG_NOSIGNAL) != 1) sv.setup_error = util::call_error("send", "go", errno);
+  }
+
+  // 7. Run, capture, enforce the deadline.
+  if (sv.setup_error.empty()) supervise(spec, sock.get(), out.read, err.read, out_cap, err_cap, sv);
+
+  // 8. Harvest while pid 1 still holds the sandbox's mounts.
+  std::string harvest_error;
+  if (sv.exited_report) o.files = harvest::copy_outputs(pid, spec, harvest_error);
+
+  // 9. Releasing pid 1 ends the namespace; SIGKILL covers a pid 1 that hangs.
+  if (!sv.exited_report) ::kill(pid, SIGKILL);
+  sock.reset();
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  ::rmdir(plan->root.c_str());
+
+  o.stdout_text = out_cap.text();
+  o.stderr_text = err_cap.text();
+  o.stdout_truncated = out_cap.truncated();
+  o.stderr_truncated = err_cap.truncated();
+  if (!sv.setup_error.empty() || !sv.ready) {
+    Outcome e = sandbox_error(!sv.setup_error.empty() ? sv.setup_error
+                                                      : "sandbox set-up did not finish in time");
+    return e;
+  }
+  if (!sv.exited_report) {
+    o.status = "sandbox_error";
+    o.error = "sandbox init exited without a report";
+    return o;
+  }
+  if (!harvest_error.empty()) {
+    o.status = "sandbox_error";
+    o.error = "collecting /outputs: " + harvest_error;
+    return o;
+  }
+  o.duration_ms = static_cast<uint64_t>(sv.ended_ms - sv.started_ms);
+  o.cpu_ms = static_cast<uint64_t>(sv.report.cpu_us / 1000);
+  o.peak_memory_bytes = static_cast<uint64_t>(sv.report.max_rss_kb) * 1024;
+  o.timed_out = sv.timed_out;
+  int ws = sv.report.wait_status;
+  if (WIFEXITED(ws)) {
+    o.exited = true;
+    o.exit_code = WEXITSTATUS(ws);
+  } else if (WIFSIGNALED(ws)) {
+    o.signal = WTERMSIG(ws);
+  }
+  if (sv.timed_out) o.status = "timed_out";
+  else if (o.exited && o.exit_code == 0) o.status = "completed";
+  else o.status = "failed";
+  return o;
+}
+
+}  // namespace sandbox::launcher

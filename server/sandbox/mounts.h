@@ -1,0 +1,61 @@
+// The sandbox filesystem: a read-only tmpfs root holding the runtime's read-only
+// binds, a minimal /dev, a fresh /proc, /inputs (read-only), size-capped tmpfs
+// /work, /tmp and /outputs, then pivot_root into it. Planned in the runner
+// parent (all strings built there); applied in the child with syscalls only.
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "server/sandbox/spec.h"
+#include "server/util/fd.h"
+#include "server/util/result.h"
+
+namespace sandbox::mounts {
+
+struct Bind {
+  std::string source;  // host path, opened (O_PATH) by the child before it drops host ids
+  int open_flags = 0;  // extra flags for that open (O_NOFOLLOW for stored inputs)
+  // "/proc/self/fd/N" of that descriptor, written by the child (no allocation).
+  mutable char via[32] = {};
+  std::string target;  // path relative to the new root
+  bool is_dir = false;
+};
+
+struct File {
+  std::string path;     // relative to the new root
+  std::string content;
+  mode_t mode = 0444;
+};
+
+struct Link {
+  std::string target;   // what the symlink points to
+  std::string path;     // relative to the new root
+};
+
+struct Plan {
+  std::string root;
+  std::string root_opts, dev_opts, inputs_opts, work_opts, tmp_opts, outputs_opts;
+  std::string dev, proc, inputs, work, tmp, outputs;
+  std::vector<std::string> dirs;      // created in this order
+  std::vector<Link> links;
+  std::vector<File> files;            // synthesized /etc
+  std::vector<Bind> readonly_binds;   // policy paths: the runtime
+  std::vector<Bind> device_binds;     // /dev/null, zero, full, random, urandom
+  std::vector<Link> device_links;
+  std::vector<Bind> input_binds;
+  std::string code_file;              // relative to the new root
+};
+
+util::Result<Plan> plan_in_parent(const LaunchSpec& spec);
+// Every step fails closed through fail_in_child(report_sock, ...).
+// With the host identity still in place: opens every bind source (O_PATH, in
+// this mount namespace), mounts the root tmpfs and makes it the cwd. The
+// sandbox user then never walks a host directory (the state dir is 0700).
+void mount_root_in_child(const Plan& plan, int report_sock);
+// Everything else, relative to the cwd: runs as the sandbox user.
+void build_root_in_child(const Plan& plan, const LaunchSpec& spec, int report_sock);
+void pivot_into_root_in_child(const Plan& plan, int report_sock);
+
+}  // namespace sandbox::mounts

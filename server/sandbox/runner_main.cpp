@@ -1,0 +1,69 @@
+// Runner process entry. Started by the broker via Boost.Process with an empty
+// environment; owns nothing but its three pipes. Never logs to stdout: stdout
+// carries exactly one JSON outcome.
+#include "server/sandbox/runner_main.h"
+
+#include <grp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <string>
+
+#include "server/sandbox/launcher.h"
+#include "server/sandbox/spec.h"
+#include "server/util/fd.h"
+#include "server/util/text.h"
+
+namespace sandbox {
+namespace {
+constexpr size_t kSpecMaxBytes = 512 * 1024 * 1024;
+
+int fail(const std::string& message) {
+  Outcome o;
+  o.status = "sandbox_error";
+  o.error = message;
+  std::string text = to_json(o).dump();
+  util::write_all(1, text.data(), text.size());
+  return 0;
+}
+}  // namespace
+
+int runner_main() {
+  // The server's death takes the runner with it, and the runner's the sandbox.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+    return fail(util::call_error("prctl", "PR_SET_PDEATHSIG", errno));
+  // Nothing inherited beyond stdin/stdout/stderr reaches the sandbox.
+  if (::close_range(3, ~0U, 0) != 0) return fail(util::call_error("close_range", "3..", errno));
+  ::umask(077);
+  // Dispositions survive execve: the server ignores SIGPIPE, the program must not inherit that.
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  // As root: no supplementary groups for the sandbox to inherit (setgroups is
+  // denied inside, so they could never be dropped there).
+  if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0)
+    return fail(util::call_error("setgroups", "0", errno));
+
+  std::string input;
+  char buf[65536];
+  for (;;) {
+    long n = util::read_some(0, buf, sizeof buf);
+    if (n < 0) return fail(util::call_error("read", "stdin", errno));
+    if (n == 0) break;
+    input.append(buf, static_cast<size_t>(n));
+    if (input.size() > kSpecMaxBytes) return fail("launch spec too large");
+  }
+  auto doc = nlohmann::json::parse(input, nullptr, false);
+  if (doc.is_discarded()) return fail("launch spec is not JSON");
+  auto spec = spec_from_json(doc);
+  if (!spec) return fail(spec.error().message);
+
+  Outcome outcome = launcher::launch(*spec);
+  std::string text = to_json(outcome).dump();
+  if (!util::write_all(1, text.data(), text.size())) return 1;
+  return 0;
+}
+
+}  // namespace sandbox

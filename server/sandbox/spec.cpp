@@ -1,0 +1,91 @@
+// (De)serialisation of LaunchSpec and Outcome. Both ends are ours, but the
+// runner still validates: a malformed spec is a sandbox_error, never a guess.
+#include "server/sandbox/spec.h"
+
+namespace sandbox {
+
+using nlohmann::json;
+
+json to_json(const LaunchSpec& s) {
+  json inputs = json::array();
+  for (auto& in : s.inputs) inputs.push_back({{"name", in.name}, {"host_path", in.host_path}});
+  return {{"job_id", s.job_id}, {"argv", s.argv}, {"env", s.env}, {"code", s.code},
+          {"code_path", s.code_path}, {"inputs", inputs}, {"readonly_paths", s.readonly_paths},
+          {"work_max_bytes", s.work_max_bytes}, {"tmp_max_bytes", s.tmp_max_bytes},
+          {"outputs_max_bytes", s.outputs_max_bytes}, {"outputs_max_files", s.outputs_max_files},
+          {"stdout_max_bytes", s.stdout_max_bytes}, {"stderr_max_bytes", s.stderr_max_bytes},
+          {"timeout_ms", s.timeout_ms}, {"host_uid", s.host_uid}, {"host_gid", s.host_gid},
+          {"scratch_dir", s.scratch_dir}, {"harvest_dir", s.harvest_dir}};
+}
+
+util::Result<LaunchSpec> spec_from_json(const json& j) {
+  try {
+    LaunchSpec s;
+    j.at("job_id").get_to(s.job_id);
+    j.at("argv").get_to(s.argv);
+    j.at("env").get_to(s.env);
+    j.at("code").get_to(s.code);
+    j.at("code_path").get_to(s.code_path);
+    for (auto& in : j.at("inputs"))
+      s.inputs.push_back({in.at("name").get<std::string>(), in.at("host_path").get<std::string>()});
+    j.at("readonly_paths").get_to(s.readonly_paths);
+    j.at("work_max_bytes").get_to(s.work_max_bytes);
+    j.at("tmp_max_bytes").get_to(s.tmp_max_bytes);
+    j.at("outputs_max_bytes").get_to(s.outputs_max_bytes);
+    j.at("outputs_max_files").get_to(s.outputs_max_files);
+    j.at("stdout_max_bytes").get_to(s.stdout_max_bytes);
+    j.at("stderr_max_bytes").get_to(s.stderr_max_bytes);
+    j.at("timeout_ms").get_to(s.timeout_ms);
+    j.at("host_uid").get_to(s.host_uid);
+    j.at("host_gid").get_to(s.host_gid);
+    j.at("scratch_dir").get_to(s.scratch_dir);
+    j.at("harvest_dir").get_to(s.harvest_dir);
+    if (s.argv.empty() || s.argv[0].empty() || s.argv[0][0] != '/')
+      return util::make_error("spec", "argv[0] must be an absolute path");
+    if (s.scratch_dir.empty() || s.scratch_dir[0] != '/' || s.harvest_dir.empty())
+      return util::make_error("spec", "scratch_dir and harvest_dir must be absolute");
+    return s;
+  } catch (const json::exception& e) {
+    return util::make_error("spec", std::string("malformed launch spec: ") + e.what());
+  }
+}
+
+json to_json(const Outcome& o) {
+  json files = json::array();
+  for (auto& f : o.files)
+    files.push_back({{"name", f.name}, {"size", f.size}, {"host_path", f.host_path},
+                     {"rejected", f.rejected}});
+  return {{"status", o.status}, {"error", o.error}, {"exited", o.exited},
+          {"exit_code", o.exit_code}, {"signal", o.signal}, {"timed_out", o.timed_out},
+          {"stdout", o.stdout_text}, {"stderr", o.stderr_text},
+          {"stdout_truncated", o.stdout_truncated}, {"stderr_truncated", o.stderr_truncated},
+          {"duration_ms", o.duration_ms}, {"cpu_ms", o.cpu_ms},
+          {"peak_memory_bytes", o.peak_memory_bytes}, {"files", files}};
+}
+
+util::Result<Outcome> outcome_from_json(const json& j) {
+  try {
+    Outcome o;
+    j.at("status").get_to(o.status);
+    j.at("error").get_to(o.error);
+    j.at("exited").get_to(o.exited);
+    j.at("exit_code").get_to(o.exit_code);
+    j.at("signal").get_to(o.signal);
+    j.at("timed_out").get_to(o.timed_out);
+    j.at("stdout").get_to(o.stdout_text);
+    j.at("stderr").get_to(o.stderr_text);
+    j.at("stdout_truncated").get_to(o.stdout_truncated);
+    j.at("stderr_truncated").get_to(o.stderr_truncated);
+    j.at("duration_ms").get_to(o.duration_ms);
+    j.at("cpu_ms").get_to(o.cpu_ms);
+    j.at("peak_memory_bytes").get_to(o.peak_memory_bytes);
+    for (auto& f : j.at("files"))
+      o.files.push_back({f.at("name").get<std::string>(), f.at("size").get<uint64_t>(),
+                         f.at("host_path").get<std::string>(), f.at("rejected").get<std::string>()});
+    return o;
+  } catch (const json::exception& e) {
+    return util::make_error("outcome", std::string("malformed runner outcome: ") + e.what());
+  }
+}
+
+}  // namespace sandbox

@@ -1,0 +1,74 @@
+// The launch spec (broker -> runner, JSON on the runner's stdin) and the outcome
+// (runner -> broker, JSON on its stdout). Fully resolved by the broker: the
+// runner makes no policy decision.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/util/result.h"
+
+namespace sandbox {
+
+struct InputBind {
+  std::string name;       // file name under /inputs
+  std::string host_path;  // stored blob on the host
+};
+
+struct LaunchSpec {
+  std::string job_id;
+  std::vector<std::string> argv;        // argv[0] is an absolute path inside the sandbox
+  std::vector<std::string> env;         // "KEY=value", the whole environment
+  std::string code;                     // written to code_path before exec
+  std::string code_path;                // e.g. /work/main.py
+  std::vector<InputBind> inputs;
+  std::vector<std::string> readonly_paths;  // host paths bound read-only at the same place
+  uint64_t work_max_bytes = 0;
+  uint64_t tmp_max_bytes = 0;
+  uint64_t outputs_max_bytes = 0;
+  uint64_t outputs_max_files = 0;
+  uint64_t stdout_max_bytes = 0;
+  uint64_t stderr_max_bytes = 0;
+  uint64_t timeout_ms = 0;
+  uint32_t host_uid = 0;                // host identity the sandbox user maps to
+  uint32_t host_gid = 0;
+  std::string scratch_dir;              // host dir owned by this job; runner creates and removes its contents
+  std::string harvest_dir;              // host dir receiving copies of /outputs files
+};
+
+// Identity inside the sandbox (passwd/group name "sandbox").
+constexpr uint32_t kSandboxUid = 1000;
+constexpr uint32_t kSandboxGid = 1000;
+
+struct HarvestedFile {
+  std::string name;       // relative to /outputs, '/'-separated
+  uint64_t size = 0;
+  std::string host_path;  // copy under harvest_dir; empty when rejected
+  std::string rejected;   // reason, empty when copied
+};
+
+struct Outcome {
+  std::string status;     // completed | failed | timed_out | memory_exceeded | cancelled | sandbox_error
+  std::string error;      // sandbox_error detail (names the failed step)
+  bool exited = false;
+  int exit_code = 0;
+  int signal = 0;
+  bool timed_out = false;
+  std::string stdout_text;
+  std::string stderr_text;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  uint64_t duration_ms = 0;
+  uint64_t cpu_ms = 0;
+  uint64_t peak_memory_bytes = 0;
+  std::vector<HarvestedFile> files;
+};
+
+nlohmann::json to_json(const LaunchSpec& spec);
+util::Result<LaunchSpec> spec_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const Outcome& outcome);
+util::Result<Outcome> outcome_from_json(const nlohmann::json& j);
+
+}  // namespace sandbox

@@ -1,0 +1,188 @@
+// Store layout under the state directory:
+//   tenants/<tenant>/blobs/<sha256>          content, 0644 (bound read-only into sandboxes)
+//   tenants/<tenant>/inputs/<input_id>.json  metadata
+//   tenants/<tenant>/artifacts/<id>.json     metadata
+// Server threads only; never touched from inside a sandbox.
+#include "server/store/store.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/util/crypto.h"
+#include "server/util/fs.h"
+#include "server/util/text.h"
+
+namespace store {
+namespace {
+
+using nlohmann::json;
+constexpr size_t kMaxNameBytes = 255;
+constexpr size_t kMetaMaxBytes = 64 * 1024;
+
+// Handles are 32 lowercase hex digits; anything else is unknown before any lookup.
+bool is_handle(const std::string& id) {
+  return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+util::Error not_found(const char* what) {
+  return util::make_error("not_found", std::string("unknown ") + what +
+                                           " (it does not exist, has expired, or belongs to another tenant)");
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+  size_t n = std::char_traits<char>::length(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+}  // namespace
+
+util::Status validate_input_name(const std::string& name) {
+  if (name.empty()) return util::make_error("invalid_argument", "name: must not be empty");
+  if (name.size() > kMaxNameBytes)
+    return util::make_error("invalid_argument", "name: longer than 255 bytes");
+  if (name == "." || name == "..")
+    return util::make_error("invalid_argument", "name: \".\" and \"..\" are not file names");
+  if (name.find('/') != std::string::npos)
+    return util::make_error("invalid_argument", "name: must be a plain file name without \"/\"");
+  for (unsigned char c : name)
+    if (c < 0x20 || c == 0x7F)
+      return util::make_error("invalid_argument", "name: must not contain NUL or control characters");
+  if (!util::is_valid_utf8(name)) return util::make_error("invalid_argument", "name: must be valid UTF-8");
+  return util::ok_status();
+}
+
+std::string guess_media_type(const std::string& name, const std::string& content) {
+  static const std::pair<const char*, const char*> kByExtension[] = {
+      {".csv", "text/csv"}, {".tsv", "text/tab-separated-values"}, {".json", "application/json"},
+      {".md", "text/markdown"}, {".txt", "text/plain"}, {".png", "image/png"},
+      {".jpg", "image/jpeg"}, {".jpeg", "image/jpeg"}, {".gif", "image/gif"},
+      {".pdf", "application/pdf"}, {".log", "text/plain"}, {".py", "text/x-python"}};
+  bool text = util::is_valid_utf8(content) && content.find('\0') == std::string::npos;
+  for (auto& [ext, type] : kByExtension) {
+    if (!ends_with(name, ext)) continue;
+    bool declared_text = is_text_media_type(type);
+    if (declared_text == text) return type;
+    break;
+  }
+  return text ? "text/plain" : "application/octet-stream";
+}
+
+bool is_text_media_type(const std::string& t) {
+  return t.rfind("text/", 0) == 0 || t == "application/json";
+}
+
+Store::Store(std::string state_dir) : state_dir_(std::move(state_dir)) {}
+
+util::Status Store::check_tenant(const std::string& tenant) const {
+  if (tenant.empty() || tenant.size() > 64 ||
+      tenant.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos)
+    return util::make_error("invalid_argument", "tenant names are 1-64 of [a-z0-9_-]");
+  return util::ok_status();
+}
+
+std::string Store::tenant_dir(const std::string& tenant) const {
+  return state_dir_ + "/tenants/" + tenant;
+}
+
+util::Result<std::string> Store::put_blob(const std::string& tenant, const std::string& sha256,
+                                          const std::string& content) {
+  std::string dir = tenant_dir(tenant) + "/blobs";
+  if (auto s = util::make_dirs(dir, 0700); !s) return s.error();
+  std::string path = dir + "/" + sha256;
+  if (::access(path.c_str(), F_OK) == 0) return path;  // content-addressed: already there
+  // World-readable file inside 0700 directories: only a read-only bind reaches it.
+  if (auto s = util::write_file_atomic(path, content, 0444); !s) return s.error();
+  return path;
+}
+
+util::Result<InputRecord> Store::put_input(const std::string& tenant, const std::string& name,
+                                           const std::string& content) {
+  if (auto s = check_tenant(tenant); !s) return s.error();
+  if (auto s = validate_input_name(name); !s) return s.error();
+  std::lock_guard lock(mu_);
+  InputRecord r;
+  r.name = name;
+  r.size = content.size();
+  r.sha256 = util::sha256_hex(content);
+  r.media_type = guess_media_type(name, content);
+  auto blob = put_blob(tenant, r.sha256, content);
+  if (!blob) return blob.error();
+  r.blob_path = *blob;
+  // Idempotent: the same name and content give the same input_id.
+  std::string dir = tenant_dir(tenant) + "/inputs";
+  if (auto s = util::make_dirs(dir, 0700); !s) return s.error();
+  std::string key_path = dir + "/by-content-" + util::sha256_hex(name + '\0' + r.sha256);
+  if (auto existing = util::read_file(key_path, 64); existing && is_handle(*existing)) {
+    if (auto rec = get_input(tenant, *existing)) return rec;
+  }
+  r.input_id = util::random_id();
+  json meta{{"input_id", r.input_id}, {"name", r.name}, {"size", r.size}, {"sha256", r.sha256},
+            {"media_type", r.media_type}};
+  if (auto s = util::write_file_atomic(dir + "/" + r.input_id + ".json", meta.dump(), 0600); !s)
+    return s.error();
+  if (auto s = util::write_file_atomic(key_path, r.input_id, 0600); !s) return s.error();
+  return r;
+}
+
+util::Result<InputRecord> Store::get_input(const std::string& tenant, const std::string& id) const {
+  if (!check_tenant(tenant) || !is_handle(id)) return not_found("input_id");
+  auto text = util::read_file(tenant_dir(tenant) + "/inputs/" + id + ".json", kMetaMaxBytes);
+  if (!text) return not_found("input_id");
+  json m = json::parse(*text, nullptr, false);
+  if (m.is_discarded()) return util::make_error("io", "input metadata is corrupt: " + id);
+  InputRecord r;
+  r.input_id = id;
+  r.name = m.value("name", "");
+  r.size = m.value("size", uint64_t{0});
+  r.sha256 = m.value("sha256", "");
+  r.media_type = m.value("media_type", "");
+  r.blob_path = tenant_dir(tenant) + "/blobs/" + r.sha256;
+  return r;
+}
+
+util::Result<ArtifactRecord> Store::put_artifact(const std::string& tenant, ArtifactRecord r,
+                                                 const std::string& content) {
+  if (auto s = check_tenant(tenant); !s) return s.error();
+  std::lock_guard lock(mu_);
+  r.size = content.size();
+  r.sha256 = util::sha256_hex(content);
+  auto blob = put_blob(tenant, r.sha256, content);
+  if (!blob) return blob.error();
+  r.blob_path = *blob;
+  r.artifact_id = util::random_id();
+  std::string dir = tenant_dir(tenant) + "/artifacts";
+  if (auto s = util::make_dirs(dir, 0700); !s) return s.error();
+  json meta{{"artifact_id", r.artifact_id}, {"job_id", r.job_id}, {"name", r.name},
+            {"size", r.size}, {"sha256", r.sha256}, {"media_type", r.media_type},
+            {"verdict", r.verdict}, {"reason", r.reason}};
+  if (auto s = util::write_file_atomic(dir + "/" + r.artifact_id + ".json", meta.dump(), 0600); !s)
+    return s.error();
+  return r;
+}
+
+util::Result<ArtifactRecord> Store::get_artifact(const std::string& tenant, const std::string& id) const {
+  if (!check_tenant(tenant) || !is_handle(id)) return not_found("artifact_id");
+  auto text = util::read_file(tenant_dir(tenant) + "/artifacts/" + id + ".json", kMetaMaxBytes);
+  if (!text) return not_found("artifact_id");
+  json m = json::parse(*text, nullptr, false);
+  if (m.is_discarded()) return util::make_error("io", "artifact metadata is corrupt: " + id);
+  ArtifactRecord r;
+  r.artifact_id = id;
+  r.job_id = m.value("job_id", "");
+  r.name = m.value("name", "");
+  r.size = m.value("size", uint64_t{0});
+  r.sha256 = m.value("sha256", "");
+  r.media_type = m.value("media_type", "");
+  r.verdict = m.value("verdict", "");
+  r.reason = m.value("reason", "");
+  r.blob_path = tenant_dir(tenant) + "/blobs/" + r.sha256;
+  return r;
+}
+
+util::Result<std::string> Store::read_blob(const std::string& blob_path, uint64_t max_bytes) const {
+  return util::read_file(blob_path, max_bytes);
+}
+
+}  // namespace store

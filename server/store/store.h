@@ -1,0 +1,65 @@
+// The tenant-scoped, content-addressed store for inputs and artifacts.
+// Thread-safe (metadata files are written atomically; blobs are immutable).
+// Handles are random and opaque; a handle of another tenant reads as unknown.
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "server/util/result.h"
+
+namespace store {
+
+struct InputRecord {
+  std::string input_id;
+  std::string name;
+  uint64_t size = 0;
+  std::string sha256;
+  std::string media_type;
+  std::string blob_path;  // host path, never shown to a client
+};
+
+struct ArtifactRecord {
+  std::string artifact_id;
+  std::string job_id;
+  std::string name;        // relative to /outputs
+  uint64_t size = 0;
+  std::string sha256;
+  std::string media_type;
+  std::string verdict;     // accepted | sanitized
+  std::string reason;
+  std::string blob_path;
+};
+
+// Name of a file inside /inputs: a single path component, printable UTF-8.
+util::Status validate_input_name(const std::string& name);
+// Media type from the name and a look at the content.
+std::string guess_media_type(const std::string& name, const std::string& content);
+bool is_text_media_type(const std::string& media_type);
+
+class Store {
+ public:
+  explicit Store(std::string state_dir);
+
+  util::Status check_tenant(const std::string& tenant) const;
+  util::Result<InputRecord> put_input(const std::string& tenant, const std::string& name,
+                                      const std::string& content);
+  util::Result<InputRecord> get_input(const std::string& tenant, const std::string& input_id) const;
+  util::Result<ArtifactRecord> put_artifact(const std::string& tenant, ArtifactRecord record,
+                                            const std::string& content);
+  util::Result<ArtifactRecord> get_artifact(const std::string& tenant,
+                                            const std::string& artifact_id) const;
+  util::Result<std::string> read_blob(const std::string& blob_path, uint64_t max_bytes) const;
+
+  const std::string& state_dir() const { return state_dir_; }
+
+ private:
+  std::string tenant_dir(const std::string& tenant) const;
+  util::Result<std::string> put_blob(const std::string& tenant, const std::string& sha256,
+                                     const std::string& content);
+
+  std::string state_dir_;
+  std::mutex mu_;  // serialises blob creation and metadata writes
+};
+
+}  // namespace store

@@ -1,0 +1,21 @@
+// Small filesystem helpers for the trusted side (server threads, runner parent).
+// Never used inside the sandbox child.
+#pragma once
+#include <string>
+#include <string_view>
+
+#include "server/util/result.h"
+
+namespace util {
+
+// Reads a whole regular file, refusing one larger than max_bytes.
+Result<std::string> read_file(const std::string& path, size_t max_bytes);
+// Writes to a temporary name in the same directory, fsyncs if asked, renames.
+Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode,
+                         bool sync = false);
+// mkdir -p with the given mode for the directories it creates.
+Status make_dirs(const std::string& path, unsigned mode);
+// rm -rf without following symlinks; ENOENT is success.
+Status remove_tree(const std::string& path);
+
+}  // namespace util

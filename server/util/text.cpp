@@ -1,0 +1,94 @@
+// UTF-8 validation and repair, errno and signal names.
+#include "server/util/text.h"
+
+#include <cstring>
+#include <string.h>
+
+namespace util {
+namespace {
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 when invalid.
+size_t valid_sequence_length(std::string_view s, size_t i) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;   // overlong
+    if (c == 0xED) hi = 0x9F;   // UTF-16 surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;   // overlong
+    if (c == 0xF4) hi = 0x8F;   // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  if (b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
+  return n;
+}
+
+}  // namespace
+
+bool is_valid_utf8(std::string_view bytes) {
+  for (size_t i = 0; i < bytes.size();) {
+    size_t n = valid_sequence_length(bytes, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string to_valid_utf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (size_t i = 0; i < bytes.size();) {
+    size_t n = valid_sequence_length(bytes, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(bytes.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+std::string_view utf8_prefix(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes;
+  // Step back over continuation bytes so a multi-byte sequence is never split.
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+std::string errno_name(int err) {
+  const char* name = ::strerrorname_np(err);
+  return name ? name : std::to_string(err);
+}
+
+std::string call_error(std::string_view call, std::string_view arg, int err) {
+  std::string s(call);
+  s += "(\"";
+  s += arg;
+  s += "\"): ";
+  s += errno_name(err);
+  s += " (";
+  s += std::strerror(err);
+  s += ")";
+  return s;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+}  // namespace util

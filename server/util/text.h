@@ -1,0 +1,22 @@
+// Text helpers shared by server and runner: UTF-8 repair, errno names, call errors.
+// Pure functions; safe in any thread. Not for use between clone and execve.
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace util {
+
+// Replaces every invalid UTF-8 sequence with U+FFFD so the text can go into JSON.
+std::string to_valid_utf8(std::string_view bytes);
+// True when bytes are well-formed UTF-8 (no overlongs, surrogates or > U+10FFFF).
+bool is_valid_utf8(std::string_view bytes);
+// Longest prefix of at most max_bytes that does not split a UTF-8 sequence.
+std::string_view utf8_prefix(std::string_view text, size_t max_bytes);
+// "EPERM", "ENOENT", ...; the number when the name is unknown.
+std::string errno_name(int err);
+// The STYLE.md error form: call("arg"): ENAME (message)
+std::string call_error(std::string_view call, std::string_view arg, int err);
+// "SIGKILL" etc.
+std::string signal_name(int sig);
+
+}  // namespace util

@@ -1,0 +1,207 @@
+// Shared helper for the throwbox integration tests and tests/run-example.mjs:
+// starts `throwbox serve` over stdio with the official MCP TypeScript SDK and
+// keeps the server's stderr so a failing test can show what the server logged.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+// Bound every request so a hung server fails a test instead of stalling ctest.
+export const REQUEST_TIMEOUT_MS = 25_000;
+const STDERR_KEEP_BYTES = 256 * 1024;
+
+const createdDirs = new Set();
+const connections = [];
+const liveServers = new Set(); // kill functions of servers still running
+
+// Servers this process started, so the watchdog can stop them.
+export function trackServer(kill) {
+  liveServers.add(kill);
+  return () => liveServers.delete(kill);
+}
+
+// A hung server keeps the event loop alive after node:test has given up on a
+// test; this unref'd timer ends the file instead of stalling ctest. It never
+// delays a normal exit.
+const WATCHDOG_S = Number(process.env.THROWBOX_TEST_WATCHDOG_S ?? 120);
+setTimeout(() => {
+  process.stderr.write(`[throwbox-test] watchdog: still running after ${WATCHDOG_S} s, killing servers\n`);
+  for (const kill of liveServers) kill();
+  process.exit(1);
+}, WATCHDOG_S * 1000).unref();
+
+function removeDir(dir) {
+  try {
+    fs.rmSync(dir, { recursive: true, force: true });
+  } catch (error) {
+    process.stderr.write(`[throwbox-test] could not remove ${dir}: ${error.message}\n`);
+  }
+  createdDirs.delete(dir);
+}
+
+// On a non-zero exit (node:test sets process.exitCode when a test fails) show
+// what each server wrote to stderr; always clean up temp state directories.
+process.on('exit', (code) => {
+  if (code !== 0 || process.env.THROWBOX_TEST_VERBOSE) {
+    for (const conn of connections) {
+      const text = conn.stderrText();
+      process.stderr.write(`\n----- throwbox stderr (${conn.label}) -----\n${text || '(empty)\n'}`);
+    }
+  }
+  for (const dir of [...createdDirs]) removeDir(dir);
+});
+
+// A fresh, empty state directory; removed when the connection using it closes
+// (or at process exit).
+export function mkStateDir() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'throwbox-test-'));
+  createdDirs.add(dir);
+  return dir;
+}
+
+export function throwboxBin() {
+  const bin = process.env.THROWBOX_BIN;
+  if (!bin) throw new Error('THROWBOX_BIN is not set (absolute path to the built throwbox binary)');
+  return bin;
+}
+
+// Pass the server only a minimal environment (the SDK adds HOME, PATH, USER,
+// ...) plus any THROWBOX_* settings of the test run, plus `env`.
+function serverEnv(extra) {
+  const env = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (key.startsWith('THROWBOX_') && value !== undefined) env[key] = value;
+  }
+  return { ...env, ...(extra ?? {}) };
+}
+
+/**
+ * Start `throwbox serve --state-dir DIR --policy FILE` and complete the MCP
+ * handshake. Options:
+ *   stateDir       state directory (default: a fresh mkStateDir(), removed at close)
+ *   policy         policy file (default: $THROWBOX_POLICY)
+ *   env            extra environment variables for the server
+ *   validateOutput call tools/list once so the SDK validates every tool's
+ *                  structuredContent against its outputSchema (default true)
+ *   label          name used when dumping stderr
+ * Returns {client, close, stderrText, transport}.
+ */
+export async function connect({ stateDir, policy, env, validateOutput = true, label } = {}) {
+  const dir = stateDir ?? mkStateDir();
+  const policyFile = policy ?? process.env.THROWBOX_POLICY;
+  const args = ['serve', '--state-dir', dir];
+  if (policyFile) args.push('--policy', policyFile);
+
+  const transport = new StdioClientTransport({
+    command: throwboxBin(),
+    args,
+    env: serverEnv(env),
+    stderr: 'pipe',
+  });
+  let stderrBuf = '';
+  transport.stderr.on('data', (chunk) => {
+    stderrBuf += chunk.toString('utf8');
+    if (stderrBuf.length > STDERR_KEEP_BYTES) stderrBuf = stderrBuf.slice(-STDERR_KEEP_BYTES);
+  });
+  const stderrText = () => stderrBuf;
+  const conn = { label: label ?? `${path.basename(process.argv[1] ?? 'test')} #${connections.length + 1}`, stderrText };
+  connections.push(conn);
+
+  const client = new Client({ name: 'throwbox-integration-tests', version: '0.1.0' });
+  let closed = false;
+  // transport.pid is null before the spawn and again once the process closed.
+  const untrack = trackServer(() => {
+    const pid = transport.pid;
+    if (pid) { try { process.kill(pid, 'SIGKILL'); } catch { /* already gone */ } }
+  });
+  const close = async () => {
+    if (closed) return;
+    closed = true;
+    try {
+      await client.close();
+    } finally {
+      untrack();
+      if (createdDirs.has(dir)) removeDir(dir);
+    }
+  };
+
+  try {
+    await client.connect(transport, { timeout: REQUEST_TIMEOUT_MS });
+    if (validateOutput) await client.listTools(undefined, { timeout: REQUEST_TIMEOUT_MS });
+  } catch (error) {
+    await close().catch(() => {});
+    error.message += `\n--- throwbox stderr ---\n${stderrText()}`;
+    throw error;
+  }
+  return { client, close, stderrText, transport };
+}
+
+// Prefer utf-8; send anything that is not valid UTF-8 as base64.
+function encodeContent(content) {
+  if (typeof content === 'string') return { content, encoding: 'utf-8' };
+  const buf = Buffer.from(content);
+  try {
+    return { content: new TextDecoder('utf-8', { fatal: true }).decode(buf), encoding: 'utf-8' };
+  } catch {
+    return { content: buf.toString('base64'), encoding: 'base64' };
+  }
+}
+
+// upload_input; returns structuredContent {input_id, name, size, sha256, media_type}.
+export async function upload(client, name, content) {
+  const args = { name, ...encodeContent(content) };
+  const result = await client.callTool({ name: 'upload_input', arguments: args }, undefined,
+    { timeout: REQUEST_TIMEOUT_MS });
+  if (result.isError) {
+    throw new Error(`upload_input ${name} failed: ${textOf(result)}`);
+  }
+  if (!result.structuredContent) throw new Error(`upload_input ${name}: no structuredContent`);
+  return result.structuredContent;
+}
+
+// run_code; returns the full CallToolResult (content, structuredContent, isError).
+export async function runCode(client, args, { timeout = REQUEST_TIMEOUT_MS } = {}) {
+  return client.callTool({ name: 'run_code', arguments: args }, undefined, { timeout });
+}
+
+export async function fetchArtifact(client, artifactId) {
+  return client.callTool({ name: 'fetch_artifact', arguments: { artifact_id: artifactId } },
+    undefined, { timeout: REQUEST_TIMEOUT_MS });
+}
+
+// All text of a CallToolResult: text items, plus text of embedded text resources.
+export function textOf(result) {
+  const parts = [];
+  for (const item of result?.content ?? []) {
+    if (item.type === 'text') parts.push(item.text);
+    else if (item.type === 'resource' && typeof item.resource?.text === 'string') parts.push(item.resource.text);
+  }
+  return parts.join('\n');
+}
+
+// The artifact's bytes as text from a fetch_artifact result (text item,
+// embedded text resource, or embedded base64 blob).
+export function artifactText(result) {
+  for (const item of result?.content ?? []) {
+    if (item.type === 'text') return item.text;
+    if (item.type === 'resource') {
+      if (typeof item.resource?.text === 'string') return item.resource.text;
+      if (typeof item.resource?.blob === 'string') return Buffer.from(item.resource.blob, 'base64').toString('utf8');
+    }
+  }
+  return undefined;
+}
+
+// Find an artifact by file name ("result.txt"); tolerates a name given as a
+// path under /outputs ("sub/result.txt" is not matched by "result.txt").
+export function findArtifact(artifacts, name) {
+  return (artifacts ?? []).find((a) => a.name === name || a.name === `/outputs/${name}`);
+}
+
+export function readRepoFile(relPath, encoding = 'utf8') {
+  return fs.readFileSync(path.join(REPO_ROOT, relPath), encoding);
+}

@@ -1,0 +1,64 @@
+// The MCP tools: each is a definition (name, description, JSON Schemas,
+// annotations) and a handler mapping arguments -> broker -> result.
+// Handlers run on server worker threads.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "server/broker/jobs.h"
+#include "server/policy/policy.h"
+#include "server/store/store.h"
+
+namespace tools {
+
+using nlohmann::json;
+
+struct CallContext {
+  std::string tenant;
+  const policy::Policy& policy;
+  store::Store& store;
+  broker::Jobs& jobs;
+};
+
+// An MCP CallToolResult. Errors inside a tool are results with isError, never
+// JSON-RPC errors, so the model can read and correct them.
+struct ToolResult {
+  json content = json::array();
+  json structured;  // null when absent
+  bool is_error = false;
+  json to_json() const;
+};
+
+ToolResult error_result(const std::string& message);
+ToolResult ok_result(json structured, std::string summary);
+
+struct Tool {
+  json definition;  // as listed by tools/list
+  std::function<ToolResult(const json& args, CallContext& ctx)> call;
+};
+
+class Registry {
+ public:
+  void add(Tool tool);
+  const Tool* find(const std::string& name) const;
+  json list() const;
+
+ private:
+  std::map<std::string, Tool> tools_;
+};
+
+Registry make_registry(const policy::Policy& policy);
+
+// One per file in tools/.
+Tool make_upload_input(const policy::Policy& policy);
+Tool make_run_code(const policy::Policy& policy);
+Tool make_fetch_artifact(const policy::Policy& policy);
+
+// Argument checks shared by the tools: each names the field it rejects.
+util::Status require_object(const json& args);
+util::Status reject_unknown_fields(const json& args, std::initializer_list<const char*> known);
+
+}  // namespace tools

@@ -1,0 +1,160 @@
+// run_code: run a short program in a fresh, disposable sandbox and return its
+// bounded result and gated artifacts.
+#include "tools/registry.h"
+
+#include <cmath>
+
+#include "server/util/text.h"
+
+namespace tools {
+namespace {
+
+json nullable(const char* type) { return {{"type", {type, "null"}}}; }
+
+json output_schema() {
+  json artifact = {
+      {"type", "object"},
+      {"properties",
+       {{"artifact_id", nullable("string")},
+        {"name", {{"type", "string"}}},
+        {"media_type", {{"type", "string"}}},
+        {"size", {{"type", "integer"}, {"minimum", 0}}},
+        {"sha256", {{"type", "string"}}},
+        {"verdict", {{"type", "string"}, {"enum", {"accepted", "sanitized", "rejected"}}}},
+        {"reason", {{"type", "string"}}}}},
+      {"required", {"artifact_id", "name", "media_type", "size", "sha256", "verdict", "reason"}}};
+  return {
+      {"type", "object"},
+      {"properties",
+       {{"job_id", {{"type", "string"}}},
+        {"status", {{"type", "string"},
+                    {"enum", {"completed", "failed", "timed_out", "memory_exceeded", "cancelled",
+                              "sandbox_error"}}}},
+        {"exit_code", nullable("integer")},
+        {"signal", nullable("string")},
+        {"timed_out", {{"type", "boolean"}}},
+        {"stdout", {{"type", "string"}}},
+        {"stderr", {{"type", "string"}}},
+        {"stdout_truncated", {{"type", "boolean"}}},
+        {"stderr_truncated", {{"type", "boolean"}}},
+        {"duration_ms", {{"type", "integer"}, {"minimum", 0}}},
+        {"cpu_ms", {{"type", "integer"}, {"minimum", 0}}},
+        {"peak_memory_bytes", {{"type", "integer"}, {"minimum", 0}}},
+        {"error", {{"type", "string"}, {"description", "Why the sandbox could not run the job (sandbox_error only)."}}},
+        {"artifacts", {{"type", "array"}, {"items", artifact}}}}},
+      {"required", {"job_id", "status", "exit_code", "signal", "timed_out", "stdout", "stderr",
+                    "stdout_truncated", "stderr_truncated", "duration_ms", "cpu_ms",
+                    "peak_memory_bytes", "artifacts"}}};
+}
+
+json to_structured(const broker::JobResult& r) {
+  const sandbox::Outcome& o = r.outcome;
+  json artifacts = json::array();
+  for (auto& a : r.artifacts)
+    artifacts.push_back({{"artifact_id", a.artifact_id ? json(*a.artifact_id) : json(nullptr)},
+                         {"name", a.name}, {"media_type", a.media_type}, {"size", a.size},
+                         {"sha256", a.sha256}, {"verdict", a.verdict}, {"reason", a.reason}});
+  json s{{"job_id", r.job_id},
+         {"status", o.status},
+         {"exit_code", o.exited ? json(o.exit_code) : json(nullptr)},
+         {"signal", o.signal ? json(util::signal_name(o.signal)) : json(nullptr)},
+         {"timed_out", o.timed_out},
+         {"stdout", o.stdout_text},
+         {"stderr", o.stderr_text},
+         {"stdout_truncated", o.stdout_truncated},
+         {"stderr_truncated", o.stderr_truncated},
+         {"duration_ms", o.duration_ms},
+         {"cpu_ms", o.cpu_ms},
+         {"peak_memory_bytes", o.peak_memory_bytes},
+         {"artifacts", artifacts}};
+  if (!o.error.empty()) s["error"] = o.error;
+  return s;
+}
+
+}  // namespace
+
+Tool make_run_code(const policy::Policy& policy) {
+  const policy::Limits& lim = policy.limits;
+  std::string runtimes_text;
+  json runtime_names = json::array();
+  for (auto& name : policy.available_runtimes()) {
+    runtime_names.push_back(name);
+    const policy::Runtime* rt = policy.find_runtime(name);
+    runtimes_text += "\n- " + name + ": " + rt->description;
+  }
+  json def = {
+      {"name", "run_code"},
+      {"title", "Run code in a disposable sandbox"},
+      {"description",
+       "Run a short program in a fresh, disposable Linux sandbox and get back its exit status, "
+       "stdout and stderr (each capped at " + std::to_string(lim.stdout_max_bytes) +
+           " bytes, truncation flagged) and the files it wrote. The sandbox has no network and no "
+           "secrets; it is deleted after the call. Files uploaded with upload_input are read-only at "
+           "/inputs/<name> (pass their input_ids). The working directory /work and /tmp are scratch. "
+           "Write result files to /outputs/: each comes back as an artifact (fetch it with "
+           "fetch_artifact). Nothing persists between calls. Default timeout " +
+           std::to_string(static_cast<int>(lim.timeout_s_default)) + " s, at most " +
+           std::to_string(static_cast<int>(lim.timeout_s_max)) + " s. Runtimes:" + runtimes_text},
+      {"inputSchema",
+       {{"type", "object"},
+        {"properties",
+         {{"runtime", {{"type", "string"}, {"enum", runtime_names},
+                       {"description", "Which interpreter runs the code."}}},
+          {"code", {{"type", "string"}, {"maxLength", lim.code_max_bytes},
+                    {"description", "The complete program source."}}},
+          {"input_ids", {{"type", "array"}, {"items", {{"type", "string"}}},
+                         {"maxItems", lim.inputs_per_job_max},
+                         {"description", "input_ids from upload_input, mounted at /inputs/<name>."}}},
+          {"timeout_s", {{"type", "number"}, {"exclusiveMinimum", 0}, {"maximum", lim.timeout_s_max},
+                         {"description", "Wall-clock limit in seconds."}}},
+          {"idempotency_key", {{"type", "string"}, {"minLength", 1}, {"maxLength", 128},
+                               {"description", "Client-chosen key naming this request; accepted and validated."}}}}},
+        {"required", {"runtime", "code"}},
+        {"additionalProperties", false}}},
+      {"outputSchema", output_schema()},
+      {"annotations",
+       {{"title", "Run code in a disposable sandbox"}, {"readOnlyHint", false},
+        {"destructiveHint", false}, {"idempotentHint", false}, {"openWorldHint", false}}}};
+
+  auto call = [](const json& args, CallContext& ctx) -> ToolResult {
+    if (auto s = require_object(args); !s) return error_result(s.error().message);
+    if (auto s = reject_unknown_fields(args, {"runtime", "code", "input_ids", "timeout_s", "idempotency_key"}); !s)
+      return error_result(s.error().message);
+    broker::JobRequest req;
+    req.tenant = ctx.tenant;
+    if (!args.contains("runtime") || !args["runtime"].is_string())
+      return error_result("runtime: required, must be a string naming a runtime");
+    req.runtime = args["runtime"].get<std::string>();
+    if (!args.contains("code") || !args["code"].is_string())
+      return error_result("code: required, must be a string holding the program");
+    req.code = args["code"].get<std::string>();
+    if (args.contains("input_ids")) {
+      const json& ids = args["input_ids"];
+      if (!ids.is_array()) return error_result("input_ids: must be an array of input_id strings");
+      for (auto& id : ids) {
+        if (!id.is_string()) return error_result("input_ids: must be an array of input_id strings");
+        req.input_ids.push_back(id.get<std::string>());
+      }
+    }
+    if (args.contains("timeout_s")) {
+      const json& t = args["timeout_s"];
+      if (!t.is_number()) return error_result("timeout_s: must be a number of seconds");
+      double v = t.get<double>();
+      if (!std::isfinite(v) || v <= 0) return error_result("timeout_s: must be greater than 0");
+      req.timeout_s = v;
+    }
+    if (args.contains("idempotency_key")) {
+      const json& k = args["idempotency_key"];
+      if (!k.is_string() || k.get_ref<const std::string&>().empty() || k.get_ref<const std::string&>().size() > 128)
+        return error_result("idempotency_key: must be a string of 1-128 characters");
+    }
+    auto result = ctx.jobs.run(req);
+    if (!result) return error_result(result.error().message);
+    json structured = to_structured(*result);
+    ToolResult out = ok_result(structured, structured.dump());
+    return out;
+  };
+  return Tool{def, call};
+}
+
+}  // namespace tools

@@ -101,8 +101,8 @@ int serve(int argc, char** argv) {
   tools::Registry registry = tools::make_registry(*pol);
   protocol::mcp::ServerContext ctx{*pol, store, jobs, registry};
   transport::stdio::Writer writer(wire);
-  spdlog::info("throwbox {} serving MCP on stdio; policy={} state={} runtimes={}", THROWBOX_VERSION,
-               pol->source, opt.state_dir, pol->available_runtimes().size());
+  spdlog::info("throwbox {} serving MCP on stdio; uid={} policy={} state={} runtimes={}", THROWBOX_VERSION,
+               ::geteuid(), pol->source, opt.state_dir, pol->available_runtimes().size());
   {
     protocol::mcp::Session session(ctx, writer, "local");
     transport::stdio::serve(session, pol->server.message_max_bytes);

@@ -152,6 +152,14 @@ Tool make_run_code(const policy::Policy& policy) {
     if (!result) return error_result(result.error().message);
     json structured = to_structured(*result);
     ToolResult out = ok_result(structured, structured.dump());
+    // One resource_link per artifact that left the gate: readable with
+    // resources/read or fetch_artifact, under the same tenant check.
+    for (auto& a : result->artifacts) {
+      if (!a.artifact_id) continue;
+      out.content.push_back({{"type", "resource_link"}, {"uri", store::artifact_uri(*a.artifact_id)},
+                             {"name", a.name}, {"mimeType", a.media_type}, {"size", a.size},
+                             {"description", "artifact " + a.verdict + ": " + a.reason}});
+    }
     return out;
   };
   return Tool{def, call};

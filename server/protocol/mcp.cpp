@@ -5,11 +5,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include "server/util/base64.h"
+
 namespace protocol::mcp {
 namespace {
 
 using jsonrpc::make_error;
 using jsonrpc::make_result;
+
+constexpr size_t kResourcesListMax = 1000;
+constexpr int kResourceNotFound = -32002;  // MCP spec, resources: error handling
 
 struct BatchCollector {
   std::mutex mu;
@@ -136,6 +141,20 @@ void Session::handle_message(const jsonrpc::Message& m, const Reply& reply) {
   }
   if (m.method == "tools/list") return reply(make_result(m.id, {{"tools", server_.tools.list()}}));
   if (m.method == "tools/call") return handle_tools_call(m, reply);
+  if (m.method == "resources/read") return handle_resources_read(m, reply);
+  if (m.method == "resources/list") {
+    json list = json::array();
+    for (auto& a : server_.store.list_artifacts(tenant_, kResourcesListMax))
+      list.push_back({{"uri", store::artifact_uri(a.artifact_id)}, {"name", a.name},
+                      {"mimeType", a.media_type}, {"size", a.size},
+                      {"description", "artifact of job " + a.job_id + " (" + a.verdict + ")"}});
+    return reply(make_result(m.id, {{"resources", list}}));
+  }
+  if (m.method == "resources/templates/list")
+    return reply(make_result(m.id, {{"resourceTemplates",
+                                     {{{"uriTemplate", "throwbox://artifacts/{artifact_id}"},
+                                       {"name", "artifact"},
+                                       {"description", "A file a run_code job wrote to /outputs"}}}}}));
   reply(make_error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method));
 }
 
@@ -159,7 +178,8 @@ void Session::handle_initialize(const jsonrpc::Message& m, const Reply& reply) {
     client = p["clientInfo"]["name"].get<std::string>();
   spdlog::info("initialize: client={} protocol={}", client, version);
   reply(make_result(m.id, {{"protocolVersion", version},
-                           {"capabilities", {{"tools", {{"listChanged", false}}}}},
+                           {"capabilities", {{"tools", {{"listChanged", false}}},
+                                             {"resources", {{"listChanged", false}, {"subscribe", false}}}}},
                            {"serverInfo", {{"name", "throwbox"}, {"title", "throwbox sandbox"},
                                            {"version", THROWBOX_VERSION}}},
                            {"instructions", instructions_text(server_.policy)}}));
@@ -193,6 +213,36 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
                                               "retry when one of them has answered")
                               .to_json()));
   }
+}
+
+}  // namespace protocol::mcp
+
+namespace protocol::mcp {
+
+void Session::handle_resources_read(const jsonrpc::Message& m, const Reply& reply) {
+  const json& p = m.params;
+  if (!p.is_object() || !p.contains("uri") || !p["uri"].is_string())
+    return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: resources/read needs a string \"uri\""));
+  std::string uri = p["uri"].get<std::string>();
+  std::string id = store::artifact_id_from_uri(uri);
+  // Unknown, malformed and foreign URIs give one and the same answer.
+  auto rec = id.empty() ? util::Result<store::ArtifactRecord>(util::make_error("not_found", ""))
+                        : server_.store.get_artifact(tenant_, id);
+  if (!rec) return reply(make_error(m.id, kResourceNotFound, "Resource not found", {{"uri", uri}}));
+  const uint64_t max = server_.policy.limits.artifact_inline_max_bytes;
+  if (rec->size > max)
+    return reply(make_error(m.id, jsonrpc::kInvalidParams,
+                            "resource is " + std::to_string(rec->size) + " bytes, above the inline limit of " +
+                                std::to_string(max) + " bytes"));
+  auto bytes = server_.store.read_blob(rec->blob_path, max);
+  if (!bytes) {
+    spdlog::error("resources/read {}: {}", uri, bytes.error().message);
+    return reply(make_error(m.id, jsonrpc::kInternalError, "Internal error reading the resource"));
+  }
+  json item{{"uri", uri}, {"mimeType", rec->media_type}};
+  if (store::is_text_media_type(rec->media_type)) item["text"] = *bytes;
+  else item["blob"] = util::base64_encode(*bytes);
+  reply(make_result(m.id, {{"contents", json::array({item})}}));
 }
 
 }  // namespace protocol::mcp

@@ -56,6 +56,7 @@ class Session {
   void handle_message(const jsonrpc::Message& m, const Reply& reply);
   void handle_initialize(const jsonrpc::Message& m, const Reply& reply);
   void handle_tools_call(const jsonrpc::Message& m, const Reply& reply);
+  void handle_resources_read(const jsonrpc::Message& m, const Reply& reply);
 
   ServerContext& server_;
   Outbox& outbox_;

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "server/util/crypto.h"
@@ -71,6 +73,15 @@ std::string guess_media_type(const std::string& name, const std::string& content
 
 bool is_text_media_type(const std::string& t) {
   return t.rfind("text/", 0) == 0 || t == "application/json";
+}
+
+std::string artifact_uri(const std::string& artifact_id) { return "throwbox://artifacts/" + artifact_id; }
+
+std::string artifact_id_from_uri(const std::string& uri) {
+  static const std::string kPrefix = "throwbox://artifacts/";
+  if (uri.rfind(kPrefix, 0) != 0) return "";
+  std::string id = uri.substr(kPrefix.size());
+  return is_handle(id) ? id : "";
 }
 
 Store::Store(std::string state_dir) : state_dir_(std::move(state_dir)) {}
@@ -179,6 +190,24 @@ util::Result<ArtifactRecord> Store::get_artifact(const std::string& tenant, cons
   r.reason = m.value("reason", "");
   r.blob_path = tenant_dir(tenant) + "/blobs/" + r.sha256;
   return r;
+}
+
+std::vector<ArtifactRecord> Store::list_artifacts(const std::string& tenant, size_t limit) const {
+  std::vector<std::pair<std::filesystem::file_time_type, std::string>> found;
+  if (!check_tenant(tenant)) return {};
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator(tenant_dir(tenant) + "/artifacts", ec)) {
+    std::string file = e.path().filename().string();
+    if (file.size() != 37 || !ends_with(file, ".json")) continue;
+    found.emplace_back(e.last_write_time(ec), file.substr(0, 32));
+  }
+  std::sort(found.begin(), found.end(), std::greater<>());
+  std::vector<ArtifactRecord> out;
+  for (auto& [_, id] : found) {
+    if (out.size() >= limit) break;
+    if (auto r = get_artifact(tenant, id)) out.push_back(*r);
+  }
+  return out;
 }
 
 util::Result<std::string> Store::read_blob(const std::string& blob_path, uint64_t max_bytes) const {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "server/util/result.h"
 
@@ -36,6 +37,10 @@ util::Status validate_input_name(const std::string& name);
 // Media type from the name and a look at the content.
 std::string guess_media_type(const std::string& name, const std::string& content);
 bool is_text_media_type(const std::string& media_type);
+// throwbox://artifacts/<id>, the resource URI of an artifact.
+std::string artifact_uri(const std::string& artifact_id);
+// The id inside such a URI, or "" when it is not one.
+std::string artifact_id_from_uri(const std::string& uri);
 
 class Store {
  public:
@@ -49,6 +54,8 @@ class Store {
                                             const std::string& content);
   util::Result<ArtifactRecord> get_artifact(const std::string& tenant,
                                             const std::string& artifact_id) const;
+  // The tenant's artifacts, newest first, at most `limit`.
+  std::vector<ArtifactRecord> list_artifacts(const std::string& tenant, size_t limit) const;
   util::Result<std::string> read_blob(const std::string& blob_path, uint64_t max_bytes) const;
 
   const std::string& state_dir() const { return state_dir_; }

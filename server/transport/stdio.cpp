@@ -31,13 +31,13 @@ void Writer::send(const nlohmann::json& message) {
     spdlog::warn("stdout write failed (errno {}); client gone?", errno);
 }
 
-void serve(protocol::mcp::Session& session, size_t max_message_bytes) {
+void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd) {
   std::string line;
   bool discarding = false;
   size_t discarded = 0;
   char buf[65536];
   for (;;) {
-    long n = util::read_some(0, buf, sizeof buf);
+    long n = util::read_some(in_fd, buf, sizeof buf);
     if (n < 0) {
       spdlog::error("read(stdin): errno {}", errno);
       break;

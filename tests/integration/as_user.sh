@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs one integration test with the server as an unprivileged user (desktop
+# use). The build tree may sit under a root-only directory, so the binary, the
+# policy, the example and the test client are staged in a world-readable temp
+# dir first. Skips (77) when not root or when the test user does not exist.
+set -euo pipefail
+test_file=$1
+user=${THROWBOX_TEST_USER:-throwbox-test}
+if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root to switch to $user"; exit 77; fi
+if ! id "$user" >/dev/null 2>&1; then echo "skip: user $user does not exist (scripts/test creates it)"; exit 77; fi
+
+src=$(cd "$(dirname "$0")/../.." && pwd)
+stage=$(mktemp -d /tmp/throwbox-as-user.XXXXXX)
+trap 'rm -rf "$stage"' EXIT
+chmod 755 "$stage"
+mkdir -p "$stage/build" "$stage/tests" "$stage/tmp"
+chmod 1777 "$stage/tmp"
+cp "$THROWBOX_BIN" "$stage/build/throwbox"
+cp -r "$src/policies" "$src/examples" "$stage/"
+cp -r "$src/tests/integration" "$src/tests/node_modules" "$src/tests/package.json" "$stage/tests/"
+chmod -R a+rX "$stage"
+
+cd "$stage/tests"
+setpriv --reuid="$user" --regid="$user" --clear-groups --inh-caps=-all --bounding-set=-all \
+  env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$stage/tmp" TMPDIR="$stage/tmp" \
+  THROWBOX_BIN="$stage/build/throwbox" THROWBOX_POLICY="$stage/policies/default.json" \
+  node "integration/$test_file"

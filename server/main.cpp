@@ -17,6 +17,7 @@
 #include "server/broker/jobs.h"
 #include "server/policy/policy.h"
 #include "server/protocol/mcp.h"
+#include "server/sandbox/cgroups.h"
 #include "server/sandbox/runner_main.h"
 #include "server/store/store.h"
 #include "server/transport/stdio.h"
@@ -96,8 +97,17 @@ int serve(int argc, char** argv) {
   // A dead client must not kill us mid-write; write() reports EPIPE instead.
   ::signal(SIGPIPE, SIG_IGN);
 
+  // Before any thread exists: the v2 delegated case moves this process into a leaf cgroup.
+  sandbox::cgroups::Host cgroup_host = sandbox::cgroups::detect(/*move_self_into_leaf=*/true);
+  if (cgroup_host.mode == "none") {
+    if (pol->sandbox.require_cgroups)
+      throw std::runtime_error("the policy requires cgroups but none are usable: " + cgroup_host.why_not);
+    spdlog::warn("cgroups unavailable ({}); jobs run with rlimits only", cgroup_host.why_not);
+  } else {
+    spdlog::info("cgroups: {}", cgroup_host.mode);
+  }
   store::Store store(opt.state_dir);
-  broker::Jobs jobs(*pol, store, self_exe());
+  broker::Jobs jobs(*pol, store, self_exe(), sandbox::cgroups::to_json(cgroup_host));
   tools::Registry registry = tools::make_registry(*pol);
   protocol::mcp::ServerContext ctx{*pol, store, jobs, registry};
   transport::stdio::Writer writer(wire);

@@ -41,6 +41,8 @@ json output_schema() {
         {"cpu_ms", {{"type", "integer"}, {"minimum", 0}}},
         {"peak_memory_bytes", {{"type", "integer"}, {"minimum", 0}}},
         {"error", {{"type", "string"}, {"description", "Why the sandbox could not run the job (sandbox_error only)."}}},
+        {"sandbox_layers", {{"type", "array"}, {"items", {{"type", "string"}}},
+                            {"description", "The isolation layers that were active for this job."}}},
         {"artifacts", {{"type", "array"}, {"items", artifact}}}}},
       {"required", {"job_id", "status", "exit_code", "signal", "timed_out", "stdout", "stderr",
                     "stdout_truncated", "stderr_truncated", "duration_ms", "cpu_ms",
@@ -66,6 +68,7 @@ json to_structured(const broker::JobResult& r) {
          {"duration_ms", o.duration_ms},
          {"cpu_ms", o.cpu_ms},
          {"peak_memory_bytes", o.peak_memory_bytes},
+         {"sandbox_layers", o.layers},
          {"artifacts", artifacts}};
   if (!o.error.empty()) s["error"] = o.error;
   return s;

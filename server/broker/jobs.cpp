@@ -34,8 +34,9 @@ int64_t now_ms() {
 
 }  // namespace
 
-Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner_exe)
-    : policy_(policy), store_(store), runner_exe_(std::move(runner_exe)) {}
+Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner_exe,
+           nlohmann::json cgroup_host)
+    : policy_(policy), store_(store), runner_exe_(std::move(runner_exe)), cgroup_host_(std::move(cgroup_host)) {}
 
 util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std::string& job_id) {
   const policy::Limits& lim = policy_.limits;
@@ -92,6 +93,13 @@ util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std
   }
   spec.scratch_dir = store_.state_dir() + "/run/" + job_id;
   spec.harvest_dir = spec.scratch_dir + "/outputs";
+  spec.memory_max_bytes = lim.memory_max_bytes;
+  spec.pids_max = lim.pids_max;
+  spec.nofile_max = lim.nofile_max;
+  spec.cpu_max_cores = lim.cpu_max_cores;
+  spec.cgroup_host = cgroup_host_;
+  spec.require_landlock = policy_.sandbox.require_landlock;
+  spec.require_cgroups = policy_.sandbox.require_cgroups;
   return spec;
 }
 
@@ -214,8 +222,10 @@ util::Result<JobResult> Jobs::run(const JobRequest& req) {
     spdlog::error("job {}: sandbox_error: {}", result.job_id, result.outcome.error);
   if (auto s = util::remove_tree(spec->scratch_dir); !s)
     spdlog::warn("job {}: cleanup: {}", result.job_id, s.error().message);
-  spdlog::info("job {} tenant={} runtime={} status={} duration_ms={}", result.job_id, req.tenant,
-               req.runtime, result.outcome.status, result.outcome.duration_ms);
+  std::string layers;
+  for (auto& l : result.outcome.layers) layers += (layers.empty() ? "" : " ") + l;
+  spdlog::info("job {} tenant={} runtime={} status={} duration_ms={} layers=[{}]", result.job_id, req.tenant,
+               req.runtime, result.outcome.status, result.outcome.duration_ms, layers);
   return result;
 }
 

@@ -40,7 +40,8 @@ struct JobResult {
 
 class Jobs {
  public:
-  Jobs(const policy::Policy& policy, store::Store& store, std::string runner_exe);
+  // cgroup_host: sandbox::cgroups::Host detected once at start-up, as JSON.
+  Jobs(const policy::Policy& policy, store::Store& store, std::string runner_exe, nlohmann::json cgroup_host);
 
   // Errors are request problems (code "invalid_argument" / "not_found") or
   // broker faults ("internal"); a program that fails is a JobResult.
@@ -55,6 +56,7 @@ class Jobs {
   const policy::Policy& policy_;
   store::Store& store_;
   std::string runner_exe_;
+  nlohmann::json cgroup_host_;
 };
 
 }  // namespace broker

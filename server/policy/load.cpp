@@ -148,7 +148,8 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
     if (!r.only_keys(l, "limits",
                      {"timeout_s", "stdout_max_bytes", "stderr_max_bytes", "code_max_bytes",
                       "input_max_bytes", "inputs_per_job_max", "work_max_bytes", "tmp_max_bytes",
-                      "outputs_max_bytes", "outputs_max_files", "artifact_inline_max_bytes"}))
+                      "outputs_max_bytes", "outputs_max_files", "artifact_inline_max_bytes",
+                      "memory_max_bytes", "pids_max", "nofile_max", "cpu_max_cores"}))
       return make_error("policy", source + ": " + r.error);
     if (l.contains("timeout_s")) {
       const json& t = l["timeout_s"];
@@ -169,8 +170,17 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         !r.u64(l, k, "tmp_max_bytes", o.tmp_max_bytes, 1 << 20, kBytesCeiling) ||
         !r.u64(l, k, "outputs_max_bytes", o.outputs_max_bytes, 1 << 20, kBytesCeiling) ||
         !r.u64(l, k, "outputs_max_files", o.outputs_max_files, 0, 100000) ||
-        !r.u64(l, k, "artifact_inline_max_bytes", o.artifact_inline_max_bytes, 1024, 64 << 20))
+        !r.u64(l, k, "artifact_inline_max_bytes", o.artifact_inline_max_bytes, 1024, 64 << 20) ||
+        !r.u64(l, k, "memory_max_bytes", o.memory_max_bytes, 16 << 20, kBytesCeiling * 4) ||
+        !r.u64(l, k, "pids_max", o.pids_max, 1, 65536) ||
+        !r.u64(l, k, "nofile_max", o.nofile_max, 16, 65536))
       return make_error("policy", source + ": " + r.error);
+    if (l.contains("cpu_max_cores")) {
+      const json& c = l["cpu_max_cores"];
+      if (!c.is_number() || c.get<double>() < 0.01 || c.get<double>() > 1024)
+        return make_error("policy", source + ": limits.cpu_max_cores: must be a number between 0.01 and 1024");
+      o.cpu_max_cores = c.get<double>();
+    }
   }
 
   if (doc.contains("server")) {
@@ -190,8 +200,17 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   if (!doc.contains("sandbox")) return make_error("policy", source + ": sandbox: is required");
   {
     const json& s = doc["sandbox"];
-    if (!r.only_keys(s, "sandbox", {"host_uid_when_root", "host_gid_when_root", "readonly_paths", "env"}))
+    if (!r.only_keys(s, "sandbox", {"host_uid_when_root", "host_gid_when_root", "readonly_paths", "env", "require"}))
       return make_error("policy", source + ": " + r.error);
+    if (s.contains("require")) {
+      const json& req = s["require"];
+      if (!r.only_keys(req, "sandbox.require", {"landlock", "cgroups"}))
+        return make_error("policy", source + ": " + r.error);
+      for (auto& [k, v] : req.items()) {
+        if (!v.is_boolean()) return make_error("policy", source + ": sandbox.require." + k + ": must be true or false");
+        (k == "landlock" ? p.sandbox.require_landlock : p.sandbox.require_cgroups) = v.get<bool>();
+      }
+    }
     uint64_t uid = p.sandbox.host_uid_when_root, gid = p.sandbox.host_gid_when_root;
     // Host id 0 is never a sandbox identity: that would make the job host root.
     if (!r.u64(s, "sandbox", "host_uid_when_root", uid, 1, 0xFFFFFFFE) ||

@@ -34,6 +34,10 @@ struct Limits {
   uint64_t outputs_max_bytes = 32 * 1024 * 1024;
   uint64_t outputs_max_files = 64;
   uint64_t artifact_inline_max_bytes = 4 * 1024 * 1024;
+  uint64_t memory_max_bytes = 512 * 1024 * 1024;
+  uint64_t pids_max = 128;
+  uint64_t nofile_max = 256;
+  double cpu_max_cores = 1.0;
 };
 
 struct Server {
@@ -47,6 +51,10 @@ struct Sandbox {
   uint32_t host_gid_when_root = 65534;
   std::vector<std::string> readonly_paths;   // host paths bound read-only at the same place
   std::map<std::string, std::string> env;    // the whole environment of the program
+  // Layers the host may lack. true: refuse to run without it (sandbox_error);
+  // false: run without it and say so in every result's sandbox_layers.
+  bool require_landlock = false;
+  bool require_cgroups = false;
 };
 
 struct Policy {

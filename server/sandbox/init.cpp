@@ -16,35 +16,80 @@
 
 #include <cerrno>
 
+#include "server/sandbox/capabilities.h"
 #include "server/sandbox/child_report.h"
+#include "server/sandbox/landlock.h"
 #include "server/sandbox/namespaces.h"
 
 namespace sandbox::init {
 namespace {
 
-// In the program child after fork: descriptors, identity, then execve.
-[[noreturn]] void exec_program_in_child(const ChildContext& ctx, int exec_err_fd,
+// What the program child sends pid 1 when a step before execve fails.
+struct ExecFailure {
+  int err;
+  char step[60];
+};
+
+// In the program child after fork, in this order: descriptors, working
+// directory, rlimits, no_new_privs, Landlock, capabilities, seccomp (last),
+// execve. Each step fails closed: the program never starts.
+[[noreturn]] void exec_program_in_child(const ChildContext& ctx, int exec_err_fd, int ruleset_fd,
                                         const sigset_t& old_mask) {
-  // Report a failure through the exec-error pipe; the runner parent never sees
-  // these fds, init relays the errno.
+  const char* step = "setup";
+  // Report through the exec-error pipe; pid 1 relays it to the runner.
   auto die = [&](int err) {
-    (void)::write(exec_err_fd, &err, sizeof err);
+    ExecFailure f{err, {}};
+    for (size_t i = 0; step[i] && i + 1 < sizeof f.step; ++i) f.step[i] = step[i];
+    (void)::write(exec_err_fd, &f, sizeof f);
     ::_exit(127);
   };
+  step = "sigprocmask";
   if (::sigprocmask(SIG_SETMASK, &old_mask, nullptr) != 0) die(errno);
   // A session of its own: no controlling terminal to push input into.
+  step = "setsid";
   if (::setsid() < 0) die(errno);
   // stdin is /dev/null; stdout/stderr are the capture pipes and nothing else.
+  step = "open(/dev/null)";
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0 || ::dup2(null_fd, 0) < 0) die(errno);
+  step = "dup2(stdout/stderr)";
   if (::dup2(ctx.stdout_write, 1) < 0 || ::dup2(ctx.stderr_write, 2) < 0) die(errno);
+  // The Landlock ruleset moves to fd 3 so one close_range can drop all else.
+  step = "dup2(landlock ruleset)";
+  if (exec_err_fd <= 3) {  // keep the error pipe out of the way of fd 3
+    int moved = ::fcntl(exec_err_fd, F_DUPFD_CLOEXEC, 10);
+    if (moved < 0) die(errno);
+    exec_err_fd = moved;
+  }
+  if (ruleset_fd >= 0 && ruleset_fd != 3) {
+    if (::dup3(ruleset_fd, 3, O_CLOEXEC) < 0) die(errno);
+    ruleset_fd = 3;
+  }
+  int keep_from = ruleset_fd >= 0 ? 4 : 3;
   // Every other descriptor closed, except the exec-error pipe (close-on-exec).
-  if (exec_err_fd > 3 && ::close_range(3, static_cast<unsigned>(exec_err_fd - 1), 0) != 0) die(errno);
+  step = "close_range";
+  if (exec_err_fd > keep_from && ::close_range(static_cast<unsigned>(keep_from),
+                                               static_cast<unsigned>(exec_err_fd - 1), 0) != 0)
+    die(errno);
   if (::close_range(static_cast<unsigned>(exec_err_fd + 1), ~0U, 0) != 0) die(errno);
+  step = "chdir(/work)";
   if (::chdir("/work") != 0) die(errno);
   ::umask(022);
+  int err = rlimits::apply_in_child(*ctx.rlimits, &step);
+  if (err) die(err);
   // No set-id or file-capability gain through execve (fail closed, unlike nsjail's warning).
+  step = "prctl(PR_SET_NO_NEW_PRIVS)";
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(errno);
+  if (ruleset_fd >= 0) {
+    step = "landlock_restrict_self";
+    if ((err = landlock::restrict_self_in_child(ruleset_fd)) != 0) die(err);
+    ::close(ruleset_fd);
+  }
+  if ((err = capabilities::drop_all_in_child(ctx.last_cap, &step)) != 0) die(err);
+  // Last: from here on every syscall, execve's included, passes the filter.
+  step = "seccomp(SECCOMP_SET_MODE_FILTER)";
+  if ((err = seccomp::install_in_child(*ctx.seccomp)) != 0) die(err);
+  step = "execve";
   ::execve(ctx.argv[0], ctx.argv.data(), ctx.envp.data());
   die(errno);
   ::_exit(127);
@@ -96,6 +141,13 @@ void run_in_child(const ChildContext& ctx) {
   namespaces::set_hostname_in_child(sock);
   namespaces::bring_up_loopback_in_child(sock);
 
+  int ruleset_fd = -1;
+  if (ctx.landlock_abi > 0) {
+    const char* step = "landlock";
+    ruleset_fd = landlock::build_ruleset_in_child(ctx.landlock_abi, &step);
+    if (ruleset_fd < 0) fail_in_child(sock, "landlock_add_rule", step, -ruleset_fd);
+  }
+
   sigset_t chld, old_mask;
   ::sigemptyset(&chld);
   ::sigaddset(&chld, SIGCHLD);
@@ -109,22 +161,24 @@ void run_in_child(const ChildContext& ctx) {
   if (program < 0) fail_in_child(sock, "fork", ctx.argv[0], errno);
   if (program == 0) {
     ::close(exec_err[0]);
-    exec_program_in_child(ctx, exec_err[1], old_mask);
+    exec_program_in_child(ctx, exec_err[1], ruleset_fd, old_mask);
   }
   ::close(exec_err[1]);
+  if (ruleset_fd >= 0) ::close(ruleset_fd);
   ::close(ctx.stdout_write);
   ::close(ctx.stderr_write);
 
   // EOF on the exec-error pipe means execve succeeded (nsjail's handshake).
-  int exec_errno = 0;
+  ExecFailure failure{};
   ssize_t got;
-  do got = ::read(exec_err[0], &exec_errno, sizeof exec_errno);
+  do got = ::read(exec_err[0], &failure, sizeof failure);
   while (got < 0 && errno == EINTR);
   ::close(exec_err[0]);
-  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+  if (got == static_cast<ssize_t>(sizeof failure)) {
     int st;
     ::waitpid(program, &st, 0);
-    fail_in_child(sock, "execve", ctx.argv[0], exec_errno);
+    failure.step[sizeof failure.step - 1] = '\0';
+    fail_in_child(sock, failure.step, ctx.argv[0], failure.err);
   }
   char ready = kMsgReady;
   ::send(sock, &ready, 1, MSG_NOSIGNAL);

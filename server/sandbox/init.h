@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "server/sandbox/mounts.h"
+#include "server/sandbox/rlimits.h"
+#include "server/sandbox/seccomp.h"
 #include "server/sandbox/spec.h"
 
 namespace sandbox::init {
@@ -17,6 +19,10 @@ struct ChildContext {
   int stderr_write;
   std::vector<char*> argv;         // null-terminated, built in the parent
   std::vector<char*> envp;
+  const seccomp::Program* seccomp;  // compiled in the parent
+  const rlimits::Table* rlimits;
+  int last_cap;                      // highest capability number on this kernel
+  int landlock_abi;                  // 0: Landlock not used
 };
 
 [[noreturn]] void run_in_child(const ChildContext& ctx);

@@ -1,6 +1,8 @@
 // The ordered containment steps, parent side. The child side is init.cpp.
-// 1 plan mounts  2 scratch dirs  3 pipes and socket  4 clone into namespaces
-// 5 id maps  6 go  7 supervise: capture, deadline  8 harvest /outputs  9 reap.
+// 1 plan mounts  2 compile seccomp, probe Landlock, make the cgroup, rlimit
+// table  3 scratch dirs  4 pipes and socket  5 clone into namespaces
+// 6 cgroup attach, id maps  7 go  8 supervise: capture, deadline
+// 9 harvest /outputs  10 reap, account, remove the cgroup.
 // Any failed step before the program starts is a sandbox_error; the code never runs.
 #include "server/sandbox/launcher.h"
 
@@ -13,9 +15,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
+#include "server/sandbox/capabilities.h"
 #include "server/sandbox/capture.h"
+#include "server/sandbox/cgroups.h"
+#include "server/sandbox/landlock.h"
+#include "server/sandbox/rlimits.h"
+#include "server/sandbox/seccomp.h"
 #include "server/sandbox/child_report.h"
 #include "server/sandbox/harvest.h"
 #include "server/sandbox/init.h"
@@ -128,6 +136,12 @@ std::vector<char*> to_cstrings(const std::vector<std::string>& v) {
   return out;
 }
 
+// Removes the job's cgroup on every path out of launch().
+struct CgroupGuard {
+  cgroups::Job job;
+  ~CgroupGuard() { job.destroy(); }
+};
+
 }  // namespace
 
 Outcome launch(const LaunchSpec& spec) {
@@ -135,13 +149,38 @@ Outcome launch(const LaunchSpec& spec) {
   auto plan = mounts::plan_in_parent(spec);
   if (!plan) return sandbox_error(plan.error().message);
 
-  // 2. The mount point of the new root and the host side of the harvest.
+  // 2. The other layers, prepared here so the child only makes syscalls.
+  auto filter = seccomp::compile_in_parent();
+  if (!filter) return sandbox_error(filter.error().message);
+  const int landlock_abi = landlock::abi_version();
+  if (landlock_abi == 0 && spec.require_landlock)
+    return sandbox_error("the policy requires Landlock (sandbox.require.landlock) but this kernel has none "
+                         "(needs Linux 5.13+ with landlock in the lsm= boot list)");
+  cgroups::Host host = cgroups::host_from_json(spec.cgroup_host);
+  if (host.mode == "none" && spec.require_cgroups)
+    return sandbox_error("the policy requires cgroups (sandbox.require.cgroups) but none are usable: " +
+                         host.why_not);
+  auto made = cgroups::Job::create_in_parent(
+      host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
+  if (!made) return sandbox_error(made.error().message);
+  CgroupGuard cgroup{*made};
+  // With a memory cgroup the cgroup is the limit (an OOM kill is reported as
+  // memory_exceeded) and RLIMIT_DATA only a backstop at twice it; without one,
+  // RLIMIT_DATA is the limit.
+  const uint64_t data_max = cgroup.job.mode() == "none" ? spec.memory_max_bytes : 2 * spec.memory_max_bytes;
+  const rlimits::Table limits = rlimits::build_in_parent(
+      {spec.pids_max, spec.nofile_max,
+       std::max({spec.work_max_bytes, spec.tmp_max_bytes, spec.outputs_max_bytes}), data_max,
+       spec.timeout_ms});
+  const int last_cap = capabilities::read_last_cap_in_parent();
+
+  // 3. The mount point of the new root and the host side of the harvest.
   if (::mkdir(plan->root.c_str(), 0700) != 0)
     return sandbox_error(util::call_error("mkdir", plan->root, errno));
   if (::mkdir(spec.harvest_dir.c_str(), 0700) != 0 && errno != EEXIST)
     return sandbox_error(util::call_error("mkdir", spec.harvest_dir, errno));
 
-  // 3. Capture pipes and the control socket.
+  // 4. Capture pipes and the control socket.
   util::Pipe out, err;
   if (!util::make_pipe(out) || !util::make_pipe(err))
     return sandbox_error(util::call_error("pipe2", "stdout/stderr", errno));
@@ -151,9 +190,10 @@ Outcome launch(const LaunchSpec& spec) {
   util::UniqueFd sock(sv_fds[0]), child_sock(sv_fds[1]);
 
   init::ChildContext ctx{&spec, &*plan, child_sock.get(), out.write.get(), err.write.get(),
-                         to_cstrings(spec.argv), to_cstrings(spec.env)};
+                         to_cstrings(spec.argv), to_cstrings(spec.env), &*filter, &limits, last_cap,
+                         landlock_abi};
 
-  // 4. Clone into fresh namespaces.
+  // 5. Clone into fresh namespaces.
   pid_t pid = namespaces::clone_sandbox_in_parent();
   if (pid < 0) {
     int e = errno;
@@ -175,25 +215,28 @@ Outcome launch(const LaunchSpec& spec) {
   out.write.reset();
   err.write.reset();
 
-  // 5-6. Identity first; the child waits for it before touching anything.
+  // 6-7. cgroup and identity first; the child waits for both before touching anything.
   Outcome o;
   Supervision sv;
   capture::Stream out_cap(spec.stdout_max_bytes), err_cap(spec.stderr_max_bytes);
-  if (auto s = namespaces::write_id_maps_in_parent(pid, spec.host_uid, spec.host_gid); !s) {
+  if (auto s = cgroup.job.attach_in_parent(pid); !s) {
     sv.setup_error = s.error().message;
+  } else if (auto m = namespaces::write_id_maps_in_parent(pid, spec.host_uid, spec.host_gid); !m) {
+    sv.setup_error = m.error().message;
   } else {
     char go = kMsgGo;
     if (::send(sock.get(), &go, 1, MSG_NOSIGNAL) != 1) sv.setup_error = util::call_error("send", "go", errno);
   }
 
-  // 7. Run, capture, enforce the deadline.
+  // 8. Run, capture, enforce the deadline.
   if (sv.setup_error.empty()) supervise(spec, sock.get(), out.read, err.read, out_cap, err_cap, sv);
+  if (sv.timed_out) cgroup.job.kill_all();
 
-  // 8. Harvest while pid 1 still holds the sandbox's mounts.
+  // 9. Harvest while pid 1 still holds the sandbox's mounts.
   std::string harvest_error;
   if (sv.exited_report) o.files = harvest::copy_outputs(pid, spec, harvest_error);
 
-  // 9. Releasing pid 1 ends the namespace; SIGKILL covers a pid 1 that hangs.
+  // 10. Releasing pid 1 ends the namespace; SIGKILL covers a pid 1 that hangs.
   if (!sv.exited_report) ::kill(pid, SIGKILL);
   sock.reset();
   int st = 0;
@@ -221,9 +264,21 @@ Outcome launch(const LaunchSpec& spec) {
     return o;
   }
   o.duration_ms = static_cast<uint64_t>(sv.ended_ms - sv.started_ms);
-  o.cpu_ms = static_cast<uint64_t>(sv.report.cpu_us / 1000);
-  o.peak_memory_bytes = static_cast<uint64_t>(sv.report.max_rss_kb) * 1024;
+  // cgroup accounting covers every process of the job. pid 1's rusage covers
+  // every process it reaped, which is all of them; some v1 hosts leave
+  // cpuacct at 0, so the larger of the two is reported.
+  cgroups::Stats stats = cgroup.job.read_stats();
+  o.cpu_ms = std::max(stats.valid ? stats.cpu_ms : 0, static_cast<uint64_t>(sv.report.cpu_us / 1000));
+  o.peak_memory_bytes = stats.valid && stats.peak_memory_bytes
+                            ? stats.peak_memory_bytes
+                            : static_cast<uint64_t>(sv.report.max_rss_kb) * 1024;
   o.timed_out = sv.timed_out;
+  o.layers = {"namespaces:user,pid,mount,net,ipc,uts,cgroup", "pivot_root", "readonly_root",
+              "fd_hygiene", "rlimits", "no_new_privs"};
+  if (landlock_abi > 0) o.layers.push_back("landlock:abi" + std::to_string(landlock_abi));
+  o.layers.push_back("capabilities_dropped");
+  o.layers.push_back("seccomp");
+  if (cgroup.job.mode() != "none") o.layers.push_back("cgroups:" + cgroup.job.mode());
   int ws = sv.report.wait_status;
   if (WIFEXITED(ws)) {
     o.exited = true;
@@ -232,6 +287,7 @@ Outcome launch(const LaunchSpec& spec) {
     o.signal = WTERMSIG(ws);
   }
   if (sv.timed_out) o.status = "timed_out";
+  else if (stats.oom_killed) o.status = "memory_exceeded";
   else if (o.exited && o.exit_code == 0) o.status = "completed";
   else o.status = "failed";
   return o;

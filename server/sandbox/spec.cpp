@@ -15,7 +15,11 @@ json to_json(const LaunchSpec& s) {
           {"outputs_max_bytes", s.outputs_max_bytes}, {"outputs_max_files", s.outputs_max_files},
           {"stdout_max_bytes", s.stdout_max_bytes}, {"stderr_max_bytes", s.stderr_max_bytes},
           {"timeout_ms", s.timeout_ms}, {"host_uid", s.host_uid}, {"host_gid", s.host_gid},
-          {"scratch_dir", s.scratch_dir}, {"harvest_dir", s.harvest_dir}};
+          {"scratch_dir", s.scratch_dir}, {"harvest_dir", s.harvest_dir},
+          {"memory_max_bytes", s.memory_max_bytes}, {"pids_max", s.pids_max},
+          {"nofile_max", s.nofile_max}, {"cpu_max_cores", s.cpu_max_cores},
+          {"cgroup_host", s.cgroup_host}, {"require_landlock", s.require_landlock},
+          {"require_cgroups", s.require_cgroups}};
 }
 
 util::Result<LaunchSpec> spec_from_json(const json& j) {
@@ -40,6 +44,13 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     j.at("host_gid").get_to(s.host_gid);
     j.at("scratch_dir").get_to(s.scratch_dir);
     j.at("harvest_dir").get_to(s.harvest_dir);
+    j.at("memory_max_bytes").get_to(s.memory_max_bytes);
+    j.at("pids_max").get_to(s.pids_max);
+    j.at("nofile_max").get_to(s.nofile_max);
+    j.at("cpu_max_cores").get_to(s.cpu_max_cores);
+    s.cgroup_host = j.at("cgroup_host");
+    j.at("require_landlock").get_to(s.require_landlock);
+    j.at("require_cgroups").get_to(s.require_cgroups);
     if (s.argv.empty() || s.argv[0].empty() || s.argv[0][0] != '/')
       return util::make_error("spec", "argv[0] must be an absolute path");
     if (s.scratch_dir.empty() || s.scratch_dir[0] != '/' || s.harvest_dir.empty())
@@ -60,7 +71,7 @@ json to_json(const Outcome& o) {
           {"stdout", o.stdout_text}, {"stderr", o.stderr_text},
           {"stdout_truncated", o.stdout_truncated}, {"stderr_truncated", o.stderr_truncated},
           {"duration_ms", o.duration_ms}, {"cpu_ms", o.cpu_ms},
-          {"peak_memory_bytes", o.peak_memory_bytes}, {"files", files}};
+          {"peak_memory_bytes", o.peak_memory_bytes}, {"files", files}, {"layers", o.layers}};
 }
 
 util::Result<Outcome> outcome_from_json(const json& j) {
@@ -79,6 +90,7 @@ util::Result<Outcome> outcome_from_json(const json& j) {
     j.at("duration_ms").get_to(o.duration_ms);
     j.at("cpu_ms").get_to(o.cpu_ms);
     j.at("peak_memory_bytes").get_to(o.peak_memory_bytes);
+    j.at("layers").get_to(o.layers);
     for (auto& f : j.at("files"))
       o.files.push_back({f.at("name").get<std::string>(), f.at("size").get<uint64_t>(),
                          f.at("host_path").get<std::string>(), f.at("rejected").get<std::string>()});

@@ -36,6 +36,13 @@ struct LaunchSpec {
   uint32_t host_gid = 0;
   std::string scratch_dir;              // host dir owned by this job; runner creates and removes its contents
   std::string harvest_dir;              // host dir receiving copies of /outputs files
+  uint64_t memory_max_bytes = 0;
+  uint64_t pids_max = 0;
+  uint64_t nofile_max = 0;
+  double cpu_max_cores = 0;
+  nlohmann::json cgroup_host;           // cgroups::Host detected by the server at start-up
+  bool require_landlock = false;
+  bool require_cgroups = false;
 };
 
 // Identity inside the sandbox (passwd/group name "sandbox").
@@ -64,6 +71,7 @@ struct Outcome {
   uint64_t cpu_ms = 0;
   uint64_t peak_memory_bytes = 0;
   std::vector<HarvestedFile> files;
+  std::vector<std::string> layers;      // the isolation layers that were active
 };
 
 nlohmann::json to_json(const LaunchSpec& spec);

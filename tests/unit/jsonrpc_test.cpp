@@ -52,7 +52,7 @@ std::string nested_objects(int depth) {
 
 TEST_CASE("not JSON is a whole-line parse error -32700 with a null id") {
   for (const char* text : {"hello", "{\"jsonrpc\":\"2.0\",", "{} {}", "{'a':1}", ""}) {
-    CAPTURE(text);
+    CAPTURE(std::string(text));
     rpc::Parsed p = rpc::parse_line(text, kLimits);
     CHECK(p.whole_line_failed);
     CHECK_FALSE(p.is_batch);

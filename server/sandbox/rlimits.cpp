@@ -1,0 +1,48 @@
+// The rlimit table. Runs: build in the runner parent, apply in the program child.
+#include "server/sandbox/rlimits.h"
+
+#include <cerrno>
+
+namespace sandbox::rlimits {
+
+Table build_in_parent(const Inputs& in) {
+  // CPU seconds: the wall deadline normally ends the job first; this is the
+  // backstop if the runner's kill were ever late (SIGXCPU, then SIGKILL).
+  rlim_t cpu_s = static_cast<rlim_t>((in.timeout_ms + 999) / 1000 + 1);
+  return Table{{
+      // Fork bombs: processes per (user namespace, uid), so other host users don't count.
+      {RLIMIT_NPROC, static_cast<rlim_t>(in.pids_max), "RLIMIT_NPROC"},
+      // Descriptor exhaustion.
+      {RLIMIT_NOFILE, static_cast<rlim_t>(in.nofile_max), "RLIMIT_NOFILE"},
+      // One file larger than any writable area: SIGXFSZ instead of filling a tmpfs silently.
+      {RLIMIT_FSIZE, static_cast<rlim_t>(in.file_max_bytes), "RLIMIT_FSIZE"},
+      // No core dumps (they could carry memory contents out; they take disk).
+      {RLIMIT_CORE, 0, "RLIMIT_CORE"},
+      {RLIMIT_CPU, cpu_s, "RLIMIT_CPU"},
+      // Heap and private writable mappings: a memory bomb fails with ENOMEM even
+      // without a memory cgroup. (RLIMIT_AS would break V8's large reservations.)
+      {RLIMIT_DATA, static_cast<rlim_t>(in.memory_max_bytes), "RLIMIT_DATA"},
+      // No memory locked away from reclaim.
+      {RLIMIT_MEMLOCK, 0, "RLIMIT_MEMLOCK"},
+  }};
+}
+
+int apply_in_child(const Table& table, const char** failed) {
+  for (const Entry& e : table.entries) {
+    // Only ever lower: raising a hard limit needs CAP_SYS_RESOURCE in the host namespace.
+    struct rlimit cur {};
+    if (::getrlimit(e.resource, &cur) != 0) {
+      *failed = e.name;
+      return errno;
+    }
+    rlim_t v = e.value < cur.rlim_max ? e.value : cur.rlim_max;
+    struct rlimit rl = {v, v};
+    if (::setrlimit(e.resource, &rl) != 0) {
+      *failed = e.name;
+      return errno;
+    }
+  }
+  return 0;
+}
+
+}  // namespace sandbox::rlimits

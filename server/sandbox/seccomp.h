@@ -1,0 +1,22 @@
+// The syscall filter: compiled with libseccomp in the runner parent, installed
+// by the program child as the very last step before execve.
+#pragma once
+#include <linux/filter.h>
+
+#include <vector>
+
+#include "server/util/result.h"
+
+namespace sandbox::seccomp {
+
+struct Program {
+  std::vector<sock_filter> instructions;
+};
+
+// Builds the deny-list filter (see seccomp.cpp for every rule and its threat).
+util::Result<Program> compile_in_parent();
+// seccomp(SECCOMP_SET_MODE_FILTER); returns errno on failure, 0 on success.
+// Needs no_new_privs already set. Async-signal-safe.
+int install_in_child(const Program& program);
+
+}  // namespace sandbox::seccomp

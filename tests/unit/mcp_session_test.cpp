@@ -1,0 +1,466 @@
+// MCP session lifecycle and dispatch, driven in-process with a fake outbox;
+// stdio framing fed from a pipe. No sandbox is ever started: run_code is not called.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/broker/jobs.h"
+#include "server/policy/policy.h"
+#include "server/protocol/mcp.h"
+#include "server/store/store.h"
+#include "server/transport/stdio.h"
+#include "tools/registry.h"
+
+using nlohmann::json;
+namespace mcp = protocol::mcp;
+
+namespace {
+
+class FakeOutbox : public mcp::Outbox {
+ public:
+  void send(const json& message) override {
+    std::lock_guard lock(mu_);
+    messages_.push_back(message);
+  }
+  std::vector<json> take() {
+    std::lock_guard lock(mu_);
+    std::vector<json> out;
+    out.swap(messages_);
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<json> messages_;
+};
+
+// Everything a Session needs, over a temporary state directory.
+struct Fixture {
+  std::string dir;
+  std::unique_ptr<policy::Policy> policy;
+  std::unique_ptr<store::Store> store;
+  std::unique_ptr<broker::Jobs> jobs;
+  std::unique_ptr<tools::Registry> registry;
+  std::unique_ptr<mcp::ServerContext> ctx;
+  FakeOutbox out;
+  std::unique_ptr<mcp::Session> session;
+
+  Fixture() {
+    char tmpl[] = "/tmp/throwbox-mcp-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir = tmpl;
+    auto p = policy::load_file(THROWBOX_SOURCE_DIR "/policies/default.json");
+    REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+    policy = std::make_unique<policy::Policy>(std::move(*p));
+    store = std::make_unique<store::Store>(dir);
+    jobs = std::make_unique<broker::Jobs>(*policy, *store, "/nonexistent", json::object());
+    registry = std::make_unique<tools::Registry>(tools::make_registry(*policy));
+    ctx = std::make_unique<mcp::ServerContext>(mcp::ServerContext{*policy, *store, *jobs, *registry});
+    session = std::make_unique<mcp::Session>(*ctx, out, "alice");
+  }
+  ~Fixture() {
+    session.reset();  // joins the worker pool before the store goes away
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+
+  // Sends one line and returns every message produced once in-flight calls answered.
+  std::vector<json> exchange(const std::string& line) {
+    session->handle_line(line);
+    session->drain();
+    return out.take();
+  }
+  json one(const std::string& line) {
+    auto msgs = exchange(line);
+    REQUIRE(msgs.size() == 1);
+    return msgs[0];
+  }
+  json initialize(const std::string& version = "2025-06-18") {
+    json req{{"jsonrpc", "2.0"},
+             {"id", 0},
+             {"method", "initialize"},
+             {"params",
+              {{"protocolVersion", version},
+               {"capabilities", json::object()},
+               {"clientInfo", {{"name", "unit"}, {"version", "1"}}}}}};
+    json r = one(req.dump());
+    exchange(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+    return r;
+  }
+};
+
+std::string request(int id, const std::string& method, const json& params = nullptr) {
+  json r{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
+  if (!params.is_null()) r["params"] = params;
+  return r.dump();
+}
+
+std::string tools_call(int id, const std::string& tool, const json& args) {
+  return request(id, "tools/call", {{"name", tool}, {"arguments", args}});
+}
+
+void check_error(const json& msg, const json& id, int code) {
+  CAPTURE(msg.dump());
+  CHECK(msg["jsonrpc"] == "2.0");
+  CHECK(msg["id"] == id);
+  REQUIRE(msg.contains("error"));
+  CHECK(msg["error"]["code"] == code);
+  CHECK_FALSE(msg.contains("result"));
+}
+
+}  // namespace
+
+TEST_CASE("negotiate_version keeps a supported version and falls back to the latest") {
+  CHECK(mcp::negotiate_version("2025-06-18") == "2025-06-18");
+  CHECK(mcp::negotiate_version("2025-03-26") == "2025-03-26");
+  CHECK(mcp::negotiate_version("2025-11-25") == "2025-11-25");
+  CHECK(mcp::negotiate_version("2024-11-05") == "2025-11-25");
+  CHECK(mcp::negotiate_version("") == "2025-11-25");
+  CHECK(mcp::negotiate_version("bogus") == "2025-11-25");
+}
+
+TEST_CASE("instructions describe /inputs, /outputs and the absence of network") {
+  auto p = policy::load_file(THROWBOX_SOURCE_DIR "/policies/default.json");
+  REQUIRE(p.ok());
+  std::string text = mcp::instructions_text(*p);
+  CHECK(text.find("/inputs") != std::string::npos);
+  CHECK(text.find("/outputs") != std::string::npos);
+  CHECK(text.find("no network") != std::string::npos);
+  CHECK(text.find("python") != std::string::npos);
+  CHECK(text.find("bash") != std::string::npos);
+}
+
+TEST_CASE("before initialize: tools/list is refused, ping is answered") {
+  Fixture f;
+  json r = f.one(request(1, "tools/list"));
+  check_error(r, 1, -32600);
+  CHECK(r["error"]["message"].get<std::string>().find("initialize") != std::string::npos);
+
+  json p = f.one(request(2, "ping"));
+  CHECK(p["id"] == 2);
+  CHECK(p["result"] == json::object());
+
+  json c = f.one(tools_call(3, "upload_input", {{"name", "a.txt"}, {"content", "x"}}));
+  check_error(c, 3, -32600);
+}
+
+TEST_CASE("initialize answers version, server info and capabilities") {
+  Fixture f;
+  json r = f.initialize("2025-06-18");
+  CAPTURE(r.dump());
+  CHECK(r["id"] == 0);
+  REQUIRE(r.contains("result"));
+  const json& res = r["result"];
+  CHECK(res["protocolVersion"] == "2025-06-18");
+  CHECK(res["serverInfo"]["name"] == "throwbox");
+  CHECK(res["serverInfo"]["version"].is_string());
+  CHECK(res["capabilities"].contains("tools"));
+  CHECK(res["capabilities"].contains("resources"));
+  CHECK(res["instructions"].get<std::string>().find("/outputs") != std::string::npos);
+
+  json list = f.one(request(1, "tools/list"));
+  REQUIRE(list.contains("result"));
+  std::vector<std::string> names;
+  for (auto& t : list["result"]["tools"]) names.push_back(t["name"].get<std::string>());
+  CHECK(names == std::vector<std::string>{"fetch_artifact", "run_code", "upload_input"});
+}
+
+TEST_CASE("initialize with an unknown version gets the latest") {
+  Fixture f;
+  json r = f.initialize("1999-01-01");
+  CHECK(r["result"]["protocolVersion"] == "2025-11-25");
+}
+
+TEST_CASE("initialize without protocolVersion is -32602") {
+  Fixture f;
+  json r = f.one(request(5, "initialize", {{"capabilities", json::object()}}));
+  check_error(r, 5, -32602);
+  CHECK(r["error"]["message"].get<std::string>().find("protocolVersion") != std::string::npos);
+  // The session is still uninitialized.
+  check_error(f.one(request(6, "tools/list")), 6, -32600);
+}
+
+TEST_CASE("a second initialize is refused") {
+  Fixture f;
+  f.initialize();
+  json r = f.one(request(9, "initialize", {{"protocolVersion", "2025-03-26"}}));
+  check_error(r, 9, -32600);
+  CHECK(r["error"]["message"].get<std::string>().find("already initialized") != std::string::npos);
+}
+
+TEST_CASE("unknown method is -32601 naming it") {
+  Fixture f;
+  f.initialize();
+  json r = f.one(request(4, "tools/destroy"));
+  check_error(r, 4, -32601);
+  CHECK(r["error"]["message"] == "Method not found: tools/destroy");
+}
+
+TEST_CASE("tools/call of an unknown tool is -32602") {
+  Fixture f;
+  f.initialize();
+  json r = f.one(tools_call(7, "rm_rf", json::object()));
+  check_error(r, 7, -32602);
+  CHECK(r["error"]["message"].get<std::string>().find("rm_rf") != std::string::npos);
+
+  json noname = f.one(request(8, "tools/call", {{"arguments", json::object()}}));
+  check_error(noname, 8, -32602);
+
+  json badargs = f.one(request(9, "tools/call", {{"name", "upload_input"}, {"arguments", "x"}}));
+  check_error(badargs, 9, -32602);
+}
+
+TEST_CASE("upload_input with a traversal name is an isError result, not structured") {
+  Fixture f;
+  f.initialize();
+  json r = f.one(tools_call(11, "upload_input", {{"name", "../../etc/passwd"}, {"content", "x"}}));
+  CAPTURE(r.dump());
+  CHECK(r["id"] == 11);
+  REQUIRE(r.contains("result"));
+  CHECK(r["result"]["isError"] == true);
+  CHECK_FALSE(r["result"].contains("structuredContent"));
+  REQUIRE(r["result"]["content"].size() == 1);
+  CHECK(r["result"]["content"][0]["type"] == "text");
+  CHECK(r["result"]["content"][0]["text"].get<std::string>().find("name:") == 0);
+}
+
+TEST_CASE("upload_input with an unknown argument or bad base64 is an isError result") {
+  Fixture f;
+  f.initialize();
+  json extra = f.one(tools_call(12, "upload_input", {{"name", "a"}, {"content", "x"}, {"path", "/etc"}}));
+  CHECK(extra["result"]["isError"] == true);
+  CHECK(extra["result"]["content"][0]["text"] == "path: unknown argument");
+
+  json b64 = f.one(tools_call(13, "upload_input",
+                              {{"name", "a.bin"}, {"content", "QR=="}, {"encoding", "base64"}}));
+  CHECK(b64["result"]["isError"] == true);
+  CHECK(b64["result"]["content"][0]["text"].get<std::string>().find("content:") == 0);
+}
+
+TEST_CASE("upload_input ok returns structuredContent with an input_id") {
+  Fixture f;
+  f.initialize();
+  json r = f.one(tools_call(21, "upload_input", {{"name", "orders.csv"}, {"content", "a,b\n1,2\n"}}));
+  CAPTURE(r.dump());
+  CHECK(r["id"] == 21);
+  CHECK(r["result"]["isError"] == false);
+  const json& sc = r["result"]["structuredContent"];
+  REQUIRE(sc.contains("input_id"));
+  std::string id = sc["input_id"].get<std::string>();
+  CHECK(id.size() == 32);
+  CHECK(id.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(sc["name"] == "orders.csv");
+  CHECK(sc["size"] == 8);
+  CHECK(sc["media_type"] == "text/csv");
+  // Same upload again: same id.
+  json again = f.one(tools_call(22, "upload_input", {{"name", "orders.csv"}, {"content", "a,b\n1,2\n"}}));
+  CHECK(again["result"]["structuredContent"]["input_id"] == id);
+  // base64 "YWJj" is "abc".
+  json b64 = f.one(tools_call(23, "upload_input",
+                              {{"name", "abc.bin"}, {"content", "YWJj"}, {"encoding", "base64"}}));
+  CHECK(b64["result"]["structuredContent"]["sha256"] ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST_CASE("batch under 2025-06-18 is a single -32600 error") {
+  Fixture f;
+  f.initialize("2025-06-18");
+  auto msgs = f.exchange("[" + request(1, "ping") + "," + request(2, "ping") + "]");
+  REQUIRE(msgs.size() == 1);
+  check_error(msgs[0], nullptr, -32600);
+  CHECK(msgs[0]["error"]["message"].get<std::string>().find("batch") != std::string::npos);
+}
+
+TEST_CASE("batch before initialize is a single -32600 error") {
+  Fixture f;
+  auto msgs = f.exchange("[" + request(1, "ping") + "]");
+  REQUIRE(msgs.size() == 1);
+  check_error(msgs[0], nullptr, -32600);
+}
+
+TEST_CASE("batch under 2025-03-26 gets one array response with both answers") {
+  Fixture f;
+  f.initialize("2025-03-26");
+  auto msgs = f.exchange("[" + request(1, "ping") + "," + request(2, "tools/list") + "," +
+                         R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{}})" + "]");
+  REQUIRE(msgs.size() == 1);
+  const json& arr = msgs[0];
+  REQUIRE(arr.is_array());
+  REQUIRE(arr.size() == 2);
+  bool saw1 = false, saw2 = false;
+  for (auto& r : arr) {
+    if (r["id"] == 1) {
+      saw1 = true;
+      CHECK(r["result"] == json::object());
+    }
+    if (r["id"] == 2) {
+      saw2 = true;
+      CHECK(r["result"]["tools"].size() == 3);
+    }
+  }
+  CHECK(saw1);
+  CHECK(saw2);
+}
+
+TEST_CASE("batch under 2025-03-26 with a tool call waits for the worker answer") {
+  Fixture f;
+  f.initialize("2025-03-26");
+  auto msgs = f.exchange("[" + tools_call(1, "upload_input", {{"name", "a.txt"}, {"content", "x"}}) + "," +
+                         R"({"jsonrpc":"1.0","id":2,"method":"ping"})" + "]");
+  REQUIRE(msgs.size() == 1);
+  REQUIRE(msgs[0].is_array());
+  REQUIRE(msgs[0].size() == 2);
+  for (auto& r : msgs[0]) {
+    if (r["id"] == 1) CHECK(r["result"]["isError"] == false);
+    else check_error(r, 2, -32600);
+  }
+}
+
+TEST_CASE("batch of only notifications produces no output") {
+  Fixture f;
+  f.initialize("2025-03-26");
+  CHECK(f.exchange(R"([{"jsonrpc":"2.0","method":"notifications/a"},{"jsonrpc":"2.0","method":"b"}])").empty());
+}
+
+TEST_CASE("initialize inside a batch is refused") {
+  Fixture f;
+  f.initialize("2025-03-26");
+  auto msgs = f.exchange("[" + request(3, "initialize", {{"protocolVersion", "2025-03-26"}}) + "]");
+  REQUIRE(msgs.size() == 1);
+  REQUIRE(msgs[0].is_array());
+  check_error(msgs[0][0], 3, -32600);
+}
+
+TEST_CASE("notifications and responses produce no output") {
+  Fixture f;
+  CHECK(f.exchange(R"({"jsonrpc":"2.0","method":"notifications/initialized"})").empty());
+  CHECK(f.exchange(R"({"jsonrpc":"2.0","method":"tools/list"})").empty());  // no id: notification
+  CHECK(f.exchange(R"({"jsonrpc":"2.0","id":5,"result":{}})").empty());
+  f.initialize();
+  CHECK(f.exchange(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}})").empty());
+}
+
+TEST_CASE("malformed lines get the right JSON-RPC errors through the session") {
+  Fixture f;
+  check_error(f.one("{not json"), nullptr, -32700);
+  check_error(f.one(R"({"jsonrpc":"2.0","id":3,"method":"ping","params":"x"})"), 3, -32602);
+  check_error(f.one(R"({"jsonrpc":"2.0","id":{"a":1},"method":"ping"})"), nullptr, -32600);
+  check_error(f.one(std::string(100, '[') + std::string(100, ']')), nullptr, -32600);
+  check_error(f.one("[]"), nullptr, -32600);
+}
+
+TEST_CASE("handle_oversized answers -32600 with a null id") {
+  Fixture f;
+  f.session->handle_oversized(123456789);
+  auto msgs = f.out.take();
+  REQUIRE(msgs.size() == 1);
+  check_error(msgs[0], nullptr, -32600);
+  CHECK(msgs[0]["error"]["message"].get<std::string>().find("123456789 bytes") != std::string::npos);
+}
+
+TEST_CASE("resources/read of an unknown or foreign uri is -32002") {
+  Fixture f;
+  f.initialize();
+  json r = f.one(request(1, "resources/read", {{"uri", "file:///etc/passwd"}}));
+  check_error(r, 1, -32002);
+  json r2 = f.one(request(2, "resources/read", {{"uri", "throwbox://artifacts/0123456789abcdef0123456789abcdef"}}));
+  check_error(r2, 2, -32002);
+  CHECK(r["error"]["message"] == r2["error"]["message"]);
+}
+
+// ---- stdio framing ----
+
+namespace {
+
+// Feeds `input` through a pipe into serve() and returns the session's output.
+std::vector<json> serve_input(Fixture& f, const std::string& input, size_t max_bytes) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::thread writer([&] {
+    size_t off = 0;
+    while (off < input.size()) {
+      ssize_t n = ::write(fds[1], input.data() + off, input.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    ::close(fds[1]);
+  });
+  transport::stdio::serve(*f.session, max_bytes, fds[0]);
+  writer.join();
+  ::close(fds[0]);
+  return f.out.take();
+}
+
+}  // namespace
+
+TEST_CASE("stdio: two lines in one write give two responses in order") {
+  Fixture f;
+  auto msgs = serve_input(f, request(1, "ping") + "\n" + request(2, "ping") + "\n", 4096);
+  REQUIRE(msgs.size() == 2);
+  CHECK(msgs[0]["id"] == 1);
+  CHECK(msgs[1]["id"] == 2);
+  CHECK(msgs[0]["result"] == json::object());
+}
+
+TEST_CASE("stdio: an oversized line is discarded and answered, the next line still served") {
+  Fixture f;
+  std::string big = R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":")" + std::string(5000, 'x') +
+                    "\"}}";
+  auto msgs = serve_input(f, big + "\n" + request(2, "ping") + "\n", 4096);
+  REQUIRE(msgs.size() == 2);
+  check_error(msgs[0], nullptr, -32600);
+  CHECK(msgs[1]["id"] == 2);
+  CHECK(msgs[1]["result"] == json::object());
+}
+
+TEST_CASE("stdio: a multi-megabyte line spanning many reads is discarded without buffering") {
+  Fixture f;
+  std::string big(3 * 1024 * 1024, 'A');
+  auto msgs = serve_input(f, big + "\n" + request(2, "ping") + "\n", 4096);
+  REQUIRE(msgs.size() == 2);
+  check_error(msgs[0], nullptr, -32600);
+  CHECK(msgs[0]["error"]["message"].get<std::string>().find(std::to_string(big.size()) + " bytes") !=
+        std::string::npos);
+  CHECK(msgs[1]["id"] == 2);
+}
+
+TEST_CASE("stdio: CRLF line endings are accepted") {
+  Fixture f;
+  auto msgs = serve_input(f, request(1, "ping") + "\r\n" + request(2, "ping") + "\r\n", 4096);
+  REQUIRE(msgs.size() == 2);
+  CHECK(msgs[0]["id"] == 1);
+  CHECK(msgs[0].contains("result"));
+  CHECK(msgs[1]["id"] == 2);
+}
+
+TEST_CASE("stdio: blank lines are ignored") {
+  Fixture f;
+  auto msgs = serve_input(f, "\n\n   \n\r\n\t\n" + request(1, "ping") + "\n\n", 4096);
+  REQUIRE(msgs.size() == 1);
+  CHECK(msgs[0]["id"] == 1);
+}
+
+TEST_CASE("stdio: a final line without newline is still served") {
+  Fixture f;
+  auto msgs = serve_input(f, request(1, "ping") + "\n" + request(2, "ping"), 4096);
+  REQUIRE(msgs.size() == 2);
+  CHECK(msgs[1]["id"] == 2);
+}
+
+TEST_CASE("stdio: a line of exactly max bytes is served") {
+  Fixture f;
+  std::string line = request(1, "ping");
+  auto msgs = serve_input(f, line + "\n", line.size());
+  REQUIRE(msgs.size() == 1);
+  CHECK(msgs[0]["id"] == 1);
+  CHECK(msgs[0].contains("result"));
+}

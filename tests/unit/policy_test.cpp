@@ -1,0 +1,409 @@
+// Policy validation: fail closed, and every error names the offending key.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "server/policy/policy.h"
+#include "server/util/fs.h"
+
+using nlohmann::json;
+
+namespace {
+
+const char* kDefaultPolicy = THROWBOX_SOURCE_DIR "/policies/default.json";
+const char* kSource = "test.json";
+
+json default_doc() {
+  std::ifstream in(kDefaultPolicy);
+  REQUIRE(in.good());
+  return json::parse(in);
+}
+
+// A minimal valid policy that depends only on /bin/sh.
+json minimal_doc() {
+  return json{{"version", 1},
+              {"runtimes", {{"sh", {{"command", json::array({"/bin/sh"})}, {"code_file", "main.sh"}}}}},
+              {"sandbox", {{"readonly_paths", json::array({"/usr"})}}}};
+}
+
+// Parses and returns the error message; fails the test when parsing succeeds.
+std::string error_of(const json& doc) {
+  auto r = policy::parse(doc, kSource);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == "policy");
+  return r.error().message;
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/throwbox-policy-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::string p = path + "/" + name;
+    std::ofstream(p) << text;
+    return p;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("bundled default policy parses with python and bash available") {
+  REQUIRE(::access("/usr/bin/python3", X_OK) == 0);
+  REQUIRE(::access("/bin/bash", X_OK) == 0);
+  auto r = policy::load_file(kDefaultPolicy);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  const policy::Policy& p = *r;
+  CHECK(p.source == kDefaultPolicy);
+  const policy::Runtime* py = p.find_runtime("python");
+  REQUIRE(py != nullptr);
+  CHECK(py->command == std::vector<std::string>{"/usr/bin/python3", "-I"});
+  CHECK(py->code_file == "main.py");
+  CHECK(py->available);
+  const policy::Runtime* sh = p.find_runtime("bash");
+  REQUIRE(sh != nullptr);
+  CHECK(sh->code_file == "main.sh");
+  // node is optional: present or not, it never makes the load fail.
+  CHECK(p.runtimes.count("node") == 1);
+  CHECK(p.runtimes.at("node").optional);
+  CHECK((p.find_runtime("node") != nullptr) == (::access("/usr/bin/node", X_OK) == 0));
+  CHECK(p.limits.timeout_s_default == 10);
+  CHECK(p.limits.timeout_s_max == 60);
+  CHECK(p.limits.stdout_max_bytes == 65536);
+  CHECK(p.server.json_max_depth == 64);
+  CHECK(p.server.message_max_bytes == 4194304);
+  CHECK(p.sandbox.host_uid_when_root == 65534);
+  CHECK(p.sandbox.env.at("HOME") == "/work");
+  CHECK(p.find_runtime("ruby") == nullptr);
+}
+
+TEST_CASE("default_path points at a readable policy") {
+  CHECK(::access(policy::default_path().c_str(), R_OK) == 0);
+}
+
+TEST_CASE("minimal policy parses with defaults") {
+  auto r = policy::parse(minimal_doc(), kSource);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  CHECK(r->limits.timeout_s_max == 60);
+  CHECK(r->sandbox.host_uid_when_root == 65534);
+  CHECK(r->available_runtimes() == std::vector<std::string>{"sh"});
+}
+
+TEST_CASE("unknown top-level key is an error naming it") {
+  json d = minimal_doc();
+  d["sandboxx"] = json::object();
+  CHECK(error_of(d) == "test.json: sandboxx: unknown key");
+}
+
+TEST_CASE("policy that is not an object") {
+  CHECK(error_of(json::array()) == "test.json: policy: must be an object");
+}
+
+TEST_CASE("unknown key in limits is named with its path") {
+  json d = minimal_doc();
+  d["limits"] = {{"bogus", 1}};
+  CHECK(error_of(d) == "test.json: limits.bogus: unknown key");
+}
+
+TEST_CASE("unknown key in limits.timeout_s, server, sandbox and a runtime") {
+  json d = minimal_doc();
+  d["limits"] = {{"timeout_s", {{"default", 1}, {"maximum", 2}}}};
+  CHECK(error_of(d) == "test.json: limits.timeout_s.maximum: unknown key");
+
+  d = minimal_doc();
+  d["server"] = {{"port", 80}};
+  CHECK(error_of(d) == "test.json: server.port: unknown key");
+
+  d = minimal_doc();
+  d["sandbox"]["network"] = true;
+  CHECK(error_of(d) == "test.json: sandbox.network: unknown key");
+
+  d = minimal_doc();
+  d["runtimes"]["sh"]["args"] = json::array();
+  CHECK(error_of(d) == "test.json: runtimes.sh.args: unknown key");
+}
+
+TEST_CASE("version must be 1") {
+  json d = minimal_doc();
+  d["version"] = 2;
+  CHECK(error_of(d) == "test.json: version: must be 1");
+  d["version"] = "1";
+  CHECK(error_of(d) == "test.json: version: must be 1");
+  d.erase("version");
+  CHECK(error_of(d) == "test.json: version: must be 1");
+}
+
+TEST_CASE("wrong type for a byte limit names the key") {
+  json d = minimal_doc();
+  d["limits"] = {{"stdout_max_bytes", "x"}};
+  CHECK(error_of(d) == "test.json: limits.stdout_max_bytes: must be a non-negative integer");
+  d["limits"] = {{"stdout_max_bytes", -1}};
+  CHECK(error_of(d) == "test.json: limits.stdout_max_bytes: must be a non-negative integer");
+  d["limits"] = {{"stdout_max_bytes", 65536.5}};
+  CHECK(error_of(d) == "test.json: limits.stdout_max_bytes: must be a non-negative integer");
+}
+
+TEST_CASE("value above its ceiling is refused (a typo must not become a huge tmpfs)") {
+  json d = minimal_doc();
+  d["limits"] = {{"tmp_max_bytes", 1ULL << 40}};
+  std::string e = error_of(d);
+  CHECK(e.find("test.json: limits.tmp_max_bytes: must be between 1048576 and 4294967296") == 0);
+
+  d["limits"] = {{"stdout_max_bytes", 100u}};  // below the floor
+  CHECK(error_of(d) == "test.json: limits.stdout_max_bytes: must be between 1024 and 67108864");
+
+  d = minimal_doc();
+  d["server"] = {{"message_max_bytes", 1ULL << 30}};
+  CHECK(error_of(d).find("test.json: server.message_max_bytes: must be between") == 0);
+
+  d = minimal_doc();
+  d["server"] = {{"json_max_depth", 100000u}};
+  CHECK(error_of(d) == "test.json: server.json_max_depth: must be between 4 and 256");
+
+  d = minimal_doc();
+  d["limits"] = {{"timeout_s", {{"max", 86400}}}};
+  CHECK(error_of(d) == "test.json: limits.timeout_s.max: must be > 0 and <= 3600");
+}
+
+TEST_CASE("timeout values must be positive numbers") {
+  json d = minimal_doc();
+  d["limits"] = {{"timeout_s", {{"default", 0}}}};
+  CHECK(error_of(d) == "test.json: limits.timeout_s.default: must be > 0 and <= 3600");
+  d["limits"] = {{"timeout_s", {{"default", "10"}}}};
+  CHECK(error_of(d) == "test.json: limits.timeout_s.default: must be a number of seconds");
+}
+
+TEST_CASE("timeout default above max is an error") {
+  json d = minimal_doc();
+  d["limits"] = {{"timeout_s", {{"default", 30}, {"max", 20}}}};
+  CHECK(error_of(d) == "test.json: limits.timeout_s.default: exceeds limits.timeout_s.max");
+  // Against the built-in max (60) when only the default is given.
+  d["limits"] = {{"timeout_s", {{"default", 61}}}};
+  CHECK(error_of(d) == "test.json: limits.timeout_s.default: exceeds limits.timeout_s.max");
+}
+
+TEST_CASE("runtime command must start with an absolute interpreter path") {
+  json d = minimal_doc();
+  d["runtimes"]["sh"]["command"] = {"sh", "-e"};
+  CHECK(error_of(d) == "test.json: runtimes.sh.command: must start with an absolute interpreter path");
+  d["runtimes"]["sh"]["command"] = json::array();
+  CHECK(error_of(d) == "test.json: runtimes.sh.command: must start with an absolute interpreter path");
+  d["runtimes"]["sh"]["command"] = "/bin/sh";
+  CHECK(error_of(d) == "test.json: runtimes.sh.command: must be an array of strings");
+  d["runtimes"]["sh"]["command"] = {"/bin/sh", ""};
+  CHECK(error_of(d) == "test.json: runtimes.sh.command: must contain only non-empty strings");
+  d["runtimes"]["sh"].erase("command");
+  CHECK(error_of(d) == "test.json: runtimes.sh.command: is required");
+}
+
+TEST_CASE("missing interpreter that is not optional is an error") {
+  json d = minimal_doc();
+  d["runtimes"]["ghost"] = {{"command", json::array({"/nonexistent/ghost"})}, {"code_file", "main.g"}};
+  std::string e = error_of(d);
+  CHECK(e.find("test.json: runtimes.ghost.command: interpreter /nonexistent/ghost is not executable") == 0);
+  CHECK(e.find("\"optional\": true") != std::string::npos);
+}
+
+TEST_CASE("missing optional interpreter loads with the runtime unavailable") {
+  json d = minimal_doc();
+  d["runtimes"]["ghost"] = {
+      {"command", json::array({"/nonexistent/ghost"})}, {"code_file", "main.g"}, {"optional", true}};
+  auto r = policy::parse(d, kSource);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  REQUIRE(r->runtimes.count("ghost") == 1);
+  CHECK_FALSE(r->runtimes.at("ghost").available);
+  CHECK(r->find_runtime("ghost") == nullptr);
+  CHECK(r->find_runtime("sh") != nullptr);
+  CHECK(r->available_runtimes() == std::vector<std::string>{"sh"});
+}
+
+TEST_CASE("no available runtime at all is an error") {
+  json d = minimal_doc();
+  d["runtimes"] = {{"ghost", {{"command", json::array({"/nonexistent/ghost"})}, {"code_file", "main.g"}, {"optional", true}}}};
+  CHECK(error_of(d) == "test.json: runtimes: none is available on this host");
+  d["runtimes"] = json::object();
+  CHECK(error_of(d) == "test.json: runtimes: must be a non-empty object");
+}
+
+TEST_CASE("optional must be a boolean") {
+  json d = minimal_doc();
+  d["runtimes"]["sh"]["optional"] = "yes";
+  CHECK(error_of(d) == "test.json: runtimes.sh.optional: must be true or false");
+}
+
+TEST_CASE("bad runtime names are refused") {
+  for (const char* name : {"Python", "py thon", "../x", "", "a/b"}) {
+    CAPTURE(std::string(name));
+    json d = minimal_doc();
+    d["runtimes"][name] = {{"command", json::array({"/bin/sh"})}, {"code_file", "main.sh"}};
+    CHECK(error_of(d) == std::string("test.json: runtimes.") + name + ": runtime names are 1-32 of [a-z0-9_-]");
+  }
+  json d = minimal_doc();
+  std::string longname(33, 'a');
+  d["runtimes"][longname] = {{"command", json::array({"/bin/sh"})}, {"code_file", "main.sh"}};
+  CHECK(error_of(d).find("runtime names are 1-32") != std::string::npos);
+}
+
+TEST_CASE("code_file must be a plain file name (no traversal)") {
+  for (const char* bad : {"../x.py", "/etc/passwd", "a/b.py", ".hidden", "", "Main.py", "x y.py"}) {
+    CAPTURE(std::string(bad));
+    json d = minimal_doc();
+    d["runtimes"]["sh"]["code_file"] = bad;
+    CHECK(error_of(d) == "test.json: runtimes.sh.code_file: must be a plain file name such as main.py");
+  }
+  json d = minimal_doc();
+  d["runtimes"]["sh"]["code_file"] = 5;
+  CHECK(error_of(d) == "test.json: runtimes.sh.code_file: is required and must be a string");
+}
+
+TEST_CASE("readonly_paths must be absolute and free of ..") {
+  for (const char* bad : {"usr", "./usr", "/usr/../etc", "/usr/.."}) {
+    CAPTURE(std::string(bad));
+    json d = minimal_doc();
+    d["sandbox"]["readonly_paths"] = json::array({bad});
+    CHECK(error_of(d) == std::string("test.json: sandbox.readonly_paths: \"") + bad +
+                             "\" must be an absolute path without \"..\"");
+  }
+  json d = minimal_doc();
+  d["sandbox"]["readonly_paths"] = "/usr";
+  CHECK(error_of(d) == "test.json: sandbox.readonly_paths: must be an array of strings");
+  d["sandbox"].erase("readonly_paths");
+  CHECK(error_of(d) == "test.json: sandbox.readonly_paths: is required");
+}
+
+TEST_CASE("readonly path overlapping a sandbox-owned path is refused") {
+  for (const char* bad : {"/", "/work", "/inputs", "/outputs", "/tmp", "/proc", "/dev", "/work/sub",
+                          "/inputs/x", "/proc/self"}) {
+    CAPTURE(std::string(bad));
+    json d = minimal_doc();
+    d["sandbox"]["readonly_paths"] = {"/usr", bad};
+    CHECK(error_of(d) == std::string("test.json: sandbox.readonly_paths: \"") + bad +
+                             "\" overlaps a path the sandbox owns");
+  }
+  // Prefix without a separator is a different directory.
+  json d = minimal_doc();
+  d["sandbox"]["readonly_paths"] = {"/workspace", "/procfs"};
+  CHECK(policy::parse(d, kSource).ok());
+}
+
+// Known gap (reported): the overlap check compares strings, so a non-canonical
+// spelling of a sandbox-owned path passes. Today the later tmpfs mounts cover
+// these binds, but the check should not depend on mount order (and "//x"
+// turns the bind target path.substr(1) into an absolute path). Remove may_fail
+// once load.cpp normalises or rejects such paths.
+TEST_CASE("BUG: non-canonical spellings of sandbox-owned paths are refused" * doctest::may_fail()) {
+  for (const char* bad : {"//work", "/./work", "/inputs/.", "//proc", "/./"}) {
+    CAPTURE(std::string(bad));
+    json d = minimal_doc();
+    d["sandbox"]["readonly_paths"] = json::array({"/usr", bad});
+    CHECK_FALSE(policy::parse(d, kSource).ok());
+  }
+}
+
+TEST_CASE("sandbox.require accepts only landlock and cgroups booleans") {
+  json d = minimal_doc();
+  d["sandbox"]["require"] = {{"seccomp", true}};
+  CHECK(error_of(d) == "test.json: sandbox.require.seccomp: unknown key");
+  d["sandbox"]["require"] = {{"cgroups", "yes"}};
+  CHECK(error_of(d) == "test.json: sandbox.require.cgroups: must be true or false");
+  d["sandbox"]["require"] = {{"landlock", true}, {"cgroups", false}};
+  auto r = policy::parse(d, kSource);
+  REQUIRE(r.ok());
+  CHECK(r->sandbox.require_landlock);
+  CHECK_FALSE(r->sandbox.require_cgroups);
+}
+
+TEST_CASE("resource limits: pids, nofile, memory and cpu are bounded") {
+  json d = minimal_doc();
+  d["limits"] = {{"pids_max", 0u}};
+  CHECK(error_of(d) == "test.json: limits.pids_max: must be between 1 and 65536");
+  d["limits"] = {{"nofile_max", 1000000u}};
+  CHECK(error_of(d) == "test.json: limits.nofile_max: must be between 16 and 65536");
+  d["limits"] = {{"memory_max_bytes", 1024u}};
+  CHECK(error_of(d).find("test.json: limits.memory_max_bytes: must be between 16777216 and") == 0);
+  d["limits"] = {{"cpu_max_cores", 0}};
+  CHECK(error_of(d) == "test.json: limits.cpu_max_cores: must be a number between 0.01 and 1024");
+  d["limits"] = {{"cpu_max_cores", "1"}};
+  CHECK(error_of(d) == "test.json: limits.cpu_max_cores: must be a number between 0.01 and 1024");
+  d["limits"] = {{"cpu_max_cores", 0.5}};
+  auto r = policy::parse(d, kSource);
+  REQUIRE(r.ok());
+  CHECK(r->limits.cpu_max_cores == 0.5);
+}
+
+TEST_CASE("host_uid_when_root 0 is refused: never host root") {
+  json d = minimal_doc();
+  d["sandbox"]["host_uid_when_root"] = 0u;
+  CHECK(error_of(d) == "test.json: sandbox.host_uid_when_root: must be between 1 and 4294967294");
+  d = minimal_doc();
+  d["sandbox"]["host_gid_when_root"] = 0u;
+  CHECK(error_of(d) == "test.json: sandbox.host_gid_when_root: must be between 1 and 4294967294");
+  d = minimal_doc();
+  d["sandbox"]["host_uid_when_root"] = 4294967295ULL;  // (uid_t)-1
+  CHECK(error_of(d).find("sandbox.host_uid_when_root: must be between") != std::string::npos);
+}
+
+TEST_CASE("sandbox.env values must be strings and names without =") {
+  json d = minimal_doc();
+  d["sandbox"]["env"] = {{"PATH", 1}};
+  CHECK(error_of(d) == "test.json: sandbox.env.PATH: must be a string value with a name without '='");
+  d["sandbox"]["env"] = {{"A=B", "x"}};
+  CHECK(error_of(d).find("test.json: sandbox.env.A=B: must be a string") == 0);
+  d["sandbox"]["env"] = json::array();
+  CHECK(error_of(d) == "test.json: sandbox.env: must be an object");
+  d["sandbox"]["env"] = {{"LANG", "C.UTF-8"}};
+  auto r = policy::parse(d, kSource);
+  REQUIRE(r.ok());
+  CHECK(r->sandbox.env == std::map<std::string, std::string>{{"LANG", "C.UTF-8"}});
+}
+
+TEST_CASE("sandbox section is required") {
+  json d = minimal_doc();
+  d.erase("sandbox");
+  CHECK(error_of(d) == "test.json: sandbox: is required");
+}
+
+TEST_CASE("load_file on a missing file says it cannot read it") {
+  auto r = policy::load_file("/nonexistent/throwbox/policy.json");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == "policy");
+  CHECK(r.error().message.find("cannot read policy") == 0);
+  CHECK(r.error().message.find("/nonexistent/throwbox/policy.json") != std::string::npos);
+  CHECK(r.error().message.find("ENOENT") != std::string::npos);
+}
+
+TEST_CASE("load_file on invalid JSON says so and names the file") {
+  TempDir dir;
+  std::string path = dir.write("bad.json", "{\"version\": 1,");
+  auto r = policy::load_file(path);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message == path + ": not valid JSON");
+
+  // Comments are not JSON either.
+  std::string commented = dir.write("comment.json", "// hi\n{}");
+  auto r2 = policy::load_file(commented);
+  REQUIRE_FALSE(r2.ok());
+  CHECK(r2.error().message == commented + ": not valid JSON");
+}
+
+TEST_CASE("load_file reports validation errors with the file path as source") {
+  TempDir dir;
+  json d = minimal_doc();
+  d["limits"] = {{"bogus", 1}};
+  std::string path = dir.write("p.json", d.dump());
+  auto r = policy::load_file(path);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message == path + ": limits.bogus: unknown key");
+}

@@ -1,0 +1,324 @@
+// The tenant-scoped store: input names, media types, opaque handles, tenant
+// isolation, immutable blobs, artifact URIs.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "server/store/store.h"
+
+using namespace std::string_literals;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/throwbox-store-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    // Blobs are 0444 in 0700 directories: removal needs only the directory bits.
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+bool is_hex32(const std::string& s) {
+  return s.size() == 32 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+const char* kAbcSha256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+void check_rejected(const std::string& name, const char* expected_fragment) {
+  auto s = store::validate_input_name(name);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().code == "invalid_argument");
+  CHECK(s.error().message.rfind("name: ", 0) == 0);
+  CHECK(s.error().message.find(expected_fragment) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("input names: empty, dot, dotdot and slashes are rejected (path traversal)") {
+  check_rejected("", "must not be empty");
+  check_rejected(".", "are not file names");
+  check_rejected("..", "are not file names");
+  check_rejected("a/b", "without \"/\"");
+  check_rejected("../x", "without \"/\"");
+  check_rejected("/etc/passwd", "without \"/\"");
+  check_rejected("x/", "without \"/\"");
+}
+
+TEST_CASE("input names: control characters, DEL and embedded NUL are rejected") {
+  check_rejected("a\nb", "control characters");
+  check_rejected("a\tb", "control characters");
+  check_rejected("a\rb", "control characters");
+  check_rejected("a\x7f" "b", "control characters");
+  check_rejected("a\x1b[31m", "control characters");
+  std::string with_nul = "safe.csv\0../../etc/passwd"s;
+  REQUIRE(with_nul.size() == 25);
+  check_rejected(with_nul, "");
+  check_rejected("evil\0.csv"s, "NUL");
+}
+
+TEST_CASE("input names: invalid UTF-8 is rejected") {
+  check_rejected("bad\xff.csv", "valid UTF-8");
+  check_rejected("\xC0\xAF", "valid UTF-8");      // overlong '/'
+  check_rejected("\xED\xA0\x80.txt", "valid UTF-8");  // surrogate
+}
+
+TEST_CASE("input names: 255 bytes is the limit") {
+  CHECK(store::validate_input_name(std::string(255, 'a')).ok());
+  check_rejected(std::string(256, 'a'), "longer than 255 bytes");
+}
+
+TEST_CASE("input names: ordinary and non-ASCII names are accepted") {
+  CHECK(store::validate_input_name("orders.csv").ok());
+  CHECK(store::validate_input_name("donn\xC3\xA9" "es.csv").ok());
+  CHECK(store::validate_input_name("...").ok());
+  CHECK(store::validate_input_name(".hidden").ok());
+  CHECK(store::validate_input_name("a b.txt").ok());
+}
+
+TEST_CASE("media type by extension when the content agrees") {
+  CHECK(store::guess_media_type("orders.csv", "a,b\n1,2\n") == "text/csv");
+  CHECK(store::guess_media_type("data.json", "{\"a\":1}") == "application/json");
+  CHECK(store::guess_media_type("notes.md", "# hi") == "text/markdown");
+  std::string png = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR"s;
+  CHECK(store::guess_media_type("chart.png", png) == "image/png");
+  CHECK(store::guess_media_type("x.pdf", "%PDF-1.4\n\xE2\xE3\xCF\xD3"s) == "application/pdf");
+}
+
+TEST_CASE("a .png whose content is text is not served as image/png") {
+  std::string t = store::guess_media_type("evil.png", "<script>alert(1)</script>");
+  CHECK(t != "image/png");
+  CHECK(t == "text/plain");
+}
+
+TEST_CASE("binary content is application/octet-stream, even when named .csv or .json") {
+  std::string bin = "\x7f" "ELF\x02\x01\x01\0\0\0"s;
+  CHECK(store::guess_media_type("blob.bin", bin) == "application/octet-stream");
+  CHECK(store::guess_media_type("noext", bin) == "application/octet-stream");
+  CHECK(store::guess_media_type("orders.csv", bin) == "application/octet-stream");
+  CHECK(store::guess_media_type("data.json", "{\"a\":\"\xff\"}") == "application/octet-stream");
+  CHECK(store::guess_media_type("unknown.xyz", "hello") == "text/plain");
+  // Text with a NUL is binary.
+  CHECK(store::guess_media_type("a.txt", "a\0b"s) == "application/octet-stream");
+}
+
+TEST_CASE("is_text_media_type") {
+  CHECK(store::is_text_media_type("text/csv"));
+  CHECK(store::is_text_media_type("application/json"));
+  CHECK_FALSE(store::is_text_media_type("image/png"));
+  CHECK_FALSE(store::is_text_media_type("application/octet-stream"));
+}
+
+TEST_CASE("put_input returns a 32-hex id and the sha256 of the content") {
+  TempDir dir;
+  store::Store st(dir.path);
+  auto r = st.put_input("alice", "abc.txt", "abc");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  CHECK(is_hex32(r->input_id));
+  CHECK(r->sha256 == kAbcSha256);
+  CHECK(r->size == 3);
+  CHECK(r->name == "abc.txt");
+  CHECK(r->media_type == "text/plain");
+
+  auto got = st.get_input("alice", r->input_id);
+  REQUIRE(got.ok());
+  CHECK(got->input_id == r->input_id);
+  CHECK(got->name == "abc.txt");
+  CHECK(got->sha256 == kAbcSha256);
+  CHECK(got->size == 3);
+  CHECK(got->blob_path == r->blob_path);
+  auto bytes = st.read_blob(got->blob_path, 1024);
+  REQUIRE(bytes.ok());
+  CHECK(*bytes == "abc");
+}
+
+TEST_CASE("put_input is idempotent for the same name and content") {
+  TempDir dir;
+  store::Store st(dir.path);
+  auto a = st.put_input("alice", "orders.csv", "a,b\n");
+  auto b = st.put_input("alice", "orders.csv", "a,b\n");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->input_id == b->input_id);
+
+  auto other_content = st.put_input("alice", "orders.csv", "a,c\n");
+  REQUIRE(other_content.ok());
+  CHECK(other_content->input_id != a->input_id);
+
+  auto other_name = st.put_input("alice", "orders2.csv", "a,b\n");
+  REQUIRE(other_name.ok());
+  CHECK(other_name->input_id != a->input_id);
+  CHECK(other_name->sha256 == a->sha256);
+  CHECK(other_name->blob_path == a->blob_path);  // content-addressed blob shared
+
+  // The same upload by another tenant is a different handle.
+  auto bob = st.put_input("bob", "orders.csv", "a,b\n");
+  REQUIRE(bob.ok());
+  CHECK(bob->input_id != a->input_id);
+}
+
+TEST_CASE("put_input rejects bad names and bad tenants") {
+  TempDir dir;
+  store::Store st(dir.path);
+  auto r = st.put_input("alice", "../x", "data");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == "invalid_argument");
+  CHECK(r.error().message.find("name:") == 0);
+
+  auto t = st.put_input("../alice", "x.txt", "data");
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.error().code == "invalid_argument");
+  CHECK(t.error().message == "tenant names are 1-64 of [a-z0-9_-]");
+  CHECK_FALSE(st.check_tenant("").ok());
+  CHECK_FALSE(st.check_tenant("Alice").ok());
+  CHECK_FALSE(st.check_tenant(std::string(65, 'a')).ok());
+  CHECK(st.check_tenant(std::string(64, 'a')).ok());
+  // Nothing was written outside the state directory.
+  CHECK_FALSE(std::filesystem::exists(dir.path + "/alice"));
+}
+
+TEST_CASE("another tenant's input reads exactly like an unknown id") {
+  TempDir dir;
+  store::Store st(dir.path);
+  auto r = st.put_input("alice", "secret.txt", "s3cret");
+  REQUIRE(r.ok());
+
+  auto foreign = st.get_input("bob", r->input_id);
+  REQUIRE_FALSE(foreign.ok());
+  auto unknown = st.get_input("alice", "0123456789abcdef0123456789abcdef");
+  REQUIRE_FALSE(unknown.ok());
+  auto unknown_bob = st.get_input("bob", "fedcba9876543210fedcba9876543210");
+  REQUIRE_FALSE(unknown_bob.ok());
+
+  CHECK(foreign.error().code == "not_found");
+  CHECK(unknown.error().code == "not_found");
+  CHECK(foreign.error().message == unknown.error().message);
+  CHECK(foreign.error().message == unknown_bob.error().message);
+  CHECK(foreign.error().message.find("input_id") != std::string::npos);
+  // The message must not echo the id (no oracle, no reflection).
+  CHECK(foreign.error().message.find(r->input_id) == std::string::npos);
+}
+
+TEST_CASE("traversal and malformed ids are not_found before any lookup") {
+  TempDir dir;
+  store::Store st(dir.path);
+  auto r = st.put_input("alice", "a.txt", "x");
+  REQUIRE(r.ok());
+  auto unknown = st.get_input("alice", "0123456789abcdef0123456789abcdef");
+  REQUIRE_FALSE(unknown.ok());
+  for (std::string bad : {"../../etc/passwd"s, ""s, "../"s + r->input_id, r->input_id + "/"s,
+                          r->input_id + ".json"s, "0123456789ABCDEF0123456789ABCDEF"s,
+                          r->input_id.substr(0, 31), r->input_id + "\0"s}) {
+    CAPTURE(std::string(bad));
+    auto g = st.get_input("alice", bad);
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.error().code == "not_found");
+    CHECK(g.error().message == unknown.error().message);
+  }
+  // A bad tenant is also not_found on reads, never a different error.
+  auto g = st.get_input("../alice", r->input_id);
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.error().code == "not_found");
+}
+
+TEST_CASE("put_artifact and get_artifact round trip; list_artifacts returns it") {
+  TempDir dir;
+  store::Store st(dir.path);
+  store::ArtifactRecord rec;
+  rec.job_id = "job-1";
+  rec.name = "out/report.csv";
+  rec.media_type = "text/csv";
+  rec.verdict = "accepted";
+  rec.reason = "";
+  auto put = st.put_artifact("alice", rec, "x,y\n1,2\n");
+  REQUIRE_MESSAGE(put.ok(), (put.ok() ? "" : put.error().message));
+  CHECK(is_hex32(put->artifact_id));
+  CHECK(put->size == 8);
+
+  auto got = st.get_artifact("alice", put->artifact_id);
+  REQUIRE(got.ok());
+  CHECK(got->artifact_id == put->artifact_id);
+  CHECK(got->job_id == "job-1");
+  CHECK(got->name == "out/report.csv");
+  CHECK(got->media_type == "text/csv");
+  CHECK(got->verdict == "accepted");
+  CHECK(got->size == 8);
+  CHECK(got->sha256 == put->sha256);
+  auto bytes = st.read_blob(got->blob_path, 1024);
+  REQUIRE(bytes.ok());
+  CHECK(*bytes == "x,y\n1,2\n");
+
+  auto list = st.list_artifacts("alice", 10);
+  REQUIRE(list.size() == 1);
+  CHECK(list[0].artifact_id == put->artifact_id);
+  CHECK(list[0].name == "out/report.csv");
+  CHECK(st.list_artifacts("alice", 0).empty());
+  CHECK(st.list_artifacts("bob", 10).empty());
+
+  auto foreign = st.get_artifact("bob", put->artifact_id);
+  REQUIRE_FALSE(foreign.ok());
+  CHECK(foreign.error().code == "not_found");
+  auto unknown = st.get_artifact("alice", "0123456789abcdef0123456789abcdef");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(foreign.error().message == unknown.error().message);
+}
+
+TEST_CASE("list_artifacts honours the limit") {
+  TempDir dir;
+  store::Store st(dir.path);
+  for (int i = 0; i < 3; ++i) {
+    store::ArtifactRecord rec;
+    rec.name = "f" + std::to_string(i);
+    REQUIRE(st.put_artifact("alice", rec, "content " + std::to_string(i)).ok());
+  }
+  CHECK(st.list_artifacts("alice", 10).size() == 3);
+  CHECK(st.list_artifacts("alice", 2).size() == 2);
+}
+
+TEST_CASE("blob files are immutable: mode 0444") {
+  TempDir dir;
+  store::Store st(dir.path);
+  auto r = st.put_input("alice", "a.txt", "abc");
+  REQUIRE(r.ok());
+  CHECK(r->blob_path == dir.path + "/tenants/alice/blobs/" + kAbcSha256);
+  struct stat sb {};
+  REQUIRE(::stat(r->blob_path.c_str(), &sb) == 0);
+  CHECK(S_ISREG(sb.st_mode));
+  CHECK((sb.st_mode & 07777) == 0444);
+
+  store::ArtifactRecord rec;
+  rec.name = "o.bin";
+  auto a = st.put_artifact("alice", rec, "artifact bytes");
+  REQUIRE(a.ok());
+  REQUIRE(::stat(a->blob_path.c_str(), &sb) == 0);
+  CHECK((sb.st_mode & 07777) == 0444);
+
+  // Tenant directories are private.
+  REQUIRE(::stat((dir.path + "/tenants/alice").c_str(), &sb) == 0);
+  CHECK((sb.st_mode & 077) == 0);
+}
+
+TEST_CASE("artifact URI round trip; other schemes and paths are rejected") {
+  std::string id = "0123456789abcdef0123456789abcdef";
+  CHECK(store::artifact_uri(id) == "throwbox://artifacts/" + id);
+  CHECK(store::artifact_id_from_uri(store::artifact_uri(id)) == id);
+  for (std::string bad : {"file:///etc/passwd"s, "http://artifacts/"s + id, "throwbox://inputs/"s + id,
+                          "throwbox://artifacts/"s, "throwbox://artifacts/../"s + id,
+                          "throwbox://artifacts/"s + id + "/x", "throwbox://artifacts/"s + id + "?a=1",
+                          "THROWBOX://artifacts/"s + id, "throwbox://artifacts/0123456789ABCDEF0123456789ABCDEF"s,
+                          " throwbox://artifacts/"s + id, ""s}) {
+    CAPTURE(std::string(bad));
+    CHECK(store::artifact_id_from_uri(bad) == "");
+  }
+}

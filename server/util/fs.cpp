@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <system_error>
@@ -23,15 +24,23 @@ Result<std::string> read_file(const std::string& path, size_t max_bytes) {
   if (!S_ISREG(st.st_mode)) return make_error("io", path + ": not a regular file");
   if (static_cast<size_t>(st.st_size) > max_bytes)
     return make_error("too_large", path + ": larger than " + std::to_string(max_bytes) + " bytes");
+  // Read to EOF rather than st_size: cgroup and proc files report size 0 or 4096.
   std::string data;
-  data.resize(static_cast<size_t>(st.st_size));
+  data.resize(st.st_size > 0 ? static_cast<size_t>(st.st_size) : 4096);
   size_t got = 0;
-  while (got < data.size()) {
+  for (;;) {
+    if (got == data.size()) {
+      if (data.size() > max_bytes)
+        return make_error("too_large", path + ": larger than " + std::to_string(max_bytes) + " bytes");
+      data.resize(std::min(data.size() * 2, max_bytes + 1));
+    }
     long n = read_some(fd.get(), data.data() + got, data.size() - got);
     if (n < 0) return make_error("io", call_error("read", path, errno));
     if (n == 0) break;
     got += static_cast<size_t>(n);
   }
+  if (got > max_bytes)
+    return make_error("too_large", path + ": larger than " + std::to_string(max_bytes) + " bytes");
   data.resize(got);
   return data;
 }

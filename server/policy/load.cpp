@@ -21,6 +21,20 @@ constexpr uint64_t kBytesCeiling = 4ULL * 1024 * 1024 * 1024;
 constexpr uint64_t kMessageCeilingBytes = 64 * 1024 * 1024;
 constexpr size_t kPolicyFileMaxBytes = 1024 * 1024;
 
+// "/a/b": absolute, every component non-empty and neither "." nor "..".
+// The sandbox binds at path.substr(1), so "/." or "//work" must never pass.
+bool is_canonical_absolute(const std::string& path) {
+  if (path.size() < 2 || path[0] != '/') return false;
+  size_t start = 1;
+  for (;;) {
+    size_t end = path.find('/', start);
+    std::string part = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    if (end == std::string::npos) return true;
+    start = end + 1;
+  }
+}
+
 struct Reader {
   std::string error;
 
@@ -65,8 +79,8 @@ struct Reader {
       if (!item.is_string() || item.get<std::string>().empty())
         return fail(key, "must contain only non-empty strings");
       std::string s = item.get<std::string>();
-      if (absolute && (s[0] != '/' || s.find("..") != std::string::npos))
-        return fail(key, "\"" + s + "\" must be an absolute path without \"..\"");
+      if (absolute && !is_canonical_absolute(s))
+        return fail(key, "\"" + s + "\" must be a canonical absolute path (no \"//\", \".\", \"..\" or trailing \"/\")");
       out.push_back(s);
     }
     return true;

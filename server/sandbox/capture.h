@@ -11,9 +11,12 @@ class Stream {
  public:
   explicit Stream(uint64_t max_bytes) : max_bytes_(max_bytes) {}
   void feed(const char* data, size_t size);
-  bool truncated() const { return total_ > max_bytes_; }
+  // True when any byte the program wrote is not in text(): beyond the cap, or
+  // lost because replacing invalid bytes made the text outgrow the cap.
+  bool truncated() const;
   uint64_t total_bytes() const { return total_; }
-  // Valid UTF-8 (invalid bytes replaced), cut at a character boundary.
+  // Valid UTF-8 (invalid bytes replaced), cut at a character boundary, never
+  // ending in a replacement character for a sequence the cap split.
   std::string text() const;
 
  private:

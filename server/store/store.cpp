@@ -1,5 +1,5 @@
 // Store layout under the state directory:
-//   tenants/<tenant>/blobs/<sha256>          content, 0644 (bound read-only into sandboxes)
+//   tenants/<tenant>/blobs/<sha256>          content, 0444 (bound read-only into sandboxes)
 //   tenants/<tenant>/inputs/<input_id>.json  metadata
 //   tenants/<tenant>/artifacts/<id>.json     metadata
 // Server threads only; never touched from inside a sandbox.
@@ -52,6 +52,17 @@ util::Status validate_input_name(const std::string& name) {
     if (c < 0x20 || c == 0x7F)
       return util::make_error("invalid_argument", "name: must not contain NUL or control characters");
   if (!util::is_valid_utf8(name)) return util::make_error("invalid_argument", "name: must be valid UTF-8");
+  // C1 controls (U+0080-U+009F, C2 80-9F) and bidirectional overrides (U+200E/F,
+  // U+202A-E, U+2066-9) make a name display as something it is not.
+  for (size_t i = 0; i + 1 < name.size(); ++i) {
+    auto b = [&](size_t k) { return static_cast<unsigned char>(name[k]); };
+    if (b(i) == 0xC2 && b(i + 1) >= 0x80 && b(i + 1) <= 0x9F)
+      return util::make_error("invalid_argument", "name: must not contain control characters");
+    if (i + 2 < name.size() && b(i) == 0xE2 &&
+        ((b(i + 1) == 0x80 && (b(i + 2) == 0x8E || b(i + 2) == 0x8F || (b(i + 2) >= 0xAA && b(i + 2) <= 0xAE))) ||
+         (b(i + 1) == 0x81 && b(i + 2) >= 0xA6 && b(i + 2) <= 0xA9)))
+      return util::make_error("invalid_argument", "name: must not contain bidirectional control characters");
+  }
   return util::ok_status();
 }
 

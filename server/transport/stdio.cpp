@@ -31,7 +31,19 @@ void Writer::send(const nlohmann::json& message) {
     spdlog::warn("stdout write failed (errno {}); client gone?", errno);
 }
 
+namespace {
+// One complete line: strip a CR, refuse it when over the cap, skip it when blank.
+void dispatch_line(protocol::mcp::Session& session, std::string& line, size_t max_message_bytes) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.size() > max_message_bytes) session.handle_oversized(line.size());
+  else if (line.find_first_not_of(" \t\r") != std::string::npos) session.handle_line(line);
+  line.clear();
+}
+}  // namespace
+
 void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd) {
+  // One byte of room beyond the cap for a CR that a read may end on.
+  const size_t max_pending = max_message_bytes + 1;
   std::string line;
   bool discarding = false;
   size_t discarded = 0;
@@ -53,17 +65,14 @@ void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd)
         discarded = 0;
       } else {
         line.append(buf + start, len);
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (line.size() > max_message_bytes) session.handle_oversized(line.size());
-        else if (line.find_first_not_of(" \t\r") != std::string::npos) session.handle_line(line);
-        line.clear();
+        dispatch_line(session, line, max_message_bytes);
       }
       start = i + 1;
     }
     size_t rest = static_cast<size_t>(n) - start;
     if (discarding) {
       discarded += rest;
-    } else if (line.size() + rest > max_message_bytes) {
+    } else if (line.size() + rest > max_pending) {
       // Never buffer an oversized message: drop it up to its newline.
       discarding = true;
       discarded = line.size() + rest;
@@ -72,7 +81,8 @@ void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd)
       line.append(buf + start, rest);
     }
   }
-  if (!line.empty() && !discarding) session.handle_line(line);
+  if (discarding) session.handle_oversized(discarded);
+  else if (!line.empty()) dispatch_line(session, line, max_message_bytes);
   session.drain();
 }
 

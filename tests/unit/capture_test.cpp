@@ -93,11 +93,9 @@ TEST_CASE("a cap landing inside a multibyte character still yields valid UTF-8")
   }
 }
 
-// Known bug (reported, not yet fixed): when the cap keeps 3 bytes of a 4-byte
-// character, the 3 bytes become 3 x U+FFFD (9 bytes) and utf8_prefix(cap) keeps
-// one of them, so a replacement character that the program never wrote appears
-// at the end of truncated output. Caps 7, 15 and 23 below. Remove may_fail once fixed.
-TEST_CASE("BUG: a cap inside a character must not invent a U+FFFD" * doctest::may_fail()) {
+// Regression: when the cap kept 3 bytes of a 4-byte character, they were
+// repaired into U+FFFD characters the program never wrote (caps 7, 15, 23).
+TEST_CASE("a cap inside a character must not invent a U+FFFD") {
   const std::string euro = "\xE2\x82\xAC";
   const std::string emoji = "\xF0\x9F\x98\x80";
   std::string data;
@@ -129,10 +127,9 @@ TEST_CASE("replacement characters never push the text past the cap") {
   CHECK(t == kFFFD + kFFFD);
 }
 
-// Known bug (reported): 8 invalid bytes under a cap of 8 repair to 24 bytes and
-// are cut to 2 x U+FFFD, yet truncated() is false, so the client is told it has
-// the whole output. Remove may_fail once fixed.
-TEST_CASE("BUG: text cut by the cap after repair must report truncation" * doctest::may_fail()) {
+// Regression: 8 invalid bytes under a cap of 8 repair to 24 bytes and are cut
+// to 2 x U+FFFD; truncated() must say output was lost.
+TEST_CASE("text cut by the cap after repair must report truncation") {
   Stream s(8);
   feed(s, std::string(8, '\xff'));
   CHECK(s.text() == kFFFD + kFFFD);

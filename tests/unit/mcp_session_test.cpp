@@ -3,6 +3,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <spdlog/spdlog.h>
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -55,6 +57,7 @@ struct Fixture {
   std::unique_ptr<mcp::Session> session;
 
   Fixture() {
+    spdlog::set_level(spdlog::level::warn);  // keep "initialize: client=..." out of test output
     char tmpl[] = "/tmp/throwbox-mcp-test-XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
     dir = tmpl;
@@ -463,4 +466,12 @@ TEST_CASE("stdio: a line of exactly max bytes is served") {
   REQUIRE(msgs.size() == 1);
   CHECK(msgs[0]["id"] == 1);
   CHECK(msgs[0].contains("result"));
+}
+
+// Regression: at EOF the last unterminated line skipped the blank-line rule
+// (and the CR strip), so trailing spaces were answered with -32700.
+TEST_CASE("a blank final line without newline is ignored") {
+  Fixture f;
+  auto msgs = serve_input(f, request(1, "ping") + "\n   ", 4096);
+  CHECK(msgs.size() == 1);
 }

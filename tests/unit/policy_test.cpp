@@ -268,13 +268,13 @@ TEST_CASE("code_file must be a plain file name (no traversal)") {
   CHECK(error_of(d) == "test.json: runtimes.sh.code_file: is required and must be a string");
 }
 
-TEST_CASE("readonly_paths must be absolute and free of ..") {
-  for (const char* bad : {"usr", "./usr", "/usr/../etc", "/usr/.."}) {
+TEST_CASE("readonly_paths must be canonical absolute paths") {
+  for (const char* bad : {"usr", "./usr", "/usr/../etc", "/usr/..", "/", "/usr/", "//usr", "/usr/./lib"}) {
     CAPTURE(std::string(bad));
     json d = minimal_doc();
     d["sandbox"]["readonly_paths"] = json::array({bad});
     CHECK(error_of(d) == std::string("test.json: sandbox.readonly_paths: \"") + bad +
-                             "\" must be an absolute path without \"..\"");
+                             "\" must be a canonical absolute path (no \"//\", \".\", \"..\" or trailing \"/\")");
   }
   json d = minimal_doc();
   d["sandbox"]["readonly_paths"] = "/usr";
@@ -284,7 +284,7 @@ TEST_CASE("readonly_paths must be absolute and free of ..") {
 }
 
 TEST_CASE("readonly path overlapping a sandbox-owned path is refused") {
-  for (const char* bad : {"/", "/work", "/inputs", "/outputs", "/tmp", "/proc", "/dev", "/work/sub",
+  for (const char* bad : {"/work", "/inputs", "/outputs", "/tmp", "/proc", "/dev", "/work/sub",
                           "/inputs/x", "/proc/self"}) {
     CAPTURE(std::string(bad));
     json d = minimal_doc();
@@ -298,13 +298,10 @@ TEST_CASE("readonly path overlapping a sandbox-owned path is refused") {
   CHECK(policy::parse(d, kSource).ok());
 }
 
-// Known gap (reported): the overlap check compares strings, so a non-canonical
-// spelling of a sandbox-owned path passes. Today the later tmpfs mounts cover
-// these binds, but the check should not depend on mount order (and "//x"
-// turns the bind target path.substr(1) into an absolute path). Remove may_fail
-// once load.cpp normalises or rejects such paths.
-TEST_CASE("BUG: non-canonical spellings of sandbox-owned paths are refused" * doctest::may_fail()) {
-  for (const char* bad : {"//work", "/./work", "/inputs/.", "//proc", "/./"}) {
+// Regression: the overlap check compared strings, so "//work" or "/." passed
+// (and the bind target path.substr(1) of "/." is the sandbox root itself).
+TEST_CASE("non-canonical spellings of sandbox-owned paths are refused") {
+  for (const char* bad : {"//work", "/./work", "/inputs/.", "//proc", "/./", "/."}) {
     CAPTURE(std::string(bad));
     json d = minimal_doc();
     d["sandbox"]["readonly_paths"] = json::array({"/usr", bad});

@@ -322,3 +322,13 @@ TEST_CASE("artifact URI round trip; other schemes and paths are rejected") {
     CHECK(store::artifact_id_from_uri(bad) == "");
   }
 }
+
+TEST_CASE("input names with C1 controls or bidi overrides are refused") {
+  for (const char* bad : {"a\xC2\x85" "b.csv", "invoice\xE2\x80\xAE" "vsc.exe", "x\xE2\x81\xA6" "y", "l\xE2\x80\x8F" "r"}) {
+    CAPTURE(std::string(bad));
+    auto s = store::validate_input_name(bad);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().code == "invalid_argument");
+  }
+  CHECK(store::validate_input_name("r\xC3\xA9sum\xC3\xA9.csv").ok());
+}

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "server/broker/jobs.h"
+#include "server/doctor.h"
 #include "server/policy/policy.h"
 #include "server/protocol/mcp.h"
 #include "server/sandbox/cgroups.h"
@@ -31,9 +32,10 @@ constexpr const char* kUsage =
     "\n"
     "Commands:\n"
     "  serve        Serve MCP over stdio (newline-delimited JSON-RPC)\n"
+    "  doctor       Probe this host's isolation layers and run one probe job\n"
     "  version      Print the version\n"
     "\n"
-    "Options for serve:\n"
+    "Options for serve and doctor:\n"
     "  --state-dir DIR   State directory (default: $THROWBOX_STATE_DIR, else\n"
     "                    $XDG_STATE_HOME/throwbox, else ~/.local/state/throwbox)\n"
     "  --policy FILE     Policy file (default: the bundled policies/default.json)\n"
@@ -52,7 +54,7 @@ std::string default_state_dir() {
   throw std::runtime_error("no state directory: pass --state-dir or set THROWBOX_STATE_DIR");
 }
 
-Options parse_serve_flags(int argc, char** argv) {
+Options parse_flags(const std::string& command, int argc, char** argv) {
   Options o;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
@@ -66,7 +68,7 @@ Options parse_serve_flags(int argc, char** argv) {
     else if (a == "-h" || a == "--help") {
       std::cerr << kUsage;
       std::exit(0);
-    } else throw std::runtime_error("unknown option for serve: " + a + " (see throwbox --help)");
+    } else throw std::runtime_error("unknown option for " + command + ": " + a + " (see throwbox --help)");
   }
   if (o.state_dir.empty()) o.state_dir = default_state_dir();
   if (o.policy_path.empty()) o.policy_path = policy::default_path();
@@ -82,7 +84,7 @@ std::string self_exe() {
 
 int serve(int argc, char** argv) {
   int wire = transport::stdio::guard_stdout();
-  Options opt = parse_serve_flags(argc, argv);
+  Options opt = parse_flags("serve", argc, argv);
   spdlog::set_level(spdlog::level::from_str(opt.log_level));
 
   auto pol = policy::load_file(opt.policy_path);
@@ -121,6 +123,15 @@ int serve(int argc, char** argv) {
   return 0;
 }
 
+int doctor_command(int argc, char** argv) {
+  Options opt = parse_flags("doctor", argc, argv);
+  spdlog::set_level(spdlog::level::from_str(opt.log_level == "info" ? "warn" : opt.log_level));
+  auto pol = policy::load_file(opt.policy_path);
+  if (!pol) throw std::runtime_error(pol.error().message);
+  if (auto s = util::make_dirs(opt.state_dir, 0700); !s) throw std::runtime_error(s.error().message);
+  return doctor::run(*pol, opt.state_dir, self_exe());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,6 +146,7 @@ int main(int argc, char** argv) {
   if (cmd == "runner") return sandbox::runner_main();
   try {
     if (cmd == "serve") return serve(argc, argv);
+    if (cmd == "doctor") return doctor_command(argc, argv);
     if (cmd == "version" || cmd == "--version") {
       std::cout << "throwbox " << THROWBOX_VERSION << "\n";
       return 0;

@@ -4,7 +4,7 @@
 # policy, the example and the test client are staged in a world-readable temp
 # dir first. Skips (77) when not root or when the test user does not exist.
 set -euo pipefail
-test_file=$1
+test_file=$1   # relative to tests/, e.g. integration/reconcile.test.mjs
 user=${THROWBOX_TEST_USER:-throwbox-test}
 if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root to switch to $user"; exit 77; fi
 if ! id "$user" >/dev/null 2>&1; then echo "skip: user $user does not exist (scripts/test creates it)"; exit 77; fi
@@ -17,11 +17,11 @@ mkdir -p "$stage/build" "$stage/tests" "$stage/tmp"
 chmod 1777 "$stage/tmp"
 cp "$THROWBOX_BIN" "$stage/build/throwbox"
 cp -r "$src/policies" "$src/examples" "$stage/"
-cp -r "$src/tests/integration" "$src/tests/node_modules" "$src/tests/package.json" "$stage/tests/"
+cp -r "$src/tests/integration" "$src/tests/adversarial" "$src/tests/node_modules" "$src/tests/package.json" "$stage/tests/"
 chmod -R a+rX "$stage"
 
 cd "$stage/tests"
 setpriv --reuid="$user" --regid="$user" --clear-groups --inh-caps=-all --bounding-set=-all \
   env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$stage/tmp" TMPDIR="$stage/tmp" \
   THROWBOX_BIN="$stage/build/throwbox" THROWBOX_POLICY="$stage/policies/default.json" \
-  node "integration/$test_file"
+  THROWBOX_TEST_AS_USER=1 node "$test_file"

@@ -1,0 +1,138 @@
+// Host probes for `throwbox doctor`. Each probe is independent and says what
+// it saw; the probe job at the end is the proof that the layers work together.
+#include "server/doctor.h"
+
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <iostream>
+#include <linux/seccomp.h>
+
+#include "server/broker/jobs.h"
+#include "server/sandbox/cgroups.h"
+#include "server/sandbox/landlock.h"
+#include "server/sandbox/seccomp.h"
+#include "server/store/store.h"
+#include "server/util/fs.h"
+#include "server/util/text.h"
+
+namespace doctor {
+namespace {
+
+struct Line {
+  std::string layer;
+  bool ok;
+  std::string detail;
+  std::string fix;
+  bool required;
+};
+
+std::string read_trimmed(const std::string& path) {
+  auto r = util::read_file(path, 4096);
+  if (!r) return "";
+  std::string s = *r;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+Line probe_user_namespaces() {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(::unshare(CLONE_NEWUSER) == 0 ? 0 : errno);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  int err = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (err == 0) return {"user namespaces", true, "unshare(CLONE_NEWUSER) works for uid " + std::to_string(::geteuid()), "", true};
+  std::string detail = "unshare(CLONE_NEWUSER): " + (err > 0 ? util::errno_name(err) : std::string("crashed"));
+  std::string fix = "allow user namespaces";
+  std::string max = read_trimmed("/proc/sys/user/max_user_namespaces");
+  if (max == "0") fix = "sysctl -w user.max_user_namespaces=15000";
+  if (read_trimmed("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1")
+    fix = "Ubuntu 24.04+: AppArmor restricts unprivileged user namespaces; add an AppArmor profile "
+          "granting 'userns' to the throwbox binary, or run throwbox as a root service";
+  return {"user namespaces", false, detail, fix, true};
+}
+
+Line probe_seccomp() {
+  auto prog = sandbox::seccomp::compile_in_parent();
+  if (!prog) return {"seccomp", false, prog.error().message, "install a kernel with CONFIG_SECCOMP_FILTER", true};
+  int mode = ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
+  if (mode < 0) return {"seccomp", false, "prctl(PR_GET_SECCOMP): " + util::errno_name(errno),
+                        "install a kernel with CONFIG_SECCOMP_FILTER", true};
+  return {"seccomp", true, "filter of " + std::to_string(prog->instructions.size()) + " BPF instructions compiles", "", true};
+}
+
+Line probe_landlock(bool required) {
+  int abi = sandbox::landlock::abi_version();
+  if (abi > 0) return {"landlock", true, "ABI " + std::to_string(abi), "", required};
+  return {"landlock", false, "landlock_create_ruleset: not available",
+          "Linux 5.13+ with 'landlock' in the lsm= boot parameter (CONFIG_SECURITY_LANDLOCK=y)", required};
+}
+
+Line probe_cgroups(bool required) {
+  sandbox::cgroups::Host h = sandbox::cgroups::detect(/*move_self_into_leaf=*/false);
+  if (h.mode != "none") {
+    std::string where = h.mode == "v2" ? h.v2_base : h.v1_base.begin()->second + " (and the other controllers)";
+    return {"cgroups", true, h.mode + " at " + where, "", required};
+  }
+  return {"cgroups", false, h.why_not,
+          "root: cgroup v2 with memory, pids and cpu controllers (or v1); normal user: run throwbox in a "
+          "systemd scope with delegation, e.g. systemd-run --user --scope -p Delegate=yes throwbox serve",
+          required};
+}
+
+}  // namespace
+
+int run(const policy::Policy& pol, const std::string& state_dir, const std::string& runner_exe) {
+  std::vector<Line> lines;
+  lines.push_back(probe_user_namespaces());
+  lines.push_back(probe_seccomp());
+  lines.push_back(probe_landlock(pol.sandbox.require_landlock));
+  lines.push_back(probe_cgroups(pol.sandbox.require_cgroups));
+
+  // The proof: one real job through the runner with the policy's first runtime.
+  std::string probe_state = state_dir + "/doctor-" + std::to_string(::getpid());
+  Line job{"probe job", false, "", "", true};
+  if (auto s = util::make_dirs(probe_state, 0700); !s) {
+    job.detail = s.error().message;
+  } else {
+    store::Store store(probe_state);
+    sandbox::cgroups::Host host = sandbox::cgroups::detect(false);
+    broker::Jobs jobs(pol, store, runner_exe, sandbox::cgroups::to_json(host));
+    std::string runtime = pol.available_runtimes().front();
+    const char* code = runtime == "python" ? "print('ok')" : runtime == "node" ? "console.log('ok')" : "echo ok";
+    auto r = jobs.run({"doctor", runtime, code, {}, 10.0});
+    if (!r) {
+      job.detail = r.error().message;
+    } else {
+      const auto& o = r->outcome;
+      job.ok = o.status == "completed" && o.stdout_text == "ok\n";
+      std::string layers;
+      for (auto& l : o.layers) layers += (layers.empty() ? "" : " ") + l;
+      job.detail = runtime + ": status " + o.status + (o.error.empty() ? "" : " (" + o.error + ")") +
+                   (layers.empty() ? "" : "; active layers: " + layers);
+      if (!job.ok) job.fix = "see the failed step above; every layer must be in place before code runs";
+    }
+    (void)util::remove_tree(probe_state);
+  }
+  lines.push_back(job);
+
+  bool healthy = true;
+  std::cout << "throwbox doctor (policy " << pol.source << ", uid " << ::geteuid() << ")\n\n";
+  for (auto& l : lines) {
+    const char* mark = l.ok ? "ok     " : (l.required ? "MISSING" : "absent ");
+    std::cout << mark << "  " << l.layer << ": " << l.detail << "\n";
+    if (!l.ok && !l.fix.empty()) std::cout << "         fix: " << l.fix << "\n";
+    if (!l.ok && !l.required)
+      std::cout << "         the policy allows running without it; results will not list it\n";
+    if (!l.ok && l.required) healthy = false;
+  }
+  std::cout << "\n" << (healthy ? "ready: every required layer is in place" : "NOT ready: a required layer is missing")
+            << "\n";
+  return healthy ? 0 : 1;
+}
+
+}  // namespace doctor

@@ -1,6 +1,6 @@
 // throwbox entry: flags, policy load, transport choice. Start-up errors are
-// caught here, logged and exit 2. `throwbox runner` is the internal sandbox
-// runner the broker re-executes (single-threaded; see server/sandbox/).
+// caught here, logged and exit 2. The per-job sandbox runner is the separate
+// executable throwbox-runner beside this one (single-threaded; server/sandbox/).
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,7 +19,6 @@
 #include "server/policy/policy.h"
 #include "server/protocol/mcp.h"
 #include "server/sandbox/cgroups.h"
-#include "server/sandbox/runner_main.h"
 #include "server/store/store.h"
 #include "server/transport/stdio.h"
 #include "server/util/fs.h"
@@ -75,11 +74,16 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
   return o;
 }
 
-std::string self_exe() {
+// throwbox-runner, installed beside this executable.
+std::string runner_exe() {
   char buf[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n <= 0) throw std::runtime_error("readlink(/proc/self/exe) failed");
-  return std::string(buf, static_cast<size_t>(n));
+  std::string self(buf, static_cast<size_t>(n));
+  std::string runner = self.substr(0, self.rfind('/') + 1) + "throwbox-runner";
+  if (::access(runner.c_str(), X_OK) != 0)
+    throw std::runtime_error(runner + " is missing or not executable (it is built with throwbox)");
+  return runner;
 }
 
 int serve(int argc, char** argv) {
@@ -109,7 +113,7 @@ int serve(int argc, char** argv) {
     spdlog::info("cgroups: {}", cgroup_host.mode);
   }
   store::Store store(opt.state_dir);
-  broker::Jobs jobs(*pol, store, self_exe(), sandbox::cgroups::to_json(cgroup_host));
+  broker::Jobs jobs(*pol, store, runner_exe(), sandbox::cgroups::to_json(cgroup_host));
   tools::Registry registry = tools::make_registry(*pol);
   protocol::mcp::ServerContext ctx{*pol, store, jobs, registry};
   transport::stdio::Writer writer(wire);
@@ -129,7 +133,7 @@ int doctor_command(int argc, char** argv) {
   auto pol = policy::load_file(opt.policy_path);
   if (!pol) throw std::runtime_error(pol.error().message);
   if (auto s = util::make_dirs(opt.state_dir, 0700); !s) throw std::runtime_error(s.error().message);
-  return doctor::run(*pol, opt.state_dir, self_exe());
+  return doctor::run(*pol, opt.state_dir, runner_exe());
 }
 
 }  // namespace
@@ -143,7 +147,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string cmd = argv[1];
-  if (cmd == "runner") return sandbox::runner_main();
   try {
     if (cmd == "serve") return serve(argc, argv);
     if (cmd == "doctor") return doctor_command(argc, argv);

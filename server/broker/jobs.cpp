@@ -4,16 +4,20 @@
 #include "server/broker/jobs.h"
 
 #include <poll.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <boost/process.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <set>
 #include <spdlog/spdlog.h>
 
+#include "server/sandbox/seccomp.h"
+#include "server/util/base64.h"
 #include "server/util/crypto.h"
 #include "server/util/fd.h"
 #include "server/util/fs.h"
@@ -34,9 +38,65 @@ int64_t now_ms() {
 
 }  // namespace
 
+struct Jobs::Finished {
+  bp::child child;
+  std::string scratch_dir;
+  std::string job_id;
+};
+
 Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner_exe,
            nlohmann::json cgroup_host)
-    : policy_(policy), store_(store), runner_exe_(std::move(runner_exe)), cgroup_host_(std::move(cgroup_host)) {}
+    : policy_(policy), store_(store), runner_exe_(std::move(runner_exe)), cgroup_host_(std::move(cgroup_host)) {
+  // The filter is the same for every job: compile it once, not per runner.
+  auto program = sandbox::seccomp::compile_in_parent();
+  if (!program) throw std::runtime_error(program.error().message);
+  std::string raw(reinterpret_cast<const char*>(program->instructions.data()),
+                  program->instructions.size() * sizeof(sock_filter));
+  seccomp_bpf_base64_ = util::base64_encode(raw);
+  reaper_ = std::jthread([this] { reap_loop(); });
+}
+
+Jobs::~Jobs() {
+  {
+    std::lock_guard lock(reap_mu_);
+    stopping_ = true;
+  }
+  reap_cv_.notify_all();
+  reaper_ = std::jthread();  // joins after the queue is empty
+}
+
+void Jobs::reap_loop() {
+  for (;;) {
+    std::unique_ptr<Finished> f;
+    {
+      std::unique_lock lock(reap_mu_);
+      reap_cv_.wait(lock, [&] { return stopping_ || !reap_queue_.empty(); });
+      if (reap_queue_.empty()) return;
+      f = std::move(reap_queue_.front());
+      reap_queue_.pop_front();
+    }
+    // Teardown is a few milliseconds; a runner stuck longer is killed (its
+    // pid 1 dies with it through PR_SET_PDEATHSIG). waitpid here, not Boost's
+    // wait_for, which can block on SIGCHLD bookkeeping shared across threads.
+    const pid_t pid = f->child.id();
+    f->child.detach();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    int st = 0;
+    for (;;) {
+      pid_t r = ::waitpid(pid, &st, WNOHANG);
+      if (r == pid || (r < 0 && errno != EINTR)) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        spdlog::warn("job {}: runner still tearing down after 10 s; killing it", f->job_id);
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &st, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (auto s = util::remove_tree(f->scratch_dir); !s)
+      spdlog::warn("job {}: cleanup: {}", f->job_id, s.error().message);
+  }
+}
 
 util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std::string& job_id) {
   const policy::Limits& lim = policy_.limits;
@@ -100,18 +160,19 @@ util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std
   spec.cgroup_host = cgroup_host_;
   spec.require_landlock = policy_.sandbox.require_landlock;
   spec.require_cgroups = policy_.sandbox.require_cgroups;
+  spec.seccomp_bpf_base64 = seccomp_bpf_base64_;
   return spec;
 }
 
-util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spec) {
+util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spec,
+                                                  std::unique_ptr<Finished>& finished) {
   bp::pipe to_runner, from_runner;
   std::error_code ec;
   // An empty environment: nothing of the server's (tokens, paths) reaches the runner.
   bp::environment empty_env;
   empty_env.clear();
   // Boost closes the runner's ends of both pipes in this process after the spawn.
-  bp::child child(runner_exe_, "runner", bp::std_in < to_runner, bp::std_out > from_runner,
-                  empty_env, ec);
+  bp::child child(runner_exe_, bp::std_in < to_runner, bp::std_out > from_runner, empty_env, ec);
   if (ec) return util::make_error("internal", "starting runner " + runner_exe_ + ": " + ec.message());
 
   std::string spec_text = to_json(spec).dump();
@@ -147,13 +208,12 @@ util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spe
     }
   }
   from_runner.close();
-  child.wait(ec);
+  if (killed) child.wait(ec);
+  finished = std::make_unique<Finished>(Finished{std::move(child), spec.scratch_dir, spec.job_id});
   if (!wrote) return util::make_error("internal", "writing the launch spec to the runner failed");
   if (killed) return util::make_error("internal", "runner exceeded its deadline or output bound");
   auto doc = nlohmann::json::parse(text, nullptr, false);
-  if (doc.is_discarded())
-    return util::make_error("internal", "runner exited (" + std::to_string(child.exit_code()) +
-                                            ") without a readable outcome");
+  if (doc.is_discarded()) return util::make_error("internal", "runner exited without a readable outcome");
   return sandbox::outcome_from_json(doc);
 }
 
@@ -209,7 +269,8 @@ util::Result<JobResult> Jobs::run(const JobRequest& req) {
   if (!spec) return spec.error();
   if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
 
-  auto outcome = start_runner(*spec);
+  std::unique_ptr<Finished> finished;
+  auto outcome = start_runner(*spec, finished);
   if (outcome) {
     result.outcome = std::move(*outcome);
     result.artifacts = store_artifacts(req.tenant, result.job_id, result.outcome);
@@ -220,8 +281,15 @@ util::Result<JobResult> Jobs::run(const JobRequest& req) {
   }
   if (result.outcome.status == "sandbox_error")
     spdlog::error("job {}: sandbox_error: {}", result.job_id, result.outcome.error);
-  if (auto s = util::remove_tree(spec->scratch_dir); !s)
+  if (finished) {
+    {
+      std::lock_guard lock(reap_mu_);
+      reap_queue_.push_back(std::move(finished));
+    }
+    reap_cv_.notify_one();
+  } else if (auto s = util::remove_tree(spec->scratch_dir); !s) {
     spdlog::warn("job {}: cleanup: {}", result.job_id, s.error().message);
+  }
   std::string layers;
   for (auto& l : result.outcome.layers) layers += (layers.empty() ? "" : " ") + l;
   spdlog::info("job {} tenant={} runtime={} status={} duration_ms={} layers=[{}]", result.job_id, req.tenant,

@@ -2,9 +2,14 @@
 // launch spec, start the runner (Boost.Process), and turn its outcome into a
 // job result with stored artifacts. Called from server worker threads.
 #pragma once
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "server/policy/policy.h"
@@ -46,10 +51,15 @@ class Jobs {
   // Errors are request problems (code "invalid_argument" / "not_found") or
   // broker faults ("internal"); a program that fails is a JobResult.
   util::Result<JobResult> run(const JobRequest& request);
+  ~Jobs();
 
  private:
+  struct Finished;
+  void reap_loop();
   util::Result<sandbox::LaunchSpec> resolve(const JobRequest& request, const std::string& job_id);
-  util::Result<sandbox::Outcome> start_runner(const sandbox::LaunchSpec& spec);
+  // The runner reports, then tears its sandbox down; `finished` receives the
+  // process handle so that teardown is waited for off the caller's path.
+  util::Result<sandbox::Outcome> start_runner(const sandbox::LaunchSpec& spec, std::unique_ptr<Finished>& finished);
   std::vector<ArtifactSummary> store_artifacts(const std::string& tenant, const std::string& job_id,
                                                const sandbox::Outcome& outcome);
 
@@ -57,6 +67,15 @@ class Jobs {
   store::Store& store_;
   std::string runner_exe_;
   nlohmann::json cgroup_host_;
+  std::string seccomp_bpf_base64_;  // compiled once; every runner installs this program
+
+  // Runners that have reported but may still be tearing their sandbox down,
+  // with the scratch directory to remove once they have exited.
+  std::mutex reap_mu_;
+  std::condition_variable reap_cv_;
+  std::deque<std::unique_ptr<Finished>> reap_queue_;
+  bool stopping_ = false;
+  std::jthread reaper_;
 };
 
 }  // namespace broker

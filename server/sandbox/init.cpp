@@ -116,6 +116,14 @@ void kill_all_and_reap(pid_t program, int& program_status, bool& program_reaped)
 
 void run_in_child(const ChildContext& ctx) {
   const int sock = ctx.report_sock;
+  // The runner's stdin/stdout/stderr are the broker's pipes: pid 1 must not
+  // hold them (the broker reads the runner's stdout to EOF). /dev/null keeps
+  // fds 0-2 occupied so later descriptors never land there.
+  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0) fail_in_child(sock, "open", "/dev/null", errno);
+  for (int fd = 0; fd <= 2; ++fd)
+    if (null_fd != fd && ::dup2(null_fd, fd) < 0) fail_in_child(sock, "dup2", "/dev/null", errno);
+  if (null_fd > 2) ::close(null_fd);
   // If the runner dies, so does the sandbox (and with pid 1 gone, everything in it).
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail_in_child(sock, "prctl", "PR_SET_PDEATHSIG", errno);
 

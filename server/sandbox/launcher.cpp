@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +26,7 @@
 #include "server/sandbox/landlock.h"
 #include "server/sandbox/rlimits.h"
 #include "server/sandbox/seccomp.h"
+#include "server/util/base64.h"
 #include "server/sandbox/child_report.h"
 #include "server/sandbox/harvest.h"
 #include "server/sandbox/init.h"
@@ -44,6 +47,21 @@ int64_t now_ms() {
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
+
+// THROWBOX_RUNNER_TRACE=1 (runner started by hand, e.g. from bench/): step
+// timings on stderr. The broker starts the runner with an empty environment.
+struct Trace {
+  bool on = ::getenv("THROWBOX_RUNNER_TRACE") != nullptr;
+  int64_t start = now_ms_precise();
+  static int64_t now_ms_precise() {
+    struct timespec ts {};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+  }
+  void step(const char* name) const {
+    if (on) ::dprintf(2, "runner trace: %-22s %8.3f ms\n", name, static_cast<double>(now_ms_precise() - start) / 1000.0);
+  }
+};
 
 Outcome sandbox_error(std::string message) {
   Outcome o;
@@ -136,21 +154,39 @@ std::vector<char*> to_cstrings(const std::vector<std::string>& v) {
   return out;
 }
 
-// Removes the job's cgroup on every path out of launch().
-struct CgroupGuard {
-  cgroups::Job job;
-  ~CgroupGuard() { job.destroy(); }
-};
-
 }  // namespace
 
-Outcome launch(const LaunchSpec& spec) {
+void Teardown::finish() {
+  if (pid_ > 0) {
+    if (kill_) ::kill(pid_, SIGKILL);
+    sock_.reset();
+    int st = 0;
+    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+  }
+  if (!root_.empty()) {
+    ::rmdir(root_.c_str());
+    root_.clear();
+  }
+  cgroup_.destroy();
+  cgroup_ = cgroups::Job();
+}
+
+Outcome launch(const LaunchSpec& spec, Teardown& teardown) {
+  const Trace trace;
   // 1. Every path and string the child will need, built before clone.
   auto plan = mounts::plan_in_parent(spec);
   if (!plan) return sandbox_error(plan.error().message);
 
+  trace.step("plan");
   // 2. The other layers, prepared here so the child only makes syscalls.
-  auto filter = seccomp::compile_in_parent();
+  // Normally compiled once by the server; a runner started by hand compiles its own.
+  auto filter = spec.seccomp_bpf_base64.empty() ? seccomp::compile_in_parent() : [&]() -> util::Result<seccomp::Program> {
+    auto raw = util::base64_decode(spec.seccomp_bpf_base64);
+    if (!raw) return util::make_error("sandbox", "seccomp program in the launch spec is not base64");
+    return seccomp::from_bytes(*raw);
+  }();
   if (!filter) return sandbox_error(filter.error().message);
   const int landlock_abi = landlock::abi_version();
   if (landlock_abi == 0 && spec.require_landlock)
@@ -163,20 +199,23 @@ Outcome launch(const LaunchSpec& spec) {
   auto made = cgroups::Job::create_in_parent(
       host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
   if (!made) return sandbox_error(made.error().message);
-  CgroupGuard cgroup{*made};
+  teardown.cgroup_ = *made;
+  const cgroups::Job& cgroup = teardown.cgroup_;
   // With a memory cgroup the cgroup is the limit (an OOM kill is reported as
   // memory_exceeded) and RLIMIT_DATA only a backstop at twice it; without one,
   // RLIMIT_DATA is the limit.
-  const uint64_t data_max = cgroup.job.mode() == "none" ? spec.memory_max_bytes : 2 * spec.memory_max_bytes;
+  const uint64_t data_max = cgroup.mode() == "none" ? spec.memory_max_bytes : 2 * spec.memory_max_bytes;
   const rlimits::Table limits = rlimits::build_in_parent(
       {spec.pids_max, spec.nofile_max,
        std::max({spec.work_max_bytes, spec.tmp_max_bytes, spec.outputs_max_bytes}), data_max,
        spec.timeout_ms});
   const int last_cap = capabilities::read_last_cap_in_parent();
+  trace.step("layers prepared");
 
   // 3. The mount point of the new root and the host side of the harvest.
   if (::mkdir(plan->root.c_str(), 0700) != 0)
     return sandbox_error(util::call_error("mkdir", plan->root, errno));
+  teardown.root_ = plan->root;
   if (::mkdir(spec.harvest_dir.c_str(), 0700) != 0 && errno != EEXIST)
     return sandbox_error(util::call_error("mkdir", spec.harvest_dir, errno));
 
@@ -197,7 +236,6 @@ Outcome launch(const LaunchSpec& spec) {
   pid_t pid = namespaces::clone_sandbox_in_parent();
   if (pid < 0) {
     int e = errno;
-    ::rmdir(plan->root.c_str());
     return sandbox_error(util::call_error("clone", "CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWNET|"
                                                    "CLONE_NEWIPC|CLONE_NEWUTS|CLONE_NEWCGROUP", e) +
                          (e == EPERM || e == ENOSPC
@@ -214,12 +252,15 @@ Outcome launch(const LaunchSpec& spec) {
   child_sock.reset();
   out.write.reset();
   err.write.reset();
+  teardown.pid_ = pid;
+  teardown.kill_ = true;  // until pid 1 reports, releasing it means killing it
+  trace.step("cloned");
 
   // 6-7. cgroup and identity first; the child waits for both before touching anything.
   Outcome o;
   Supervision sv;
   capture::Stream out_cap(spec.stdout_max_bytes), err_cap(spec.stderr_max_bytes);
-  if (auto s = cgroup.job.attach_in_parent(pid); !s) {
+  if (auto s = cgroup.attach_in_parent(pid); !s) {
     sv.setup_error = s.error().message;
   } else if (auto m = namespaces::write_id_maps_in_parent(pid, spec.host_uid, spec.host_gid); !m) {
     sv.setup_error = m.error().message;
@@ -228,21 +269,21 @@ Outcome launch(const LaunchSpec& spec) {
     if (::send(sock.get(), &go, 1, MSG_NOSIGNAL) != 1) sv.setup_error = util::call_error("send", "go", errno);
   }
 
+  trace.step("id maps, go");
   // 8. Run, capture, enforce the deadline.
   if (sv.setup_error.empty()) supervise(spec, sock.get(), out.read, err.read, out_cap, err_cap, sv);
-  if (sv.timed_out) cgroup.job.kill_all();
+  trace.step("program done, drained");
+  if (sv.timed_out) cgroup.kill_all();
 
   // 9. Harvest while pid 1 still holds the sandbox's mounts.
   std::string harvest_error;
   if (sv.exited_report) o.files = harvest::copy_outputs(pid, spec, harvest_error);
+  trace.step("harvested");
 
-  // 10. Releasing pid 1 ends the namespace; SIGKILL covers a pid 1 that hangs.
-  if (!sv.exited_report) ::kill(pid, SIGKILL);
-  sock.reset();
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  ::rmdir(plan->root.c_str());
+  // 10. Releasing pid 1 ends the namespaces (Teardown::finish, after the
+  // outcome is reported); SIGKILL covers a pid 1 that never reported.
+  teardown.kill_ = !sv.exited_report;
+  teardown.sock_ = std::move(sock);
 
   o.stdout_text = out_cap.text();
   o.stderr_text = err_cap.text();
@@ -267,7 +308,7 @@ Outcome launch(const LaunchSpec& spec) {
   // cgroup accounting covers every process of the job. pid 1's rusage covers
   // every process it reaped, which is all of them; some v1 hosts leave
   // cpuacct at 0, so the larger of the two is reported.
-  cgroups::Stats stats = cgroup.job.read_stats();
+  cgroups::Stats stats = cgroup.read_stats();
   o.cpu_ms = std::max(stats.valid ? stats.cpu_ms : 0, static_cast<uint64_t>(sv.report.cpu_us / 1000));
   o.peak_memory_bytes = stats.valid && stats.peak_memory_bytes
                             ? stats.peak_memory_bytes
@@ -278,7 +319,7 @@ Outcome launch(const LaunchSpec& spec) {
   if (landlock_abi > 0) o.layers.push_back("landlock:abi" + std::to_string(landlock_abi));
   o.layers.push_back("capabilities_dropped");
   o.layers.push_back("seccomp");
-  if (cgroup.job.mode() != "none") o.layers.push_back("cgroups:" + cgroup.job.mode());
+  if (cgroup.mode() != "none") o.layers.push_back("cgroups:" + cgroup.mode());
   int ws = sv.report.wait_status;
   if (WIFEXITED(ws)) {
     o.exited = true;

@@ -2,10 +2,36 @@
 // program in it, and return the outcome. The only place that clones or execs.
 // Runs in the single-threaded runner process, never in the server.
 #pragma once
+#include <sys/types.h>
+
+#include <string>
+
+#include "server/sandbox/cgroups.h"
 #include "server/sandbox/spec.h"
+#include "server/util/fd.h"
 
 namespace sandbox::launcher {
 
-Outcome launch(const LaunchSpec& spec);
+// What is left once the outcome is known: pid 1 (and with it every namespace),
+// the root mount point and the cgroup. The runner reports first and then
+// finishes, so the namespace teardown is off the caller's critical path.
+class Teardown {
+ public:
+  Teardown() = default;
+  Teardown(const Teardown&) = delete;
+  Teardown& operator=(const Teardown&) = delete;
+  ~Teardown() { finish(); }
+  void finish();
+
+ private:
+  friend Outcome launch(const LaunchSpec& spec, Teardown& teardown);
+  pid_t pid_ = -1;
+  bool kill_ = false;       // pid 1 never reported: SIGKILL it
+  util::UniqueFd sock_;     // closing it releases a pid 1 that did report
+  std::string root_;        // mount point to remove
+  cgroups::Job cgroup_;
+};
+
+Outcome launch(const LaunchSpec& spec, Teardown& teardown);
 
 }  // namespace sandbox::launcher

@@ -60,10 +60,14 @@ int runner_main() {
   auto spec = spec_from_json(doc);
   if (!spec) return fail(spec.error().message);
 
-  Outcome outcome = launcher::launch(*spec);
+  launcher::Teardown teardown;
+  Outcome outcome = launcher::launch(*spec, teardown);
   std::string text = to_json(outcome).dump();
-  if (!util::write_all(1, text.data(), text.size())) return 1;
-  return 0;
+  bool written = util::write_all(1, text.data(), text.size());
+  // EOF tells the broker the outcome is complete; the namespaces go down after.
+  ::close(1);
+  teardown.finish();
+  return written ? 0 : 1;
 }
 
 }  // namespace sandbox

@@ -1,4 +1,4 @@
-// `throwbox runner`: the single-threaded process the broker starts per job.
+// throwbox-runner: the single-threaded process the broker starts per job.
 // Reads a LaunchSpec (JSON) on stdin, writes the Outcome (JSON) on stdout.
 #pragma once
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -142,6 +143,16 @@ util::Result<Program> compile_in_parent() {
   p.instructions.resize(static_cast<size_t>(size) / sizeof(sock_filter));
   if (::pread(mem.get(), p.instructions.data(), static_cast<size_t>(size), 0) != size)
     return util::make_error("sandbox", util::call_error("pread", "seccomp", errno));
+  return p;
+}
+
+util::Result<Program> from_bytes(const std::string& raw) {
+  constexpr size_t kMaxInstructions = 4096;  // BPF_MAXINSNS
+  if (raw.empty() || raw.size() % sizeof(sock_filter) != 0 || raw.size() / sizeof(sock_filter) > kMaxInstructions)
+    return util::make_error("sandbox", "seccomp program in the launch spec is malformed");
+  Program p;
+  p.instructions.resize(raw.size() / sizeof(sock_filter));
+  std::memcpy(p.instructions.data(), raw.data(), raw.size());
   return p;
 }
 

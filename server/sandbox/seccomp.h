@@ -3,6 +3,7 @@
 #pragma once
 #include <linux/filter.h>
 
+#include <string>
 #include <vector>
 
 #include "server/util/result.h"
@@ -15,6 +16,8 @@ struct Program {
 
 // Builds the deny-list filter (see seccomp.cpp for every rule and its threat).
 util::Result<Program> compile_in_parent();
+// A program compiled elsewhere (the server, once), as raw sock_filter bytes.
+util::Result<Program> from_bytes(const std::string& raw);
 // seccomp(SECCOMP_SET_MODE_FILTER); returns errno on failure, 0 on success.
 // Needs no_new_privs already set. Async-signal-safe.
 int install_in_child(const Program& program);

@@ -19,7 +19,7 @@ json to_json(const LaunchSpec& s) {
           {"memory_max_bytes", s.memory_max_bytes}, {"pids_max", s.pids_max},
           {"nofile_max", s.nofile_max}, {"cpu_max_cores", s.cpu_max_cores},
           {"cgroup_host", s.cgroup_host}, {"require_landlock", s.require_landlock},
-          {"require_cgroups", s.require_cgroups}};
+          {"require_cgroups", s.require_cgroups}, {"seccomp_bpf_base64", s.seccomp_bpf_base64}};
 }
 
 util::Result<LaunchSpec> spec_from_json(const json& j) {
@@ -51,6 +51,7 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     s.cgroup_host = j.at("cgroup_host");
     j.at("require_landlock").get_to(s.require_landlock);
     j.at("require_cgroups").get_to(s.require_cgroups);
+    s.seccomp_bpf_base64 = j.value("seccomp_bpf_base64", "");
     if (s.argv.empty() || s.argv[0].empty() || s.argv[0][0] != '/')
       return util::make_error("spec", "argv[0] must be an absolute path");
     if (s.scratch_dir.empty() || s.scratch_dir[0] != '/' || s.harvest_dir.empty())

@@ -43,6 +43,7 @@ struct LaunchSpec {
   nlohmann::json cgroup_host;           // cgroups::Host detected by the server at start-up
   bool require_landlock = false;
   bool require_cgroups = false;
+  std::string seccomp_bpf_base64;       // compiled filter (sock_filter array); empty: the runner compiles
 };
 
 // Identity inside the sandbox (passwd/group name "sandbox").

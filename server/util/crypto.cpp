@@ -1,8 +1,7 @@
-// sha256 (OpenSSL EVP) and random handles (getrandom).
+// sha256 (OpenSSL EVP).
 #include "server/util/crypto.h"
 
 #include <openssl/evp.h>
-#include <sys/random.h>
 
 #include <cerrno>
 #include <stdexcept>
@@ -26,20 +25,6 @@ std::string sha256_hex(std::string_view data) {
   if (EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr) != 1)
     throw std::runtime_error("EVP_Digest(sha256) failed");
   return to_hex(digest, len);
-}
-
-std::string random_id() {
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof bytes) {
-    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw std::runtime_error("getrandom failed");
-    }
-    got += static_cast<size_t>(n);
-  }
-  return to_hex(bytes, sizeof bytes);
 }
 
 }  // namespace util

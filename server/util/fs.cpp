@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "server/util/crypto.h"
+#include "server/util/random.h"
 #include "server/util/fd.h"
 #include "server/util/text.h"
 

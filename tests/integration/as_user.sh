@@ -15,7 +15,7 @@ trap 'rm -rf "$stage"' EXIT
 chmod 755 "$stage"
 mkdir -p "$stage/build" "$stage/tests" "$stage/tmp"
 chmod 1777 "$stage/tmp"
-cp "$THROWBOX_BIN" "$stage/build/throwbox"
+cp "$THROWBOX_BIN" "$(dirname "$THROWBOX_BIN")/throwbox-runner" "$stage/build/"
 cp -r "$src/policies" "$src/examples" "$stage/"
 cp -r "$src/tests/integration" "$src/tests/adversarial" "$src/tests/node_modules" "$src/tests/package.json" "$stage/tests/"
 chmod -R a+rX "$stage"

@@ -114,6 +114,7 @@ int serve(int argc, char** argv) {
   }
   store::Store store(opt.state_dir);
   broker::Jobs jobs(*pol, store, runner_exe(), sandbox::cgroups::to_json(cgroup_host));
+  jobs.reclaim_leftovers();
   tools::Registry registry = tools::make_registry(*pol);
   protocol::mcp::ServerContext ctx{*pol, store, jobs, registry};
   transport::stdio::Writer writer(wire);
@@ -139,6 +140,9 @@ int doctor_command(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Nothing the launching process left open (secrets, sockets, its own pipes)
+  // may reach a runner or a sandbox: only stdin, stdout and stderr stay.
+  ::close_range(3, ~0U, 0);
   // Logs go to stderr only: stdout belongs to the protocol.
   spdlog::set_default_logger(spdlog::stderr_logger_mt("throwbox"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");

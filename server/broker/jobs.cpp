@@ -12,10 +12,12 @@
 #include <boost/process.hpp>
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <set>
 #include <spdlog/spdlog.h>
 
+#include "server/sandbox/cgroups.h"
 #include "server/sandbox/seccomp.h"
 #include "server/util/base64.h"
 #include "server/util/crypto.h"
@@ -48,7 +50,7 @@ Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner
            nlohmann::json cgroup_host)
     : policy_(policy), store_(store), runner_exe_(std::move(runner_exe)), cgroup_host_(std::move(cgroup_host)) {
   // The filter is the same for every job: compile it once, not per runner.
-  auto program = sandbox::seccomp::compile_in_parent();
+  auto program = sandbox::seccomp::compile_in_parent(cgroup_host_.value("mode", "none") != "none");
   if (!program) throw std::runtime_error(program.error().message);
   std::string raw(reinterpret_cast<const char*>(program->instructions.data()),
                   program->instructions.size() * sizeof(sock_filter));
@@ -96,6 +98,31 @@ void Jobs::reap_loop() {
     if (auto s = util::remove_tree(f->scratch_dir); !s)
       spdlog::warn("job {}: cleanup: {}", f->job_id, s.error().message);
   }
+}
+
+size_t Jobs::reclaim_leftovers() {
+  size_t removed = 0;
+  std::error_code ec;
+  // A crashed server's runners died with it (PR_SET_PDEATHSIG), and their
+  // sandboxes with them; only their directories remain.
+  for (auto& e : std::filesystem::directory_iterator(store_.state_dir() + "/run", ec)) {
+    if (auto s = util::remove_tree(e.path().string()); s) ++removed;
+    else spdlog::warn("reclaim: {}", s.error().message);
+  }
+  sandbox::cgroups::Host host = sandbox::cgroups::host_from_json(cgroup_host_);
+  std::vector<std::string> bases;
+  if (host.mode == "v2") bases.push_back(host.v2_base);
+  for (auto& [_, base] : host.v1_base) bases.push_back(base);
+  for (auto& base : bases) {
+    for (auto& e : std::filesystem::directory_iterator(base, ec)) {
+      std::string name = e.path().filename().string();
+      if (name.rfind("job-", 0) != 0 || !e.is_directory(ec)) continue;
+      // rmdir only succeeds on an empty cgroup: a live job of another server stays.
+      if (::rmdir(e.path().c_str()) == 0) ++removed;
+    }
+  }
+  if (removed) spdlog::info("reclaimed {} leftovers of an earlier run", removed);
+  return removed;
 }
 
 util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std::string& job_id) {

@@ -51,6 +51,9 @@ class Jobs {
   // Errors are request problems (code "invalid_argument" / "not_found") or
   // broker faults ("internal"); a program that fails is a JobResult.
   util::Result<JobResult> run(const JobRequest& request);
+  // At start-up: removes what a crashed server left (scratch directories under
+  // <state>/run, empty job cgroups). Returns how many were removed.
+  size_t reclaim_leftovers();
   ~Jobs();
 
  private:

@@ -182,7 +182,9 @@ Outcome launch(const LaunchSpec& spec, Teardown& teardown) {
   trace.step("plan");
   // 2. The other layers, prepared here so the child only makes syscalls.
   // Normally compiled once by the server; a runner started by hand compiles its own.
-  auto filter = spec.seccomp_bpf_base64.empty() ? seccomp::compile_in_parent() : [&]() -> util::Result<seccomp::Program> {
+  auto filter = spec.seccomp_bpf_base64.empty()
+                    ? seccomp::compile_in_parent(cgroups::host_from_json(spec.cgroup_host).mode != "none")
+                    : [&]() -> util::Result<seccomp::Program> {
     auto raw = util::base64_decode(spec.seccomp_bpf_base64);
     if (!raw) return util::make_error("sandbox", "seccomp program in the launch spec is not base64");
     return seccomp::from_bytes(*raw);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -104,6 +105,27 @@ void open_source_in_child(const Bind& b, int sock) {
   for (const char* c = kPrefix; *c; ++c) b.via[len++] = *c;
   while (n > 0) b.via[len++] = digits[--n];
   b.via[len] = '\0';
+  b.fd = fd;
+}
+
+// Inputs are read, not bound: opened for reading with the host identity.
+void open_input_in_child(const Bind& b, int sock) {
+  b.fd = ::open(b.source.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (b.fd < 0) fail_in_child(sock, "open", b.source.c_str(), errno);
+}
+
+void copy_input_in_child(const Bind& b, int sock) {
+  int out = ::open(b.target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
+  if (out < 0) fail_in_child(sock, "open", b.target.c_str(), errno);
+  for (;;) {
+    ssize_t n = ::sendfile(out, b.fd, nullptr, 1 << 30);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_in_child(sock, "sendfile", b.target.c_str(), errno);
+    if (n == 0) break;
+  }
+  ::close(out);
+  ::close(b.fd);
+  b.fd = -1;
 }
 
 }  // namespace
@@ -115,7 +137,12 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
   // frozen read-only before the program runs.
   p.root_opts = tmpfs_opts(kRootTmpfsBytes, 4096, "0755", true);
   p.dev_opts = tmpfs_opts(kDevTmpfsBytes, 64, "0755", false);
-  p.inputs_opts = tmpfs_opts(64 << 10, spec.inputs.size() + 16, "0755", false);
+  uint64_t input_bytes = 0;
+  for (const InputBind& in : spec.inputs) {
+    struct stat st {};
+    if (::lstat(in.host_path.c_str(), &st) == 0) input_bytes += static_cast<uint64_t>(st.st_size) + 4096;
+  }
+  p.inputs_opts = tmpfs_opts(input_bytes + (64 << 10), spec.inputs.size() + 16, "0755", false);
   p.work_opts = tmpfs_opts(spec.work_max_bytes, 16384, "0755", true);
   p.tmp_opts = tmpfs_opts(spec.tmp_max_bytes, 16384, "1777", true);
   p.outputs_opts = tmpfs_opts(spec.outputs_max_bytes, spec.outputs_max_files + 1024, "0755", true);
@@ -149,7 +176,7 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
     bool is_dir = false;
     if (auto st = check_source(path, 0, is_dir); !st) return st.error();
     add_parent_dirs(path, seen, p.dirs);
-    p.readonly_binds.push_back({path, 0, {}, path.substr(1), is_dir});
+    p.readonly_binds.push_back({path, 0, {}, -1, path.substr(1), is_dir});
   }
 
   // A synthesized /etc: the sandbox user and localhost, nothing of the host's.
@@ -169,7 +196,7 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
     bool is_dir = false;
     std::string path = std::string("/dev/") + dev;
     if (auto st = check_source(path, O_NOFOLLOW, is_dir); !st) return st.error();
-    p.device_binds.push_back({path, O_NOFOLLOW, {}, p.dev + "/" + dev, false});
+    p.device_binds.push_back({path, O_NOFOLLOW, {}, -1, p.dev + "/" + dev, false});
   }
   p.device_links = {{"/proc/self/fd", p.dev + "/fd"},
                     {"/proc/self/fd/0", p.dev + "/stdin"},
@@ -182,7 +209,7 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
     bool is_dir = false;
     if (auto st = check_source(in.host_path, O_NOFOLLOW, is_dir); !st) return st.error();
     if (is_dir) return util::make_error("sandbox", in.host_path + ": an input must be a regular file");
-    p.input_binds.push_back({in.host_path, O_NOFOLLOW, {}, p.inputs + "/" + in.name, false});
+    p.input_copies.push_back({in.host_path, O_NOFOLLOW, {}, -1, p.inputs + "/" + in.name, false});
   }
 
   if (spec.code_path.rfind("/work/", 0) != 0)
@@ -195,8 +222,9 @@ void mount_root_in_child(const Plan& p, int sock) {
   // Stop mount events propagating back to the host (and the host's into us).
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     fail_in_child(sock, "mount(MS_PRIVATE)", "/", errno);
-  for (const auto* group : {&p.readonly_binds, &p.device_binds, &p.input_binds})
+  for (const auto* group : {&p.readonly_binds, &p.device_binds})
     for (const Bind& b : *group) open_source_in_child(b, sock);
+  for (const Bind& b : p.input_copies) open_input_in_child(b, sock);
   // The new root is a tmpfs owned by this mount namespace: it vanishes with it.
   mount_tmpfs(p.root, p.root_opts, MS_NOSUID | MS_NODEV, sock);
   if (::chdir(p.root.c_str()) != 0) fail_in_child(sock, "chdir", p.root.c_str(), errno);
@@ -228,10 +256,16 @@ void build_root_in_child(const Plan& p, const LaunchSpec& spec, int sock) {
   if (::mount("proc", p.proc.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "subset=pid") != 0)
     fail_in_child(sock, "mount(proc)", p.proc.c_str(), errno);
 
-  // /inputs: each stored input bound read-only; the directory itself read-only.
+  // No host descriptor stays open in pid 1 once its mount exists.
+  for (const auto* group : {&p.readonly_binds, &p.device_binds})
+    for (const Bind& b : *group) {
+      ::close(b.fd);
+      b.fd = -1;
+    }
+
+  // /inputs: each stored input copied in (0444), then the tmpfs made read-only.
   mount_tmpfs(p.inputs, p.inputs_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
-  for (const Bind& b : p.input_binds)
-    bind_readonly(b, MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, sock);
+  for (const Bind& b : p.input_copies) copy_input_in_child(b, sock);
   remount_readonly(p.inputs, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
 
   // Scratch and outputs: size- and inode-capped tmpfs, no exec of dropped binaries.

@@ -19,6 +19,7 @@ struct Bind {
   int open_flags = 0;  // extra flags for that open (O_NOFOLLOW for stored inputs)
   // "/proc/self/fd/N" of that descriptor, written by the child (no allocation).
   mutable char via[32] = {};
+  mutable int fd = -1;
   std::string target;  // path relative to the new root
   bool is_dir = false;
 };
@@ -44,7 +45,9 @@ struct Plan {
   std::vector<Bind> readonly_binds;   // policy paths: the runtime
   std::vector<Bind> device_binds;     // /dev/null, zero, full, random, urandom
   std::vector<Link> device_links;
-  std::vector<Bind> input_binds;
+  // Inputs are copied into the /inputs tmpfs, not bound: a bind would show the
+  // host path of the stored blob (state dir, tenant) in /proc/self/mountinfo.
+  std::vector<Bind> input_copies;
   std::string code_file;              // relative to the new root
 };
 

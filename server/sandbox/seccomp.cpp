@@ -51,7 +51,7 @@ struct Builder {
   }
 };
 
-void add_rules(Builder& b) {
+void add_rules(Builder& b, bool memory_cgroup) {
   // Debuggers and memory peeking: reading or steering another process.
   b.deny("ptrace");
   b.deny("process_vm_readv");
@@ -103,6 +103,19 @@ void add_rules(Builder& b) {
     b.deny_if("personality", EPERM, SCMP_A0(SCMP_CMP_MASKED_EQ, (1UL << i) | (1UL << 31), 1UL << i));
     b.deny_if("personality", EPERM, SCMP_A0(SCMP_CMP_MASKED_EQ, (1UL << i) | (1UL << 31), 1UL << 31));
   }
+  // memfd: an anonymous file that can be executed (bypassing noexec scratch)
+  // and grows outside every tmpfs size cap.
+  b.deny("memfd_create");
+  // SysV shared memory outlives its processes and escapes per-process limits.
+  b.deny("shmget");
+  if (!memory_cgroup) {
+    // No memory cgroup: MAP_SHARED|MAP_ANONYMOUS is shmem that RLIMIT_DATA
+    // does not count, so a job could take host memory without bound.
+    b.deny_if("mmap", EPERM, SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_SHARED | MAP_SHARED_VALIDATE | MAP_ANONYMOUS,
+                                     MAP_SHARED | MAP_ANONYMOUS));
+    b.deny_if("mmap", EPERM, SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_SHARED | MAP_SHARED_VALIDATE | MAP_ANONYMOUS,
+                                     MAP_SHARED_VALIDATE | MAP_ANONYMOUS));
+  }
   // Terminal injection: pushing input into a terminal's queue, console control.
   b.deny_if("ioctl", EPERM, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFUL, TIOCSTI));
   b.deny_if("ioctl", EPERM, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFUL, TIOCLINUX));
@@ -118,7 +131,7 @@ void add_rules(Builder& b) {
 
 }  // namespace
 
-util::Result<Program> compile_in_parent() {
+util::Result<Program> compile_in_parent(bool memory_cgroup) {
   Ctx ctx(seccomp_init(SCMP_ACT_ALLOW), seccomp_release);
   if (!ctx) return util::make_error("sandbox", "seccomp_init failed");
   // Any syscall made through a non-native ABI (i386 int 0x80, x32) kills the
@@ -129,7 +142,7 @@ util::Result<Program> compile_in_parent() {
   if (int r = seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_NNP, 0); r != 0)
     return util::make_error("sandbox", "seccomp_attr_set(CTL_NNP): " + util::errno_name(-r));
   Builder b{ctx.get(), ""};
-  add_rules(b);
+  add_rules(b, memory_cgroup);
   if (!b.error.empty()) return util::make_error("sandbox", b.error);
 
   util::UniqueFd mem(::memfd_create("throwbox-seccomp", MFD_CLOEXEC));

@@ -15,7 +15,9 @@ struct Program {
 };
 
 // Builds the deny-list filter (see seccomp.cpp for every rule and its threat).
-util::Result<Program> compile_in_parent();
+// Without a per-job memory cgroup, shared anonymous memory is refused too:
+// nothing else would bound it (RLIMIT_DATA counts private memory only).
+util::Result<Program> compile_in_parent(bool memory_cgroup = true);
 // A program compiled elsewhere (the server, once), as raw sock_filter bytes.
 util::Result<Program> from_bytes(const std::string& raw);
 // seccomp(SECCOMP_SET_MODE_FILTER); returns errno on failure, 0 on success.

@@ -1,0 +1,75 @@
+// Threat: the program holds privileges it could turn against the kernel or
+// the host: capabilities, a way to gain more (no_new_privs off), no seccomp,
+// or an identity mapped to something powerful on the host.
+import test, { before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect } from '../integration/lib/client.mjs';
+import { runPyJson, PY_PRELUDE, AS_USER, ERRNO, loadPolicy } from './lib/sandbox.mjs';
+
+let conn;
+before(async () => { conn = await connect(); });
+after(async () => { await conn?.close(); });
+
+test('no capabilities, no_new_privs, seccomp filter mode, one unprivileged id', { timeout: 30_000 }, async () => {
+  const { out } = await runPyJson(conn, `${PY_PRELUDE}
+status = {}
+for line in open('/proc/self/status').read().splitlines():
+    k, _, v = line.partition(':')
+    status[k] = v.strip()
+import resource
+names = ["RLIMIT_NPROC", "RLIMIT_NOFILE", "RLIMIT_FSIZE", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_MEMLOCK"]
+rl = {n: list(resource.getrlimit(getattr(resource, n))) for n in names}
+# Raising a hard limit back up needs CAP_SYS_RESOURCE: raw setrlimit(2) (nr 160) with hard + 1.
+class rlimit(ctypes.Structure):
+    _fields_ = [("cur", ctypes.c_ulong), ("max", ctypes.c_ulong)]
+raised = {}
+for n in names:
+    cur, hard = resource.getrlimit(getattr(resource, n))
+    want = rlimit(hard + 1, hard + 1) if hard != resource.RLIM_INFINITY else rlimit(hard, hard)
+    raised[n] = sys_call(160, getattr(resource, n), ctypes.byref(want))
+emit({"status": status, "uid_map": open('/proc/self/uid_map').read(), "gid_map": open('/proc/self/gid_map').read(),
+      "setgroups": open('/proc/self/setgroups').read(), "ids": [os.getuid(), os.geteuid(), os.getgid(), os.getegid()],
+      "groups": os.getgroups(),
+      "setuid0": try_os(os.setuid, 0), "setgid0": try_os(os.setgid, 0), "setgroups0": try_os(os.setgroups, [0]),
+      "rlimits": rl, "raise": raised})
+`);
+  const s = out.status;
+  for (const cap of ['CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb']) {
+    assert.equal(s[cap], '0000000000000000', `${cap} ${s[cap]}`);
+  }
+  assert.equal(s.NoNewPrivs, '1');
+  assert.equal(s.Seccomp, '2', 'seccomp in filter mode');
+  assert.equal(s.Uid.split(/\s+/).join(' '), '1000 1000 1000 1000');
+  assert.equal(s.Gid.split(/\s+/).join(' '), '1000 1000 1000 1000');
+  assert.deepEqual(out.ids, [1000, 1000, 1000, 1000]);
+  assert.deepEqual(out.groups, []);
+
+  // One line each: inside id 1000 -> one host id, never host root.
+  const hostUid = AS_USER ? process.getuid() : loadPolicy().sandbox.host_uid_when_root;
+  const hostGid = AS_USER ? process.getgid() : loadPolicy().sandbox.host_gid_when_root;
+  const lines = (text) => text.split('\n').filter(Boolean).map((l) => l.trim().split(/\s+/).map(Number));
+  assert.deepEqual(lines(out.uid_map), [[1000, hostUid, 1]], `uid_map ${JSON.stringify(out.uid_map)}`);
+  assert.deepEqual(lines(out.gid_map), [[1000, hostGid, 1]], `gid_map ${JSON.stringify(out.gid_map)}`);
+  assert.notEqual(hostUid, 0);
+  assert.equal(out.setgroups.trim(), 'deny');
+  // The rlimits layer: soft = hard = the policy's values, and none can be raised again.
+  const lim = loadPolicy().limits;
+  const MiB = 1024 * 1024;
+  const expectLimits = {
+    RLIMIT_NPROC: lim.pids_max, RLIMIT_NOFILE: lim.nofile_max,
+    RLIMIT_FSIZE: Math.max(lim.work_max_bytes, lim.tmp_max_bytes, lim.outputs_max_bytes), RLIMIT_CORE: 0,
+    RLIMIT_MEMLOCK: 0,
+  };
+  for (const [name, v] of Object.entries(expectLimits)) assert.deepEqual(out.rlimits[name], [v, v], name);
+  const [dataSoft, dataHard] = out.rlimits.RLIMIT_DATA;
+  assert.equal(dataSoft, dataHard);
+  assert.ok(dataSoft === lim.memory_max_bytes || dataSoft === 2 * lim.memory_max_bytes, `RLIMIT_DATA ${dataSoft / MiB} MiB`);
+  assert.ok(out.rlimits.RLIMIT_CPU[0] > 0 && out.rlimits.RLIMIT_CPU[0] <= 62, `RLIMIT_CPU ${out.rlimits.RLIMIT_CPU}`);
+  for (const [name, r] of Object.entries(out.raise)) {
+    assert.deepEqual(r, { ret: -1, errno: ERRNO.EPERM }, `raising ${name} above its hard limit`);
+  }
+  // Id 0 has no mapping (EINVAL); setgroups is denied in this namespace (EPERM).
+  assert.deepEqual(out.setuid0, { ok: false, errno: ERRNO.EINVAL, error: 'OSError' }, 'setuid(0)');
+  assert.deepEqual(out.setgid0, { ok: false, errno: ERRNO.EINVAL, error: 'OSError' }, 'setgid(0)');
+  assert.deepEqual(out.setgroups0, { ok: false, errno: ERRNO.EPERM, error: 'PermissionError' }, 'setgroups([0])');
+});

@@ -1,0 +1,163 @@
+// Threat: jobs leave state behind on the host (processes, scratch directories,
+// cgroups, mounts) that accumulates, or that a later job could reach. Run last
+// (alphabetically) so it also sees what earlier files could have left.
+import test, { before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { connect, mkStateDir } from '../integration/lib/client.mjs';
+import { run, AS_USER, loadPolicy, randomDigits, pgrep, sleep } from './lib/sandbox.mjs';
+
+let conn;
+let stateDir;
+before(async () => {
+  stateDir = mkStateDir();
+  conn = await connect({ stateDir });
+});
+after(async () => { await conn?.close(); });
+
+// The host uid the sandbox user maps to.
+const sandboxHostUid = AS_USER ? process.getuid() : loadPolicy().sandbox.host_uid_when_root;
+
+function pidsOfUid(uid) {
+  const r = spawnSync('ps', ['-o', 'pid=', '-u', String(uid)], { encoding: 'utf8' });
+  assert.ok(r.status === 0 || r.status === 1, `ps: ${r.status} ${r.stderr}`);
+  return new Set(r.stdout.split('\n').map((s) => Number(s.trim())).filter((pid) => pid > 0 && pid !== r.pid));
+}
+
+function descendants(root) {
+  const parent = new Map();
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      parent.set(Number(d), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch { /* gone */ }
+  }
+  const out = [];
+  for (const [pid] of parent) {
+    for (let p = parent.get(pid); p; p = parent.get(p)) {
+      if (p === root) { out.push(pid); break; }
+    }
+  }
+  return out;
+}
+
+function cgroupJobDirs() {
+  const dirs = [];
+  let controllers = [];
+  try { controllers = fs.readdirSync('/sys/fs/cgroup'); } catch { return dirs; }
+  for (const c of ['.', ...controllers]) {
+    const base = path.join('/sys/fs/cgroup', c, 'throwbox');
+    try {
+      for (const d of fs.readdirSync(base)) if (d.startsWith('job-')) dirs.push(path.join(base, d));
+    } catch { /* absent */ }
+  }
+  return dirs;
+}
+
+const mountinfoLines = () => fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter(Boolean).length;
+
+const JOBS = [
+  { runtime: 'python', code: 'print("plain")', timeout_s: 10, expect: 'completed' },
+  { runtime: 'bash', code: 'sleep 100 &\nsleep 100 &\necho backgrounded', timeout_s: 10, expect: 'completed' },
+  { runtime: 'python', code: 'import os\nif os.fork() == 0:\n    os.setsid()\n    import time; time.sleep(100)\nprint("forked")', timeout_s: 10, expect: 'completed' },
+  { runtime: 'python', code: 'import time\ntime.sleep(100)', timeout_s: 1, expect: 'timed_out' },
+  { runtime: 'python', code: 'open("/outputs/o.txt", "w").write("x")\nopen("/work/w", "w").write("y" * 100000)', timeout_s: 10, expect: 'completed' },
+  { runtime: 'bash', code: 'exit 3', timeout_s: 10, expect: 'failed' },
+  { runtime: 'python', code: 'import os, signal\nos.kill(os.getpid(), signal.SIGKILL)', timeout_s: 10, expect: 'failed' },
+  { runtime: 'bash', code: 'mkfifo /tmp/f; (cat /tmp/f &); sleep 100 > /tmp/f &\necho fifo', timeout_s: 10, expect: 'completed' },
+  { runtime: 'python', code: 'import socket\ns = socket.socket(); s.bind(("127.0.0.1", 8080)); s.listen()\nprint("listening")', timeout_s: 10, expect: 'completed' },
+  { runtime: 'bash', code: 'nohup sleep 100 >/dev/null 2>&1 &\ndisown\necho nohup', timeout_s: 10, expect: 'completed' },
+];
+
+test('20 jobs leave no process, scratch directory, cgroup or mount behind', { timeout: 55_000 }, async (t) => {
+  const uidPidsBefore = pidsOfUid(sandboxHostUid);
+  const mountsBefore = mountinfoLines();
+  const cgroupsBefore = cgroupJobDirs();
+  const serverPid = conn.transport.pid;
+
+  // 20 jobs, four at a time (below the per-session concurrency cap).
+  const jobs = [...JOBS, ...JOBS];
+  let seenDuring = 0;
+  for (let i = 0; i < jobs.length; i += 4) {
+    const batch = jobs.slice(i, i + 4);
+    const pending = Promise.all(batch.map(({ expect, ...args }) => run(conn, args)));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    seenDuring = Math.max(seenDuring, descendants(serverPid).length);
+    const results = await pending;
+    results.forEach((sc, k) => assert.equal(sc.status, batch[k].expect,
+      `job ${i + k} (${batch[k].code.slice(0, 40)}): status ${sc.status}; stderr ${sc.stderr}`));
+  }
+  t.diagnostic(`server descendants seen during a batch: ${seenDuring}`);
+  assert.ok(seenDuring >= 3, 'the probe saw runner/sandbox processes while jobs ran');
+
+  // Processes: nothing left under the server, nothing new with the sandbox's host uid.
+  assert.deepEqual(descendants(serverPid), [], 'processes left under the server');
+  const leftover = [...pidsOfUid(sandboxHostUid)].filter((pid) => !uidPidsBefore.has(pid) && pid !== process.pid);
+  const describe = (pid) => { try { return `${pid} ${fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ')}`; } catch { return `${pid} (gone)`; } };
+  assert.deepEqual(leftover.map(describe).filter((d) => !d.endsWith('(gone)')), [],
+    `new processes of host uid ${sandboxHostUid}`);
+  // Scratch directories.
+  const runDir = path.join(stateDir, 'run');
+  const runEntries = fs.existsSync(runDir) ? fs.readdirSync(runDir) : [];
+  assert.deepEqual(runEntries, [], `left under ${runDir}`);
+  // Job cgroups.
+  assert.deepEqual(cgroupJobDirs().filter((d) => !cgroupsBefore.includes(d)), [], 'job cgroups left');
+  // Mounts in the host namespace.
+  assert.equal(mountinfoLines(), mountsBefore, 'host mount table changed');
+});
+
+// The server dies mid-job (OOM killer, a crash, the client killing it). The
+// runner and the sandbox die with it (PR_SET_PDEATHSIG); what they were going
+// to clean up must not stay behind for good: a restarted server on the same
+// state directory should find no trace of the killed job.
+test('a server killed mid-job leaves no process, and nothing once a new server has started', { timeout: 55_000 }, async (t) => {
+  // Not from mkStateDir: closing the first connection would delete that one.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'throwbox-adv-restart-'));
+  const marker = `987654.${randomDigits(9)}`;
+  const cgroupsBefore = cgroupJobDirs();
+  const first = await connect({ stateDir: dir });
+  const pending = run(first, {
+    runtime: 'python', timeout_s: 30,
+    code: `import os\nos.execv('/usr/bin/sleep', ['sleep', '${marker}'])`,
+  }).catch((e) => e);
+  // Wait until the program runs.
+  const runDir = path.join(dir, 'run');
+  for (let i = 0; i < 100 && pgrep(marker).length === 0; i += 1) await sleep(50);
+  assert.equal(pgrep(marker).length, 1, 'the job is running');
+  const jobIds = fs.readdirSync(runDir);
+  assert.ok(fs.existsSync(dir));
+  assert.equal(jobIds.length, 1, `one scratch directory during the job: ${jobIds}`);
+  const jobCgroups = cgroupJobDirs().filter((d) => !cgroupsBefore.includes(d));
+  t.diagnostic(`job ${jobIds[0]}; cgroup dirs during the job: ${jobCgroups.length}`);
+
+  process.kill(first.transport.pid, 'SIGKILL');
+  await pending;
+  await first.close().catch(() => {});
+  assert.ok(fs.existsSync(runDir), 'the state directory survives the first connection');
+  for (let i = 0; i < 60 && pgrep(marker).length > 0; i += 1) await sleep(50);
+  assert.deepEqual(pgrep(marker), [], 'the sandboxed program died with the server');
+
+  // A new server on the same state directory, and one job through it.
+  const second = await connect({ stateDir: dir });
+  try {
+    const sc = await run(second, { runtime: 'bash', code: 'echo fresh', timeout_s: 10 });
+    assert.equal(sc.stdout, 'fresh\n');
+    await sleep(500);
+    const leftCgroups = cgroupJobDirs().filter((d) => d.includes(jobIds[0]));
+    const leftRun = fs.existsSync(runDir) ? fs.readdirSync(runDir) : [];
+    t.diagnostic(`after restart: cgroup dirs of the killed job ${JSON.stringify(leftCgroups)}; run/ ${JSON.stringify(leftRun)}`);
+    assert.deepEqual({ run: leftRun, cgroups: leftCgroups }, { run: [], cgroups: [] },
+      `the killed job's scratch directory (under ${runDir}) and cgroup directories`);
+  } finally {
+    await second.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+    // Assertions done: remove what the killed job left, so reruns start clean.
+    for (const d of cgroupJobDirs().filter((x) => x.includes(jobIds[0]))) {
+      try { fs.rmdirSync(d); } catch (e) { t.diagnostic(`could not remove ${d}: ${e.code}`); }
+    }
+  }
+});

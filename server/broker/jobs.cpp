@@ -32,6 +32,15 @@ namespace bp = boost::process;
 constexpr int64_t kRunnerGraceMs = 15000;  // set-up, kill and harvest beyond the job's own deadline
 constexpr size_t kOutcomeMaxBytes = 64 * 1024 * 1024;
 
+artifacts::Gate make_gate(const policy::Policy& p) {
+  auto gate = artifacts::Gate::create({p.artifacts.allowed_media_types, p.artifacts.file_max_bytes,
+                                       p.artifacts.csv_reject ? artifacts::csv::Mode::kReject
+                                                              : artifacts::csv::Mode::kNeutralise,
+                                       p.artifacts.active_content_as_text});
+  if (!gate) throw std::runtime_error("artifact gate: " + gate.error().message);
+  return std::move(*gate);
+}
+
 int64_t now_ms() {
   struct timespec ts {};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -48,7 +57,11 @@ struct Jobs::Finished {
 
 Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner_exe,
            nlohmann::json cgroup_host)
-    : policy_(policy), store_(store), runner_exe_(std::move(runner_exe)), cgroup_host_(std::move(cgroup_host)) {
+    : policy_(policy),
+      store_(store),
+      runner_exe_(std::move(runner_exe)),
+      cgroup_host_(std::move(cgroup_host)),
+      gate_(make_gate(policy)) {
   // The filter is the same for every job: compile it once, not per runner.
   auto program = sandbox::seccomp::compile_in_parent(cgroup_host_.value("mode", "none") != "none");
   if (!program) throw std::runtime_error(program.error().message);
@@ -167,6 +180,7 @@ util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std
   spec.tmp_max_bytes = lim.tmp_max_bytes;
   spec.outputs_max_bytes = lim.outputs_max_bytes;
   spec.outputs_max_files = lim.outputs_max_files;
+  spec.artifact_max_bytes = policy_.artifacts.file_max_bytes;
   spec.stdout_max_bytes = lim.stdout_max_bytes;
   spec.stderr_max_bytes = lim.stderr_max_bytes;
   spec.timeout_ms = static_cast<uint64_t>(std::llround(timeout_s * 1000));
@@ -266,22 +280,29 @@ std::vector<ArtifactSummary> Jobs::store_artifacts(const std::string& tenant, co
       continue;
     }
     a.sha256 = util::sha256_hex(*content);
-    a.media_type = store::guess_media_type(f.name, *content);
+    artifacts::Verdict v = gate_.check(f.name, std::move(*content));
+    a.verdict = v.verdict;
+    a.reason = v.reason;
+    a.media_type = v.verdict == "rejected" ? "application/octet-stream" : v.media_type;
+    if (v.verdict == "rejected") {
+      out.push_back(a);
+      continue;
+    }
     store::ArtifactRecord rec;
     rec.job_id = job_id;
     rec.name = f.name;
-    rec.media_type = a.media_type;
-    rec.verdict = "accepted";
-    rec.reason = "regular file within the size limits";
-    auto stored = store_.put_artifact(tenant, rec, *content);
+    rec.media_type = v.media_type;
+    rec.verdict = v.verdict;
+    rec.reason = v.reason;
+    auto stored = store_.put_artifact(tenant, rec, v.content);
     if (!stored) {
       spdlog::error("job {}: storing artifact {}: {}", job_id, f.name, stored.error().message);
       a.verdict = "rejected";
       a.reason = "could not be stored";
     } else {
       a.artifact_id = stored->artifact_id;
-      a.verdict = stored->verdict;
-      a.reason = stored->reason;
+      a.size = stored->size;      // sanitized content may differ from what the job wrote
+      a.sha256 = stored->sha256;
     }
     out.push_back(a);
   }

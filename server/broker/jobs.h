@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "server/artifacts/gate.h"
 #include "server/policy/policy.h"
 #include "server/sandbox/spec.h"
 #include "server/store/store.h"
@@ -54,6 +55,7 @@ class Jobs {
   // At start-up: removes what a crashed server left (scratch directories under
   // <state>/run, empty job cgroups). Returns how many were removed.
   size_t reclaim_leftovers();
+  const artifacts::Gate& gate() const { return gate_; }
   ~Jobs();
 
  private:
@@ -70,7 +72,8 @@ class Jobs {
   store::Store& store_;
   std::string runner_exe_;
   nlohmann::json cgroup_host_;
-  std::string seccomp_bpf_base64_;  // compiled once; every runner installs this program
+  std::string seccomp_bpf_base64_;
+  artifacts::Gate gate_;  // compiled once; every runner installs this program
 
   // Runners that have reported but may still be tearing their sandbox down,
   // with the scratch directory to remove once they have exited.

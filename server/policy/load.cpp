@@ -141,7 +141,7 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   Reader r;
   Policy p;
   p.source = source;
-  if (!r.only_keys(doc, "", {"$comment", "version", "runtimes", "limits", "server", "sandbox"}))
+  if (!r.only_keys(doc, "", {"$comment", "version", "runtimes", "limits", "server", "sandbox", "artifacts"}))
     return make_error("policy", source + ": " + r.error);
   if (!doc.contains("version") || doc["version"] != 1)
     return make_error("policy", source + ": version: must be 1");
@@ -249,6 +249,30 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
           return make_error("policy", source + ": sandbox.env." + k + ": must be a string value with a name without '='");
         p.sandbox.env[k] = v.get<std::string>();
       }
+    }
+  }
+  if (doc.contains("artifacts")) {
+    const json& a = doc["artifacts"];
+    if (!r.only_keys(a, "artifacts", {"allowed_media_types", "file_max_bytes", "csv_formulas", "active_content"}) ||
+        !r.u64(a, "artifacts", "file_max_bytes", p.artifacts.file_max_bytes, 1, kBytesCeiling))
+      return make_error("policy", source + ": " + r.error);
+    if (a.contains("allowed_media_types")) {
+      if (!r.string_list(a["allowed_media_types"], "artifacts.allowed_media_types",
+                         p.artifacts.allowed_media_types, false))
+        return make_error("policy", source + ": " + r.error);
+      for (auto& t : p.artifacts.allowed_media_types)
+        if (t.find('/') == std::string::npos || t.find(' ') != std::string::npos)
+          return make_error("policy", source + ": artifacts.allowed_media_types: \"" + t + "\" is not a media type");
+    }
+    if (a.contains("csv_formulas")) {
+      if (a["csv_formulas"] != "neutralise" && a["csv_formulas"] != "reject")
+        return make_error("policy", source + ": artifacts.csv_formulas: must be \"neutralise\" or \"reject\"");
+      p.artifacts.csv_reject = a["csv_formulas"] == "reject";
+    }
+    if (a.contains("active_content")) {
+      if (a["active_content"] != "reject" && a["active_content"] != "text")
+        return make_error("policy", source + ": artifacts.active_content: must be \"reject\" or \"text\"");
+      p.artifacts.active_content_as_text = a["active_content"] == "text";
     }
   }
   return p;

@@ -57,12 +57,22 @@ struct Sandbox {
   bool require_cgroups = false;
 };
 
+struct Artifacts {
+  std::vector<std::string> allowed_media_types = {
+      "text/plain", "text/csv", "text/tab-separated-values", "application/json", "text/markdown",
+      "image/png", "image/jpeg", "image/gif", "application/pdf"};
+  uint64_t file_max_bytes = 16 * 1024 * 1024;
+  bool csv_reject = false;              // "csv_formulas": "neutralise" (default) or "reject"
+  bool active_content_as_text = false;  // "active_content": "reject" (default) or "text"
+};
+
 struct Policy {
   std::string source;  // file it came from, for messages
   std::map<std::string, Runtime> runtimes;
   Limits limits;
   Server server;
   Sandbox sandbox;
+  Artifacts artifacts;
 
   const Runtime* find_runtime(const std::string& name) const;
   std::vector<std::string> available_runtimes() const;

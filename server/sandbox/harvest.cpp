@@ -53,6 +53,9 @@ struct Walker {
     if (::fstat(in.get(), &fst) != 0 || !S_ISREG(fst.st_mode) || fst.st_ino != st.st_ino)
       return reject(rel, 0, "changed while being read");
     uint64_t size = static_cast<uint64_t>(fst.st_size);
+    if (spec.artifact_max_bytes && size > spec.artifact_max_bytes)
+      return reject(rel, size, "larger than the policy's " + std::to_string(spec.artifact_max_bytes) +
+                                   " bytes per file (not read)");
     if (total_bytes + size > spec.outputs_max_bytes)
       return reject(rel, size, "outputs exceed " + std::to_string(spec.outputs_max_bytes) + " bytes in total");
     std::string dest = spec.harvest_dir + "/" + std::to_string(files.size());
@@ -134,8 +137,12 @@ std::vector<HarvestedFile> copy_outputs(pid_t init_pid, const LaunchSpec& spec, 
     error = util::call_error("openat2", root_path + "/outputs", errno);
     return {};
   }
+  return copy_tree(outputs.get(), spec);
+}
+
+std::vector<HarvestedFile> copy_tree(int outputs_dirfd, const LaunchSpec& spec) {
   Walker w{spec, {}, 0, 0, false};
-  w.walk(outputs.get(), "", 0);
+  w.walk(outputs_dirfd, "", 0);
   return std::move(w.files);
 }
 

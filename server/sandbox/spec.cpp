@@ -13,6 +13,7 @@ json to_json(const LaunchSpec& s) {
           {"code_path", s.code_path}, {"inputs", inputs}, {"readonly_paths", s.readonly_paths},
           {"work_max_bytes", s.work_max_bytes}, {"tmp_max_bytes", s.tmp_max_bytes},
           {"outputs_max_bytes", s.outputs_max_bytes}, {"outputs_max_files", s.outputs_max_files},
+          {"artifact_max_bytes", s.artifact_max_bytes},
           {"stdout_max_bytes", s.stdout_max_bytes}, {"stderr_max_bytes", s.stderr_max_bytes},
           {"timeout_ms", s.timeout_ms}, {"host_uid", s.host_uid}, {"host_gid", s.host_gid},
           {"scratch_dir", s.scratch_dir}, {"harvest_dir", s.harvest_dir},
@@ -37,6 +38,7 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     j.at("tmp_max_bytes").get_to(s.tmp_max_bytes);
     j.at("outputs_max_bytes").get_to(s.outputs_max_bytes);
     j.at("outputs_max_files").get_to(s.outputs_max_files);
+    s.artifact_max_bytes = j.value("artifact_max_bytes", s.outputs_max_bytes);
     j.at("stdout_max_bytes").get_to(s.stdout_max_bytes);
     j.at("stderr_max_bytes").get_to(s.stderr_max_bytes);
     j.at("timeout_ms").get_to(s.timeout_ms);

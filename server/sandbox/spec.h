@@ -29,6 +29,7 @@ struct LaunchSpec {
   uint64_t tmp_max_bytes = 0;
   uint64_t outputs_max_bytes = 0;
   uint64_t outputs_max_files = 0;
+  uint64_t artifact_max_bytes = 0;      // per file; larger ones are rejected unread
   uint64_t stdout_max_bytes = 0;
   uint64_t stderr_max_bytes = 0;
   uint64_t timeout_ms = 0;

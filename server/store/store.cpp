@@ -120,7 +120,7 @@ util::Result<std::string> Store::put_blob(const std::string& tenant, const std::
 }
 
 util::Result<InputRecord> Store::put_input(const std::string& tenant, const std::string& name,
-                                           const std::string& content) {
+                                           const std::string& content, const std::string& media_type) {
   if (auto s = check_tenant(tenant); !s) return s.error();
   if (auto s = validate_input_name(name); !s) return s.error();
   std::lock_guard lock(mu_);
@@ -128,7 +128,7 @@ util::Result<InputRecord> Store::put_input(const std::string& tenant, const std:
   r.name = name;
   r.size = content.size();
   r.sha256 = util::sha256_hex(content);
-  r.media_type = guess_media_type(name, content);
+  r.media_type = media_type.empty() ? guess_media_type(name, content) : media_type;
   auto blob = put_blob(tenant, r.sha256, content);
   if (!blob) return blob.error();
   r.blob_path = *blob;

@@ -47,8 +47,9 @@ class Store {
   explicit Store(std::string state_dir);
 
   util::Status check_tenant(const std::string& tenant) const;
+  // media_type: as sniffed by the caller (the gate); empty: guessed here.
   util::Result<InputRecord> put_input(const std::string& tenant, const std::string& name,
-                                      const std::string& content);
+                                      const std::string& content, const std::string& media_type = "");
   util::Result<InputRecord> get_input(const std::string& tenant, const std::string& input_id) const;
   util::Result<ArtifactRecord> put_artifact(const std::string& tenant, ArtifactRecord record,
                                             const std::string& content);

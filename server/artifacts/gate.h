@@ -1,0 +1,43 @@
+// The artifact gate: every file a job leaves in /outputs passes here, on the
+// trusted side, before it is stored or shown. Size, type (extension vs
+// libmagic vs the policy's allowlist), spreadsheet formulas, active content.
+// Thread-safe; used by broker threads and by upload_input for media types.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/artifacts/csv.h"
+#include "server/artifacts/types.h"
+#include "server/util/result.h"
+
+namespace artifacts {
+
+struct GatePolicy {
+  std::vector<std::string> allowed_media_types;
+  uint64_t file_max_bytes = 0;
+  csv::Mode csv_mode = csv::Mode::kNeutralise;
+  bool active_content_as_text = false;  // false: reject active markup
+};
+
+struct Verdict {
+  std::string verdict;     // accepted | sanitized | rejected
+  std::string reason;
+  std::string media_type;  // what it is served as; empty when rejected
+  std::string content;     // the bytes to store (rewritten when sanitized)
+};
+
+class Gate {
+ public:
+  static util::Result<Gate> create(GatePolicy policy);
+  Verdict check(const std::string& name, std::string content) const;
+  // The media type of an upload: what the gate would serve it as, else libmagic's.
+  std::string input_media_type(const std::string& name, const std::string& content) const;
+
+ private:
+  Gate(types::Sniffer sniffer, GatePolicy policy) : sniffer_(std::move(sniffer)), policy_(std::move(policy)) {}
+  types::Sniffer sniffer_;
+  GatePolicy policy_;
+};
+
+}  // namespace artifacts

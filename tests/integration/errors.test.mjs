@@ -60,6 +60,27 @@ test('(g) unknown input id names the field', { timeout: 30_000 }, async () => {
   await expectToolError('run_code', { runtime: 'python', code: 'print(1)', input_ids: ['nope'] }, /input/i);
 });
 
+test('(h) two inputs with the same name in one run is a clear error', { timeout: 30_000 }, async () => {
+  const a = await call('upload_input', { name: 'data.csv', content: 'x\n1\n' });
+  const b = await call('upload_input', { name: 'data.csv', content: 'x\n2\n' });
+  assert.notEqual(a.structuredContent.input_id, b.structuredContent.input_id);
+  await expectToolError('run_code', {
+    runtime: 'python', code: 'print(1)',
+    input_ids: [a.structuredContent.input_id, b.structuredContent.input_id],
+  }, /input_ids: two inputs are both named "data\.csv"/);
+});
+
+test('(i) upload names that could traverse or hide are refused', { timeout: 30_000 }, async () => {
+  await expectToolError('upload_input', { name: '../etc/passwd', content: 'x' }, /name: must be a plain file name/);
+  await expectToolError('upload_input', { name: '..', content: 'x' }, /name:/);
+  await expectToolError('upload_input', { name: 'a\u0000b', content: 'x' }, /name: must not contain NUL or control characters/);
+  await expectToolError('upload_input', { name: 'x', content: '!!', encoding: 'base64' }, /content: not valid base64/);
+});
+
+test('(j) fetch_artifact with an empty id is an error', { timeout: 30_000 }, async () => {
+  await expectToolError('fetch_artifact', { artifact_id: '' }, /artifact_id: unknown artifact_id/);
+});
+
 test('server still answers after the errors', { timeout: 30_000 }, async () => {
   assert.deepEqual(await conn.client.ping({ timeout: REQUEST_TIMEOUT_MS }), {});
 });

@@ -4,6 +4,7 @@
 #include "server/artifacts/gate.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "server/artifacts/active_content.h"
 
@@ -21,6 +22,51 @@ bool allowed(const GatePolicy& p, const std::string& type) {
 
 Verdict reject(std::string reason) { return {"rejected", std::move(reason), "", ""}; }
 
+// Markdown's own link syntax: [text](dest), ![alt](dest), [ref]: dest. A
+// renderer makes dest clickable, and CommonMark decodes character references
+// in it, so "&#106;avascript:" counts. Returns the offending offset or npos.
+size_t markdown_script_link(const std::string& text) {
+  static const char* kSchemes[] = {"javascript:", "vbscript:", "data:text/html"};
+  for (size_t pos = 0; pos + 1 < text.size(); ++pos) {
+    if (text[pos] != ']' || (text[pos + 1] != '(' && text[pos + 1] != ':')) continue;
+    size_t i = pos + 2;
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r' || text[i] == '<'))
+      ++i;
+    // Normalise the next few characters: decode &#NN; / &#xNN;, drop controls
+    // and spaces, lowercase.
+    std::string dest;
+    for (size_t j = i; j < text.size() && dest.size() < 24 && j < i + 256; ++j) {
+      unsigned char c = static_cast<unsigned char>(text[j]);
+      if (c == '&' && j + 2 < text.size() && text[j + 1] == '#') {
+        size_t k = j + 2;
+        bool hex = k < text.size() && (text[k] == 'x' || text[k] == 'X');
+        if (hex) ++k;
+        unsigned long v = 0;
+        size_t digits = 0;
+        while (k < text.size() && digits < 8 && std::isxdigit(static_cast<unsigned char>(text[k])) &&
+               (hex || std::isdigit(static_cast<unsigned char>(text[k])))) {
+          v = v * (hex ? 16 : 10) + static_cast<unsigned long>(std::isdigit(static_cast<unsigned char>(text[k]))
+                                                                   ? text[k] - '0'
+                                                                   : (std::tolower(static_cast<unsigned char>(text[k])) - 'a' + 10));
+          ++k;
+          ++digits;
+        }
+        if (digits > 0 && v < 128) {
+          if (k < text.size() && text[k] == ';') ++k;
+          c = static_cast<unsigned char>(v);
+          j = k - 1;
+        }
+      }
+      if (c <= 0x20 || c == 0x7F) continue;
+      if (c == ')' || c == '>') break;
+      dest += static_cast<char>(std::tolower(c));
+    }
+    for (const char* scheme : kSchemes)
+      if (dest.rfind(scheme, 0) == 0) return pos;
+  }
+  return std::string::npos;
+}
+
 }  // namespace
 
 util::Result<Gate> Gate::create(GatePolicy policy) {
@@ -34,7 +80,8 @@ Verdict Gate::check(const std::string& name, std::string content) const {
     return reject("larger than the policy's " + std::to_string(policy_.file_max_bytes) + " bytes per file");
 
   // Markup types are let through decide() so that they can be scanned here;
-  // the allowlist still decides whether they may leave.
+  // the allowlist decides whether they leave as themselves, the active-content
+  // policy whether anything else leaves as text/plain.
   std::vector<std::string> admissible = policy_.allowed_media_types;
   for (const char* m : {"text/html", "application/xhtml+xml", "image/svg+xml"}) admissible.push_back(m);
   types::Decision d = types::decide(name, content, sniffer_, admissible);
@@ -42,9 +89,18 @@ Verdict Gate::check(const std::string& name, std::string content) const {
 
   if (is_markup(d.media_type) || d.media_type == "text/markdown") {
     active::Finding f = active::scan_markup(content);
-    if (f.active) {
-      if (!policy_.active_content_as_text) return reject("active content: " + f.reason);
-      return {"accepted", "active content (" + f.reason + ") delivered as text/plain, never rendered",
+    if (!f.active && d.media_type == "text/markdown") {
+      size_t at = markdown_script_link(content);
+      if (at != std::string::npos) f = {true, "script URL in a Markdown link at byte " + std::to_string(at)};
+    }
+    const bool as_text = policy_.active_content_as_text;
+    if (f.active && !as_text) return reject("active content: " + f.reason);
+    if (f.active || (as_text && !allowed(policy_, d.media_type))) {
+      // Delivered as text, never rendered: the policy chose text over rejection.
+      if (!allowed(policy_, "text/plain")) return reject("active content: " + f.reason);
+      return {"accepted",
+              (f.active ? "active content (" + f.reason + ")" : "markup (" + d.media_type + ")") +
+                  " delivered as text/plain, never rendered",
               "text/plain", std::move(content)};
     }
     if (!allowed(policy_, d.media_type))

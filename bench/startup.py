@@ -35,6 +35,9 @@ def bwrap_cmd():
     return cmd + PY + ["-c", CODE]
 
 
+SECCOMP = None  # the filter the server would pass, compiled once
+
+
 def runner_spec(scratch, job):
     uid, gid = (65534, 65534) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
     cg = {"mode": "none", "v2_base": "", "v1_base": {}, "why_not": "benchmark"}
@@ -49,6 +52,7 @@ def runner_spec(scratch, job):
         "scratch_dir": scratch, "harvest_dir": scratch + "/outputs",
         "memory_max_bytes": 512 << 20, "pids_max": 128, "nofile_max": 256, "cpu_max_cores": 1.0,
         "cgroup_host": cg, "require_landlock": False, "require_cgroups": False,
+        "seccomp_bpf_base64": SECCOMP,
     }
 
 
@@ -93,6 +97,10 @@ def main():
         sys.exit("bwrap not found: apt-get install bubblewrap")
     binary = os.path.abspath(args.bin)
     runner = os.path.join(os.path.dirname(binary), "throwbox-runner")
+    global SECCOMP
+    # As the server does: compile the filter once (no memory cgroup here).
+    SECCOMP = subprocess.run([runner, "--print-seccomp", "--no-memory-cgroup"], check=True,
+                             capture_output=True, text=True).stdout.strip()
     work = tempfile.mkdtemp(prefix="throwbox-bench-")
     os.chmod(work, 0o711)
     mcp = Mcp(binary, os.path.join(work, "state"))
@@ -153,7 +161,8 @@ def main():
     for name, _ in variants:
         med, p95 = stats(samples[name])
         print("%-8s %10.2f %10.2f %8.2f" % (name, med, p95, med / bare_median))
-    print("runner: every layer but cgroups, timed to its outcome; mcp: the whole run_code round trip "
+    print("runner: every layer but cgroups, filter precompiled as the server does, timed to its outcome; "
+          "mcp: the whole run_code round trip "
           "(protocol, broker, runner, cgroups where the server has them)")
 
 

@@ -104,7 +104,12 @@ int run(const policy::Policy& pol, const std::string& state_dir, const std::stri
     broker::Jobs jobs(pol, store, runner_exe, sandbox::cgroups::to_json(host));
     std::string runtime = pol.available_runtimes().front();
     const char* code = runtime == "python" ? "print('ok')" : runtime == "node" ? "console.log('ok')" : "echo ok";
-    auto r = jobs.run({"doctor", runtime, code, {}, 10.0});
+    broker::JobRequest probe;
+    probe.tenant = "doctor";
+    probe.runtime = runtime;
+    probe.code = code;
+    probe.timeout_s = 10.0;
+    auto r = jobs.run(probe);
     if (!r) {
       job.detail = r.error().message;
     } else {

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,8 @@ struct CallContext {
   const policy::Policy& policy;
   store::Store& store;
   broker::Jobs& jobs;
+  std::shared_ptr<broker::Cancellation> cancel;                   // notifications/cancelled
+  std::function<void(const nlohmann::json& progress)> progress;   // empty without a progressToken
 };
 
 // An MCP CallToolResult. Errors inside a tool are results with isError, never

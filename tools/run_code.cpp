@@ -151,6 +151,8 @@ Tool make_run_code(const policy::Policy& policy) {
       if (!k.is_string() || k.get_ref<const std::string&>().empty() || k.get_ref<const std::string&>().size() > 128)
         return error_result("idempotency_key: must be a string of 1-128 characters");
     }
+    req.cancel = ctx.cancel;
+    req.on_progress = ctx.progress;
     auto result = ctx.jobs.run(req);
     if (!result) return error_result(result.error().message);
     json structured = to_structured(*result);

@@ -4,6 +4,7 @@
 #include "server/broker/jobs.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <signal.h>
 #include <time.h>
@@ -48,6 +49,16 @@ int64_t now_ms() {
 }
 
 }  // namespace
+
+Cancellation::Cancellation() : efd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (!efd_.valid()) throw std::runtime_error("eventfd failed");
+}
+
+void Cancellation::cancel() {
+  if (requested_.exchange(true)) return;
+  uint64_t one = 1;
+  (void)::write(efd_.get(), &one, sizeof one);
+}
 
 struct Jobs::Finished {
   bp::child child;
@@ -205,7 +216,7 @@ util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std
   return spec;
 }
 
-util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spec,
+util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spec, const JobRequest& request,
                                                   std::unique_ptr<Finished>& finished) {
   bp::pipe to_runner, from_runner;
   std::error_code ec;
@@ -221,11 +232,13 @@ util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spe
   bool wrote = util::write_all(to_runner.native_sink(), spec_text.data(), spec_text.size());
   to_runner.close();
 
-  std::string text;
+  // The runner writes JSON lines: progress ({"progress": ...}) then the outcome.
+  std::string text, outcome_line;
   const int64_t deadline = now_ms() + static_cast<int64_t>(spec.timeout_ms) + kRunnerGraceMs;
   char buf[65536];
-  bool killed = false;
+  bool killed = false, cancel_sent = false;
   int fd = from_runner.native_source();
+  const int cancel_fd = request.cancel ? request.cancel->fd() : -1;
   while (wrote) {
     int64_t left = deadline - now_ms();
     if (left <= 0) {
@@ -235,10 +248,16 @@ util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spe
       killed = true;
       break;
     }
-    struct pollfd p = {fd, POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(left));
+    struct pollfd p[2] = {{fd, POLLIN, 0}, {cancel_sent ? -1 : cancel_fd, POLLIN, 0}};
+    int r = ::poll(p, 2, static_cast<int>(left));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) continue;
+    if (p[1].revents) {
+      // The runner kills the tree through pid 1 and reports "cancelled".
+      ::kill(child.id(), SIGTERM);
+      cancel_sent = true;
+    }
+    if (!p[0].revents) continue;
     long n = util::read_some(fd, buf, sizeof buf);
     if (n <= 0) break;
     text.append(buf, static_cast<size_t>(n));
@@ -247,13 +266,26 @@ util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spe
       killed = true;
       break;
     }
+    for (size_t nl; (nl = text.find('\n')) != std::string::npos;) {
+      std::string line = text.substr(0, nl);
+      text.erase(0, nl + 1);
+      if (line.rfind("{\"progress\"", 0) == 0) {
+        if (request.on_progress) {
+          auto doc = nlohmann::json::parse(line, nullptr, false);
+          if (!doc.is_discarded()) request.on_progress(doc["progress"]);
+        }
+      } else {
+        outcome_line = std::move(line);
+      }
+    }
   }
+  if (outcome_line.empty()) outcome_line = text;
   from_runner.close();
   if (killed) child.wait(ec);
   finished = std::make_unique<Finished>(Finished{std::move(child), spec.scratch_dir, spec.job_id});
   if (!wrote) return util::make_error("internal", "writing the launch spec to the runner failed");
   if (killed) return util::make_error("internal", "runner exceeded its deadline or output bound");
-  auto doc = nlohmann::json::parse(text, nullptr, false);
+  auto doc = nlohmann::json::parse(outcome_line, nullptr, false);
   if (doc.is_discarded()) return util::make_error("internal", "runner exited without a readable outcome");
   return sandbox::outcome_from_json(doc);
 }
@@ -318,7 +350,8 @@ util::Result<JobResult> Jobs::run(const JobRequest& req) {
   if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
 
   std::unique_ptr<Finished> finished;
-  auto outcome = start_runner(*spec, finished);
+  spec->progress = static_cast<bool>(req.on_progress);
+  auto outcome = start_runner(*spec, req, finished);
   if (outcome) {
     result.outcome = std::move(*outcome);
     result.artifacts = store_artifacts(req.tenant, result.job_id, result.outcome);

@@ -2,7 +2,9 @@
 // launch spec, start the runner (Boost.Process), and turn its outcome into a
 // job result with stored artifacts. Called from server worker threads.
 #pragma once
+#include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -16,9 +18,24 @@
 #include "server/policy/policy.h"
 #include "server/sandbox/spec.h"
 #include "server/store/store.h"
+#include "server/util/fd.h"
 #include "server/util/result.h"
 
 namespace broker {
+
+// Set from another thread (notifications/cancelled); the job's runner is
+// told to kill the whole tree and the job ends as "cancelled".
+class Cancellation {
+ public:
+  Cancellation();
+  void cancel();
+  bool requested() const { return requested_.load(); }
+  int fd() const { return efd_.get(); }  // readable once cancelled
+
+ private:
+  util::UniqueFd efd_;
+  std::atomic<bool> requested_{false};
+};
 
 struct JobRequest {
   std::string tenant;
@@ -26,6 +43,8 @@ struct JobRequest {
   std::string code;
   std::vector<std::string> input_ids;
   std::optional<double> timeout_s;
+  std::shared_ptr<Cancellation> cancel;                          // may be null
+  std::function<void(const nlohmann::json& progress)> on_progress;  // may be empty
 };
 
 struct ArtifactSummary {
@@ -64,7 +83,8 @@ class Jobs {
   util::Result<sandbox::LaunchSpec> resolve(const JobRequest& request, const std::string& job_id);
   // The runner reports, then tears its sandbox down; `finished` receives the
   // process handle so that teardown is waited for off the caller's path.
-  util::Result<sandbox::Outcome> start_runner(const sandbox::LaunchSpec& spec, std::unique_ptr<Finished>& finished);
+  util::Result<sandbox::Outcome> start_runner(const sandbox::LaunchSpec& spec, const JobRequest& request,
+                                              std::unique_ptr<Finished>& finished);
   std::vector<ArtifactSummary> store_artifacts(const std::string& tenant, const std::string& job_id,
                                                const sandbox::Outcome& outcome);
 

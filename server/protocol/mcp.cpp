@@ -78,8 +78,9 @@ void Session::handle_line(std::string_view line) {
       outbox_.send(make_error(f->id, f->code, f->message));
       return;
     }
-    handle_message(std::get<jsonrpc::Message>(parsed.items.front()),
-                   [this](json r) { outbox_.send(r); });
+    handle_message(std::get<jsonrpc::Message>(parsed.items.front()), [this](json r) {
+      if (!r.is_null()) outbox_.send(r);  // null: no response (a cancelled request)
+    });
     return;
   }
 
@@ -126,7 +127,17 @@ void Session::handle_message(const jsonrpc::Message& m, const Reply& reply) {
   using Kind = jsonrpc::Message::Kind;
   if (m.kind == Kind::kResponse) return;  // this server sends no requests yet
   if (m.kind == Kind::kNotification) {
-    // notifications/initialized, notifications/cancelled and others need no answer.
+    if (m.method == "notifications/cancelled" && m.params.is_object() && m.params.contains("requestId")) {
+      // A cancellation that arrives after completion finds nothing: ignored.
+      std::lock_guard lock(mu_);
+      auto it = in_flight_.find(m.params["requestId"].dump());
+      if (it != in_flight_.end()) {
+        spdlog::info("request {} cancelled by the client", it->first);
+        it->second->cancel();
+      }
+      return;
+    }
+    // notifications/initialized and others need no answer.
     spdlog::debug("notification {}", m.method);
     return;
   }
@@ -197,8 +208,28 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
     return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: arguments must be an object"));
 
   json id = m.id;
-  auto task = [this, tool, args = std::move(args), id, reply, name]() {
-    tools::CallContext ctx{tenant_, server_.policy, server_.store, server_.jobs};
+  auto cancel = std::make_shared<broker::Cancellation>();
+  std::function<void(const json&)> progress;
+  if (p.contains("_meta") && p["_meta"].is_object() && p["_meta"].contains("progressToken") &&
+      (p["_meta"]["progressToken"].is_string() || p["_meta"]["progressToken"].is_number_integer())) {
+    json token = p["_meta"]["progressToken"];
+    progress = [this, token](const json& pr) {
+      // progress must increase: elapsed seconds do.
+      double elapsed_s = pr.value("elapsed_ms", 0) / 1000.0;
+      std::string message = "running " + std::to_string(static_cast<int>(elapsed_s)) + " s, " +
+                            std::to_string(pr.value("stdout_bytes", 0)) + " bytes of stdout";
+      std::string last = pr.value("last_line", "");
+      if (!last.empty()) message += "; last line: " + last;
+      outbox_.send(jsonrpc::make_notification(
+          "notifications/progress", {{"progressToken", token}, {"progress", elapsed_s}, {"message", message}}));
+    };
+  }
+  {
+    std::lock_guard lock(mu_);
+    in_flight_[id.dump()] = cancel;
+  }
+  auto task = [this, tool, args = std::move(args), id, reply, name, cancel, progress]() {
+    tools::CallContext ctx{tenant_, server_.policy, server_.store, server_.jobs, cancel, progress};
     tools::ToolResult result;
     try {
       result = tool->call(args, ctx);
@@ -206,9 +237,18 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
       spdlog::error("tool {} failed: {}", name, e.what());
       result = tools::error_result("internal error in " + name + "; see the server log");
     }
-    reply(make_result(id, result.to_json()));
+    {
+      std::lock_guard lock(mu_);
+      in_flight_.erase(id.dump());
+    }
+    // A cancelled request gets no response (MCP spec, cancellation).
+    reply(cancel->requested() ? json(nullptr) : make_result(id, result.to_json()));
   };
   if (!pool_.submit(task)) {
+    {
+      std::lock_guard lock(mu_);
+      in_flight_.erase(id.dump());
+    }
     reply(make_result(id, tools::error_result("busy: too many calls in flight on this session; "
                                               "retry when one of them has answered")
                               .to_json()));

@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -65,6 +66,8 @@ class Session {
   std::mutex mu_;
   bool initialize_answered_ = false;
   std::string version_;
+  // tools/call requests in flight, by JSON id, for notifications/cancelled.
+  std::map<std::string, std::shared_ptr<broker::Cancellation>> in_flight_;
   util::WorkerPool pool_;
 };
 

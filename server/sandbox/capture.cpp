@@ -39,3 +39,17 @@ bool Stream::truncated() const {
 }
 
 }  // namespace sandbox::capture
+
+namespace sandbox::capture {
+
+std::string Stream::last_line() const {
+  size_t end = data_.size();
+  while (end > 0 && (data_[end - 1] == '\n' || data_[end - 1] == '\r')) --end;
+  size_t start = data_.rfind('\n', end == 0 ? 0 : end - 1);
+  start = start == std::string::npos ? 0 : start + 1;
+  if (end < start) return "";
+  std::string line = util::to_valid_utf8(std::string_view(data_).substr(start, end - start));
+  return std::string(util::utf8_prefix(line, 200));
+}
+
+}  // namespace sandbox::capture

@@ -18,6 +18,8 @@ class Stream {
   // Valid UTF-8 (invalid bytes replaced), cut at a character boundary, never
   // ending in a replacement character for a sequence the cap split.
   std::string text() const;
+  // The last non-empty line captured so far, at most 200 bytes, valid UTF-8.
+  std::string last_line() const;
 
  private:
   uint64_t max_bytes_;

@@ -43,8 +43,12 @@ struct ExecFailure {
     (void)::write(exec_err_fd, &f, sizeof f);
     ::_exit(127);
   };
+  // An empty mask: nothing the runner or pid 1 blocked (SIGTERM, SIGCHLD) is inherited.
   step = "sigprocmask";
-  if (::sigprocmask(SIG_SETMASK, &old_mask, nullptr) != 0) die(errno);
+  sigset_t none;
+  ::sigemptyset(&none);
+  (void)old_mask;
+  if (::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) die(errno);
   // A session of its own: no controlling terminal to push input into.
   step = "setsid";
   if (::setsid() < 0) die(errno);

@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "server/sandbox/capabilities.h"
 #include "server/sandbox/capture.h"
 #include "server/sandbox/cgroups.h"
@@ -72,6 +74,7 @@ Outcome sandbox_error(std::string message) {
 
 struct Supervision {
   bool ready = false;
+  bool cancelled = false;
   bool exited_report = false;
   bool timed_out = false;
   bool child_gone = false;
@@ -83,11 +86,29 @@ struct Supervision {
 
 // One poll loop over both output pipes and the control socket: output is read
 // concurrently (no pipe can fill and stall the program), the deadline is ours.
+// A progress line for the broker: one JSON object, newline-terminated.
+void write_progress(int fd, const Supervision& sv, const capture::Stream& out_cap, const capture::Stream& err_cap) {
+  nlohmann::json p{{"progress", {{"elapsed_ms", now_ms() - sv.started_ms},
+                                 {"stdout_bytes", out_cap.total_bytes()},
+                                 {"stderr_bytes", err_cap.total_bytes()},
+                                 {"last_line", out_cap.last_line()}}}};
+  std::string line = p.dump() + "\n";
+  util::write_all(fd, line.data(), line.size());
+}
+
 void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::UniqueFd& err,
-               capture::Stream& out_cap, capture::Stream& err_cap, Supervision& sv) {
+               capture::Stream& out_cap, capture::Stream& err_cap, Supervision& sv, int cancel_fd,
+               int progress_fd) {
   const int64_t setup_deadline = now_ms() + kSetupTimeoutMs;
   int64_t run_deadline = 0, kill_deadline = 0, drain_deadline = 0;
+  int64_t next_progress = 0;
+  bool cancel_pending = false;
   char buf[65536];
+  auto kill_tree = [&] {
+    char k = kMsgKill;
+    ::send(sock, &k, 1, MSG_NOSIGNAL);
+    kill_deadline = now_ms() + kKillGraceMs;
+  };
   for (;;) {
     bool pipes_open = out.valid() || err.valid();
     if (sv.exited_report && !pipes_open) return;
@@ -99,17 +120,30 @@ void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::Uniq
     if (now >= deadline) {
       if (drain_deadline || kill_deadline || !sv.ready) return;  // give up waiting
       sv.timed_out = true;
-      char k = kMsgKill;
-      ::send(sock, &k, 1, MSG_NOSIGNAL);
-      kill_deadline = now + kKillGraceMs;
+      kill_tree();
       continue;
     }
-    struct pollfd fds[3] = {{out.get(), POLLIN, 0}, {err.get(), POLLIN, 0},
-                            {sv.child_gone ? -1 : sock, POLLIN, 0}};
-    int r = ::poll(fds, 3, static_cast<int>(deadline - now));
+    int64_t wake = deadline;
+    if (progress_fd >= 0 && sv.ready && !sv.exited_report) {
+      if (now >= next_progress) {
+        if (next_progress) write_progress(progress_fd, sv, out_cap, err_cap);
+        next_progress = now + 1000;
+      }
+      wake = std::min(wake, next_progress);
+    }
+    struct pollfd fds[4] = {{out.get(), POLLIN, 0}, {err.get(), POLLIN, 0},
+                            {sv.child_gone ? -1 : sock, POLLIN, 0},
+                            {sv.cancelled ? -1 : cancel_fd, POLLIN, 0}};
+    int r = ::poll(fds, 4, static_cast<int>(std::max<int64_t>(0, wake - now)));
     if (r < 0) {
       if (errno == EINTR) continue;
       return;
+    }
+    if (fds[3].revents) {
+      // Cancelled: kill the whole tree now (or as soon as it exists).
+      sv.cancelled = true;
+      if (sv.ready && !sv.exited_report && !kill_deadline) kill_tree();
+      else if (!sv.ready) cancel_pending = true;
     }
     for (int i = 0; i < 2; ++i) {
       if (!fds[i].revents) continue;
@@ -132,6 +166,7 @@ void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::Uniq
         sv.ready = true;
         sv.started_ms = now_ms();
         run_deadline = sv.started_ms + static_cast<int64_t>(spec.timeout_ms);
+        if (cancel_pending) kill_tree();
       } else if (msg[0] == kMsgError) {
         msg[n] = '\0';
         sv.setup_error = msg + 1;
@@ -173,7 +208,7 @@ void Teardown::finish() {
   cgroup_ = cgroups::Job();
 }
 
-Outcome launch(const LaunchSpec& spec, Teardown& teardown) {
+Outcome launch(const LaunchSpec& spec, Teardown& teardown, int cancel_fd, int progress_fd) {
   const Trace trace;
   // 1. Every path and string the child will need, built before clone.
   auto plan = mounts::plan_in_parent(spec);
@@ -273,9 +308,11 @@ Outcome launch(const LaunchSpec& spec, Teardown& teardown) {
 
   trace.step("id maps, go");
   // 8. Run, capture, enforce the deadline.
-  if (sv.setup_error.empty()) supervise(spec, sock.get(), out.read, err.read, out_cap, err_cap, sv);
+  if (sv.setup_error.empty())
+    supervise(spec, sock.get(), out.read, err.read, out_cap, err_cap, sv, cancel_fd,
+              spec.progress ? progress_fd : -1);
   trace.step("program done, drained");
-  if (sv.timed_out) cgroup.kill_all();
+  if (sv.timed_out || sv.cancelled) cgroup.kill_all();
 
   // 9. Harvest while pid 1 still holds the sandbox's mounts.
   std::string harvest_error;
@@ -329,7 +366,8 @@ Outcome launch(const LaunchSpec& spec, Teardown& teardown) {
   } else if (WIFSIGNALED(ws)) {
     o.signal = WTERMSIG(ws);
   }
-  if (sv.timed_out) o.status = "timed_out";
+  if (sv.cancelled) o.status = "cancelled";
+  else if (sv.timed_out) o.status = "timed_out";
   else if (stats.oom_killed) o.status = "memory_exceeded";
   else if (o.exited && o.exit_code == 0) o.status = "completed";
   else o.status = "failed";

@@ -24,7 +24,10 @@ class Teardown {
   void finish();
 
  private:
-  friend Outcome launch(const LaunchSpec& spec, Teardown& teardown);
+  friend // cancel_fd: a signalfd (SIGTERM) or -1; readable means the job is cancelled:
+// the whole tree is killed and the outcome says "cancelled".
+// progress_fd: where progress lines go when spec.progress (the runner's stdout).
+Outcome launch(const LaunchSpec& spec, Teardown& teardown, int cancel_fd, int progress_fd);
   pid_t pid_ = -1;
   bool kill_ = false;       // pid 1 never reported: SIGKILL it
   util::UniqueFd sock_;     // closing it releases a pid 1 that did report
@@ -32,6 +35,9 @@ class Teardown {
   cgroups::Job cgroup_;
 };
 
-Outcome launch(const LaunchSpec& spec, Teardown& teardown);
+// cancel_fd: a signalfd (SIGTERM) or -1; readable means the job is cancelled:
+// the whole tree is killed and the outcome says "cancelled".
+// progress_fd: where progress lines go when spec.progress (the runner's stdout).
+Outcome launch(const LaunchSpec& spec, Teardown& teardown, int cancel_fd, int progress_fd);
 
 }  // namespace sandbox::launcher

@@ -1,11 +1,12 @@
 // Runner process entry. Started by the broker via Boost.Process with an empty
 // environment; owns nothing but its three pipes. Never logs to stdout: stdout
-// carries exactly one JSON outcome.
+// carries JSON lines, progress lines ({"progress": ...}) then the outcome.
 #include "server/sandbox/runner_main.h"
 
 #include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,9 +61,16 @@ int runner_main() {
   auto spec = spec_from_json(doc);
   if (!spec) return fail(spec.error().message);
 
+  // SIGTERM from the broker means "cancel this job": read through a signalfd
+  // in the supervision loop (blocked here; the program gets an empty mask).
+  sigset_t term;
+  ::sigemptyset(&term);
+  ::sigaddset(&term, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &term, nullptr);
+  util::UniqueFd cancel_fd(::signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK));
   launcher::Teardown teardown;
-  Outcome outcome = launcher::launch(*spec, teardown);
-  std::string text = to_json(outcome).dump();
+  Outcome outcome = launcher::launch(*spec, teardown, cancel_fd.get(), 1);
+  std::string text = to_json(outcome).dump() + "\n";
   bool written = util::write_all(1, text.data(), text.size());
   // EOF tells the broker the outcome is complete; the namespaces go down after.
   ::close(1);

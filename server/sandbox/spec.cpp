@@ -20,7 +20,8 @@ json to_json(const LaunchSpec& s) {
           {"memory_max_bytes", s.memory_max_bytes}, {"pids_max", s.pids_max},
           {"nofile_max", s.nofile_max}, {"cpu_max_cores", s.cpu_max_cores},
           {"cgroup_host", s.cgroup_host}, {"require_landlock", s.require_landlock},
-          {"require_cgroups", s.require_cgroups}, {"seccomp_bpf_base64", s.seccomp_bpf_base64}};
+          {"require_cgroups", s.require_cgroups}, {"seccomp_bpf_base64", s.seccomp_bpf_base64},
+          {"progress", s.progress}};
 }
 
 util::Result<LaunchSpec> spec_from_json(const json& j) {
@@ -54,6 +55,7 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     j.at("require_landlock").get_to(s.require_landlock);
     j.at("require_cgroups").get_to(s.require_cgroups);
     s.seccomp_bpf_base64 = j.value("seccomp_bpf_base64", "");
+    s.progress = j.value("progress", false);
     if (s.argv.empty() || s.argv[0].empty() || s.argv[0][0] != '/')
       return util::make_error("spec", "argv[0] must be an absolute path");
     if (s.scratch_dir.empty() || s.scratch_dir[0] != '/' || s.harvest_dir.empty())

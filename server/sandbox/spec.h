@@ -45,6 +45,7 @@ struct LaunchSpec {
   bool require_landlock = false;
   bool require_cgroups = false;
   std::string seccomp_bpf_base64;       // compiled filter (sock_filter array); empty: the runner compiles
+  bool progress = false;                // write a progress line to stdout about once a second
 };
 
 // Identity inside the sandbox (passwd/group name "sandbox").

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "server/broker/audit.h"
 #include "server/broker/jobs.h"
 #include "server/doctor.h"
 #include "server/policy/policy.h"
@@ -116,7 +117,9 @@ int serve(int argc, char** argv) {
   broker::Jobs jobs(*pol, store, runner_exe(), sandbox::cgroups::to_json(cgroup_host));
   jobs.reclaim_leftovers();
   tools::Registry registry = tools::make_registry(*pol);
-  protocol::mcp::ServerContext ctx{*pol, store, jobs, registry};
+  // Audit: one JSON line per tool call, bounded to 2 x 16 MiB.
+  broker::Audit audit(opt.state_dir + "/audit.log", 16 * 1024 * 1024);
+  protocol::mcp::ServerContext ctx{*pol, store, jobs, registry, &audit};
   transport::stdio::Writer writer(wire);
   spdlog::info("throwbox {} serving MCP on stdio; uid={} policy={} state={} runtimes={}", THROWBOX_VERSION,
                ::geteuid(), pol->source, opt.state_dir, pol->available_runtimes().size());

@@ -111,7 +111,7 @@ Tool make_run_code(const policy::Policy& policy) {
           {"timeout_s", {{"type", "number"}, {"exclusiveMinimum", 0}, {"maximum", lim.timeout_s_max},
                          {"description", "Wall-clock limit in seconds."}}},
           {"idempotency_key", {{"type", "string"}, {"minLength", 1}, {"maxLength", 128},
-                               {"description", "Client-chosen key naming this request; accepted and validated."}}}}},
+                               {"description", "Client-chosen key naming this request: repeating it returns the first run's result instead of running again."}}}}},
         {"required", {"runtime", "code"}},
         {"additionalProperties", false}}},
       {"outputSchema", output_schema()},
@@ -150,6 +150,7 @@ Tool make_run_code(const policy::Policy& policy) {
       const json& k = args["idempotency_key"];
       if (!k.is_string() || k.get_ref<const std::string&>().empty() || k.get_ref<const std::string&>().size() > 128)
         return error_result("idempotency_key: must be a string of 1-128 characters");
+      req.idempotency_key = k.get<std::string>();
     }
     req.cancel = ctx.cancel;
     req.on_progress = ctx.progress;

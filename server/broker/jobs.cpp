@@ -60,6 +60,62 @@ void Cancellation::cancel() {
   (void)::write(efd_.get(), &one, sizeof one);
 }
 
+struct Jobs::KeyedRun {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::string request_sha256;
+  std::optional<JobResult> result;
+  util::Error error;
+};
+
+namespace {
+
+nlohmann::json artifacts_to_json(const std::vector<ArtifactSummary>& list) {
+  nlohmann::json out = nlohmann::json::array();
+  for (auto& a : list)
+    out.push_back({{"artifact_id", a.artifact_id ? nlohmann::json(*a.artifact_id) : nlohmann::json(nullptr)},
+                   {"name", a.name}, {"media_type", a.media_type}, {"size", a.size}, {"sha256", a.sha256},
+                   {"verdict", a.verdict}, {"reason", a.reason}});
+  return out;
+}
+
+std::vector<ArtifactSummary> artifacts_from_json(const nlohmann::json& j) {
+  std::vector<ArtifactSummary> out;
+  if (!j.is_array()) return out;
+  for (auto& a : j) {
+    ArtifactSummary s;
+    if (a.contains("artifact_id") && a["artifact_id"].is_string()) s.artifact_id = a["artifact_id"].get<std::string>();
+    s.name = a.value("name", "");
+    s.media_type = a.value("media_type", "");
+    s.size = a.value("size", uint64_t{0});
+    s.sha256 = a.value("sha256", "");
+    s.verdict = a.value("verdict", "");
+    s.reason = a.value("reason", "");
+    out.push_back(s);
+  }
+  return out;
+}
+
+// A ledger row back into a result: what a repeated key returns.
+JobResult from_ledger(const LedgerRow& row) {
+  JobResult r;
+  r.job_id = row.job_id;
+  r.replayed = true;
+  if (row.result.is_object() && row.result.contains("outcome")) {
+    nlohmann::json o = row.result["outcome"];
+    o["files"] = nlohmann::json::array();
+    if (auto parsed = sandbox::outcome_from_json(o)) r.outcome = *parsed;
+    r.artifacts = artifacts_from_json(row.result.value("artifacts", nlohmann::json::array()));
+  } else {
+    r.outcome.status = row.status == "running" ? "sandbox_error" : row.status;
+    r.outcome.error = row.result.is_object() ? row.result.value("interrupted", "no result recorded") : "no result recorded";
+  }
+  return r;
+}
+
+}  // namespace
+
 struct Jobs::Finished {
   bp::child child;
   std::string scratch_dir;
@@ -73,6 +129,9 @@ Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner
       runner_exe_(std::move(runner_exe)),
       cgroup_host_(std::move(cgroup_host)),
       gate_(make_gate(policy)) {
+  auto ledger = Ledger::open(store_.state_dir() + "/ledger.sqlite3");
+  if (!ledger) throw std::runtime_error("job ledger: " + ledger.error().message);
+  ledger_ = std::move(*ledger);
   // The filter is the same for every job: compile it once, not per runner.
   auto program = sandbox::seccomp::compile_in_parent(cgroup_host_.value("mode", "none") != "none");
   if (!program) throw std::runtime_error(program.error().message);
@@ -146,6 +205,10 @@ size_t Jobs::reclaim_leftovers() {
     }
   }
   if (removed) spdlog::info("reclaimed {} leftovers of an earlier run", removed);
+  if (size_t failed = ledger_->fail_interrupted("the server stopped while the job ran"); failed) {
+    spdlog::warn("{} job(s) were running when the server last stopped: recorded as failed", failed);
+    removed += failed;
+  }
   return removed;
 }
 
@@ -343,11 +406,84 @@ std::vector<ArtifactSummary> Jobs::store_artifacts(const std::string& tenant, co
 
 util::Result<JobResult> Jobs::run(const JobRequest& req) {
   if (auto s = store_.check_tenant(req.tenant); !s) return s.error();
+  // The request's identity for idempotency: everything that changes what runs.
+  nlohmann::json canonical{{"runtime", req.runtime}, {"code", req.code}, {"input_ids", req.input_ids},
+                           {"timeout_s", req.timeout_s ? nlohmann::json(*req.timeout_s) : nlohmann::json(nullptr)}};
+  const std::string request_sha256 = util::sha256_hex(canonical.dump());
+  if (req.idempotency_key.empty()) return run_once(req, request_sha256);
+
+  const std::string slot = req.tenant + '\0' + req.idempotency_key;
+  auto conflict = [&] {
+    return util::make_error("invalid_argument",
+                            "idempotency_key: \"" + req.idempotency_key +
+                                "\" was already used for a different request (runtime, code, input_ids or "
+                                "timeout_s differ); use a new key for a new request");
+  };
+  std::shared_ptr<KeyedRun> run;
+  bool first = false;
+  {
+    std::lock_guard lock(keys_mu_);
+    auto it = keyed_runs_.find(slot);
+    if (it != keyed_runs_.end()) {
+      run = it->second;
+    } else if (auto row = ledger_->find_by_key(req.tenant, req.idempotency_key)) {
+      if (row->request_sha256 != request_sha256) return conflict();
+      spdlog::info("job {}: replayed for a repeated idempotency key", row->job_id);
+      return from_ledger(*row);
+    } else {
+      run = std::make_shared<KeyedRun>();
+      run->request_sha256 = request_sha256;
+      keyed_runs_[slot] = run;
+      first = true;
+    }
+  }
+  if (!first) {
+    // A concurrent submission with the same key shares the first one's execution.
+    if (run->request_sha256 != request_sha256) return conflict();
+    std::unique_lock lock(run->mu);
+    run->cv.wait(lock, [&] { return run->done; });
+    if (!run->result) return run->error;
+    JobResult shared = *run->result;
+    shared.replayed = true;
+    return shared;
+  }
+  auto result = run_once(req, request_sha256);
+  {
+    std::lock_guard lock(run->mu);
+    if (result) run->result = *result;
+    else run->error = result.error();
+    run->done = true;
+  }
+  run->cv.notify_all();
+  {
+    std::lock_guard lock(keys_mu_);
+    keyed_runs_.erase(slot);
+  }
+  return result;
+}
+
+util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string& request_sha256) {
   JobResult result;
   result.job_id = util::random_id();
   auto spec = resolve(req, result.job_id);
   if (!spec) return spec.error();
   if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
+
+  // The ledger knows of the job before it starts.
+  LedgerRow row;
+  row.job_id = result.job_id;
+  row.tenant = req.tenant;
+  row.runtime = req.runtime;
+  row.code_sha256 = util::sha256_hex(req.code);
+  row.inputs = nlohmann::json::array();
+  for (auto& id : req.input_ids)
+    if (auto in = store_.get_input(req.tenant, id))
+      row.inputs.push_back({{"input_id", id}, {"name", in->name}, {"sha256", in->sha256}});
+  row.limits = {{"timeout_ms", spec->timeout_ms}, {"memory_max_bytes", spec->memory_max_bytes},
+                {"pids_max", spec->pids_max}, {"stdout_max_bytes", spec->stdout_max_bytes}};
+  row.idempotency_key = req.idempotency_key;
+  row.request_sha256 = request_sha256;
+  if (auto s = ledger_->record_start(row); !s) return util::make_error("internal", s.error().message);
 
   std::unique_ptr<Finished> finished;
   spec->progress = static_cast<bool>(req.on_progress);
@@ -371,6 +507,12 @@ util::Result<JobResult> Jobs::run(const JobRequest& req) {
   } else if (auto s = util::remove_tree(spec->scratch_dir); !s) {
     spdlog::warn("job {}: cleanup: {}", result.job_id, s.error().message);
   }
+  nlohmann::json recorded_outcome = sandbox::to_json(result.outcome);
+  recorded_outcome["files"] = nlohmann::json::array();  // host paths of a scratch dir now gone
+  if (auto s = ledger_->record_end(result.job_id, result.outcome.status,
+                                   {{"outcome", recorded_outcome}, {"artifacts", artifacts_to_json(result.artifacts)}});
+      !s)
+    spdlog::error("job {}: ledger: {}", result.job_id, s.error().message);
   std::string layers;
   for (auto& l : result.outcome.layers) layers += (layers.empty() ? "" : " ") + l;
   spdlog::info("job {} tenant={} runtime={} status={} duration_ms={} layers=[{}]", result.job_id, req.tenant,

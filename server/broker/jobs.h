@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <map>
 #include <optional>
 #include <thread>
 #include <string>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "server/artifacts/gate.h"
+#include "server/broker/ledger.h"
 #include "server/policy/policy.h"
 #include "server/sandbox/spec.h"
 #include "server/store/store.h"
@@ -43,6 +45,7 @@ struct JobRequest {
   std::string code;
   std::vector<std::string> input_ids;
   std::optional<double> timeout_s;
+  std::string idempotency_key;                                    // "" when none
   std::shared_ptr<Cancellation> cancel;                          // may be null
   std::function<void(const nlohmann::json& progress)> on_progress;  // may be empty
 };
@@ -61,6 +64,7 @@ struct JobResult {
   std::string job_id;
   sandbox::Outcome outcome;
   std::vector<ArtifactSummary> artifacts;
+  bool replayed = false;  // returned from the ledger for a repeated idempotency key
 };
 
 class Jobs {
@@ -79,7 +83,9 @@ class Jobs {
 
  private:
   struct Finished;
+  struct KeyedRun;
   void reap_loop();
+  util::Result<JobResult> run_once(const JobRequest& request, const std::string& request_sha256);
   util::Result<sandbox::LaunchSpec> resolve(const JobRequest& request, const std::string& job_id);
   // The runner reports, then tears its sandbox down; `finished` receives the
   // process handle so that teardown is waited for off the caller's path.
@@ -93,7 +99,12 @@ class Jobs {
   std::string runner_exe_;
   nlohmann::json cgroup_host_;
   std::string seccomp_bpf_base64_;
-  artifacts::Gate gate_;  // compiled once; every runner installs this program
+  artifacts::Gate gate_;
+  std::unique_ptr<Ledger> ledger_;
+  // Runs in flight per (tenant, idempotency key): a concurrent repeat waits
+  // for the first and shares its result instead of running again.
+  std::mutex keys_mu_;
+  std::map<std::string, std::shared_ptr<KeyedRun>> keyed_runs_;  // compiled once; every runner installs this program
 
   // Runners that have reported but may still be tearing their sandbox down,
   // with the scratch directory to remove once they have exited.

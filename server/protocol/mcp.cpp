@@ -3,6 +3,7 @@
 // text never reaches the client: it is logged here, once.
 #include "server/protocol/mcp.h"
 
+#include <chrono>
 #include <spdlog/spdlog.h>
 
 #include "server/util/base64.h"
@@ -230,6 +231,7 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
   }
   auto task = [this, tool, args = std::move(args), id, reply, name, cancel, progress]() {
     tools::CallContext ctx{tenant_, server_.policy, server_.store, server_.jobs, cancel, progress};
+    const auto started = std::chrono::steady_clock::now();
     tools::ToolResult result;
     try {
       result = tool->call(args, ctx);
@@ -241,8 +243,15 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
       std::lock_guard lock(mu_);
       in_flight_.erase(id.dump());
     }
+    json wire = result.to_json();
+    if (server_.audit) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+      json record = broker::audit_record(tenant_, name, args, wire, ms.count());
+      if (cancel->requested()) record["cancelled"] = true;
+      server_.audit->append(std::move(record));
+    }
     // A cancelled request gets no response (MCP spec, cancellation).
-    reply(cancel->requested() ? json(nullptr) : make_result(id, result.to_json()));
+    reply(cancel->requested() ? json(nullptr) : make_result(id, std::move(wire)));
   };
   if (!pool_.submit(task)) {
     {

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/broker/audit.h"
 #include "server/protocol/jsonrpc.h"
 #include "server/util/worker_pool.h"
 #include "tools/registry.h"
@@ -40,6 +41,7 @@ struct ServerContext {
   store::Store& store;
   broker::Jobs& jobs;
   const tools::Registry& tools;
+  broker::Audit* audit = nullptr;  // one record per tools/call when set
 };
 
 class Session {

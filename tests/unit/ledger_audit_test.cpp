@@ -1,0 +1,116 @@
+// The job ledger (SQLite) and the audit log: records, keys, crash recovery,
+// size-bounded rotation. Temp files only.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "server/broker/audit.h"
+#include "server/broker/ledger.h"
+
+namespace {
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/throwbox-ledger-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+broker::LedgerRow row(const std::string& id, const std::string& key) {
+  broker::LedgerRow r;
+  r.job_id = id;
+  r.tenant = "t1";
+  r.runtime = "python";
+  r.code_sha256 = std::string(64, 'a');
+  r.inputs = nlohmann::json::array();
+  r.limits = {{"timeout_ms", 1000}};
+  r.idempotency_key = key;
+  r.request_sha256 = std::string(64, 'b');
+  return r;
+}
+}  // namespace
+
+TEST_CASE("a job is recorded before it starts and updated when it ends") {
+  TempDir d;
+  auto ledger = broker::Ledger::open(d.path + "/ledger.sqlite3");
+  REQUIRE(ledger.ok());
+  REQUIRE((*ledger)->record_start(row("j1", "k1")).ok());
+  auto found = (*ledger)->find("t1", "j1");
+  REQUIRE(found);
+  CHECK(found->status == "running");
+  REQUIRE((*ledger)->record_end("j1", "completed", {{"outcome", {{"status", "completed"}}}}).ok());
+  found = (*ledger)->find_by_key("t1", "k1");
+  REQUIRE(found);
+  CHECK(found->status == "completed");
+  CHECK(found->result["outcome"]["status"] == "completed");
+  CHECK(found->ended_ms >= found->created_ms);
+}
+
+TEST_CASE("idempotency keys are per tenant and unique within one") {
+  TempDir d;
+  auto ledger = broker::Ledger::open(d.path + "/ledger.sqlite3");
+  REQUIRE(ledger.ok());
+  REQUIRE((*ledger)->record_start(row("j1", "same")).ok());
+  CHECK_FALSE((*ledger)->record_start(row("j2", "same")).ok());
+  auto other = row("j3", "same");
+  other.tenant = "t2";
+  CHECK((*ledger)->record_start(other).ok());
+  CHECK_FALSE((*ledger)->find_by_key("t3", "same"));
+  CHECK_FALSE((*ledger)->find("t2", "j1"));  // another tenant's job reads as unknown
+}
+
+TEST_CASE("jobs left running by a crash become failed on recovery, and the ledger survives reopening") {
+  TempDir d;
+  {
+    auto ledger = broker::Ledger::open(d.path + "/ledger.sqlite3");
+    REQUIRE(ledger.ok());
+    REQUIRE((*ledger)->record_start(row("j1", "")).ok());
+    REQUIRE((*ledger)->record_start(row("j2", "")).ok());
+    REQUIRE((*ledger)->record_end("j2", "completed", nlohmann::json::object()).ok());
+  }
+  auto ledger = broker::Ledger::open(d.path + "/ledger.sqlite3");
+  REQUIRE(ledger.ok());
+  CHECK((*ledger)->fail_interrupted("server stopped") == 1);
+  CHECK((*ledger)->find("t1", "j1")->status == "failed");
+  CHECK((*ledger)->find("t1", "j1")->result["interrupted"] == "server stopped");
+  CHECK((*ledger)->find("t1", "j2")->status == "completed");
+  struct stat st {};
+  REQUIRE(::stat((d.path + "/ledger.sqlite3").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+}
+
+TEST_CASE("the audit log rotates at its size bound and keeps one previous file") {
+  TempDir d;
+  broker::Audit audit(d.path + "/audit.log", 400);
+  for (int i = 0; i < 20; ++i) audit.append({{"tool", "run_code"}, {"n", i}});
+  CHECK(std::filesystem::exists(d.path + "/audit.log.1"));
+  CHECK(std::filesystem::file_size(d.path + "/audit.log") <= 400);
+  CHECK(std::filesystem::file_size(d.path + "/audit.log.1") <= 400);
+  std::ifstream in(d.path + "/audit.log");
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    CHECK(j.contains("time"));
+    ++lines;
+  }
+  CHECK(lines > 0);
+}
+
+TEST_CASE("audit records hash code and never carry its text") {
+  nlohmann::json args{{"runtime", "python"}, {"code", "print('secret-code')"}, {"input_ids", {"x"}}};
+  nlohmann::json result{{"isError", false},
+                        {"structuredContent", {{"job_id", "j"}, {"status", "completed"}, {"artifacts", nlohmann::json::array()}}}};
+  auto r = broker::audit_record("t1", "run_code", args, result, 12);
+  CHECK(r.dump().find("secret-code") == std::string::npos);
+  CHECK(r["code_sha256"].get<std::string>().size() == 64);
+  CHECK(r["job_status"] == "completed");
+  CHECK(r["duration_ms"] == 12);
+}

@@ -128,7 +128,8 @@ Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner
       store_(store),
       runner_exe_(std::move(runner_exe)),
       cgroup_host_(std::move(cgroup_host)),
-      gate_(make_gate(policy)) {
+      gate_(make_gate(policy)),
+      admission_(policy.admission) {
   auto ledger = Ledger::open(store_.state_dir() + "/ledger.sqlite3");
   if (!ledger) throw std::runtime_error("job ledger: " + ledger.error().message);
   ledger_ = std::move(*ledger);
@@ -467,6 +468,19 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   result.job_id = util::random_id();
   auto spec = resolve(req, result.job_id);
   if (!spec) return spec.error();
+  // A slot first: beyond the limits this answers busy at once.
+  if (auto s = admission_.acquire(req.tenant, req.cancel); !s) {
+    if (s.error().code != "cancelled") return s.error();
+    result.outcome.status = "cancelled";
+    result.outcome.error = "cancelled while waiting for a slot";
+    return result;
+  }
+  struct Slot {
+    Admission& a;
+    const std::string& tenant;
+    uint64_t cpu_ms = 0;
+    ~Slot() { a.release(tenant, cpu_ms); }
+  } slot{admission_, req.tenant};
   if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
 
   // The ledger knows of the job before it starts.
@@ -507,6 +521,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   } else if (auto s = util::remove_tree(spec->scratch_dir); !s) {
     spdlog::warn("job {}: cleanup: {}", result.job_id, s.error().message);
   }
+  slot.cpu_ms = result.outcome.cpu_ms;
   nlohmann::json recorded_outcome = sandbox::to_json(result.outcome);
   recorded_outcome["files"] = nlohmann::json::array();  // host paths of a scratch dir now gone
   if (auto s = ledger_->record_end(result.job_id, result.outcome.status,

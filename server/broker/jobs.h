@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "server/artifacts/gate.h"
+#include "server/broker/admission.h"
 #include "server/broker/ledger.h"
 #include "server/policy/policy.h"
 #include "server/sandbox/spec.h"
@@ -101,6 +102,7 @@ class Jobs {
   std::string seccomp_bpf_base64_;
   artifacts::Gate gate_;
   std::unique_ptr<Ledger> ledger_;
+  Admission admission_;
   // Runs in flight per (tenant, idempotency key): a concurrent repeat waits
   // for the first and shares its result instead of running again.
   std::mutex keys_mu_;

@@ -141,7 +141,7 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   Reader r;
   Policy p;
   p.source = source;
-  if (!r.only_keys(doc, "", {"$comment", "version", "runtimes", "limits", "server", "sandbox", "artifacts"}))
+  if (!r.only_keys(doc, "", {"$comment", "version", "runtimes", "limits", "server", "sandbox", "artifacts", "admission"}))
     return make_error("policy", source + ": " + r.error);
   if (!doc.contains("version") || doc["version"] != 1)
     return make_error("policy", source + ": version: must be 1");
@@ -250,6 +250,17 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         p.sandbox.env[k] = v.get<std::string>();
       }
     }
+  }
+  if (doc.contains("admission")) {
+    const json& a = doc["admission"];
+    Admission& o = p.admission;
+    if (!r.only_keys(a, "admission", {"jobs_running_max", "jobs_running_per_tenant_max", "jobs_queued_max",
+                                      "cpu_seconds_per_tenant_per_hour"}) ||
+        !r.u64(a, "admission", "jobs_running_max", o.jobs_running_max, 1, 1024) ||
+        !r.u64(a, "admission", "jobs_running_per_tenant_max", o.jobs_running_per_tenant_max, 1, 1024) ||
+        !r.u64(a, "admission", "jobs_queued_max", o.jobs_queued_max, 0, 100000) ||
+        !r.u64(a, "admission", "cpu_seconds_per_tenant_per_hour", o.cpu_seconds_per_tenant_per_hour, 1, 1u << 30))
+      return make_error("policy", source + ": " + r.error);
   }
   if (doc.contains("artifacts")) {
     const json& a = doc["artifacts"];

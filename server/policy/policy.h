@@ -40,6 +40,13 @@ struct Limits {
   double cpu_max_cores = 1.0;
 };
 
+struct Admission {
+  uint64_t jobs_running_max = 4;             // across all tenants
+  uint64_t jobs_running_per_tenant_max = 2;
+  uint64_t jobs_queued_max = 16;             // waiting for a slot; beyond: busy
+  uint64_t cpu_seconds_per_tenant_per_hour = 3600;
+};
+
 struct Server {
   uint64_t message_max_bytes = 4 * 1024 * 1024;
   int json_max_depth = 64;
@@ -73,6 +80,7 @@ struct Policy {
   Server server;
   Sandbox sandbox;
   Artifacts artifacts;
+  Admission admission;
 
   const Runtime* find_runtime(const std::string& name) const;
   std::vector<std::string> available_runtimes() const;

@@ -1,0 +1,71 @@
+// A bounded soak: 2,000 short jobs through one server, two at a time. Prints
+// the server's RSS before and after and the job rate; asserts only leaks: no
+// process, mount, cgroup or scratch directory of any job remains.
+import test, { after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { connect, mkStateDir, runCode } from './lib/client.mjs';
+
+const JOBS = Number(process.env.THROWBOX_SOAK_JOBS ?? 2000);
+const stateDir = mkStateDir();
+let conn;
+after(async () => conn?.close());
+
+function rssKiB(pid) {
+  const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
+  return Number(m[1]);
+}
+function descendants(root) {
+  const parent = new Map();
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      parent.set(Number(d), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch { /* gone */ }
+  }
+  return [...parent.keys()].filter((pid) => {
+    let p = parent.get(pid);
+    while (p && p !== root && parent.has(p)) p = parent.get(p);
+    return p === root;
+  });
+}
+function jobCgroups() {
+  const out = [];
+  for (const base of ['/sys/fs/cgroup/memory/throwbox', '/sys/fs/cgroup/pids/throwbox', '/sys/fs/cgroup/throwbox']) {
+    try { out.push(...fs.readdirSync(base).filter((d) => d.startsWith('job-'))); } catch { /* absent */ }
+  }
+  return out;
+}
+const mounts = () => fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').length;
+
+test(`${JOBS} short jobs leave nothing behind`, { timeout: 600_000 }, async (t) => {
+  conn = await connect({ stateDir });
+  const pid = conn.transport.pid;
+  const cgroupsBefore = jobCgroups().length;
+  const mountsBefore = mounts();
+  await runCode(conn.client, { runtime: 'bash', code: 'true' });  // warm up
+  const rssBefore = rssKiB(pid);
+  const t0 = Date.now();
+  let next = 0, failures = 0;
+  async function worker() {
+    while (next < JOBS) {
+      next++;
+      const r = await runCode(conn.client, { runtime: 'bash', code: 'echo $((6*7)) > /outputs/x.txt; echo ok' });
+      if (r.structuredContent?.status !== 'completed' || r.structuredContent.stdout !== 'ok\n') failures++;
+    }
+  }
+  await Promise.all([worker(), worker()]);
+  const seconds = (Date.now() - t0) / 1000;
+  await new Promise((r) => setTimeout(r, 500));  // the reaper finishes the last teardowns
+  const rssAfter = rssKiB(pid);
+  t.diagnostic(`${JOBS} jobs in ${seconds.toFixed(1)} s (${(JOBS / seconds).toFixed(1)} jobs/s, 2 clients); ` +
+    `server RSS ${rssBefore} KiB before, ${rssAfter} KiB after`);
+  console.log(`soak: ${JOBS} jobs, ${(JOBS / seconds).toFixed(1)} jobs/s, server RSS ${rssBefore} -> ${rssAfter} KiB`);
+  assert.equal(failures, 0);
+  assert.deepEqual(descendants(pid), [], 'no runner or sandbox process remains');
+  assert.deepEqual(fs.readdirSync(`${stateDir}/run`), [], 'no scratch directory remains');
+  assert.equal(jobCgroups().length, cgroupsBefore, 'no job cgroup remains');
+  assert.equal(mounts(), mountsBefore, 'no mount remains in the host namespace');
+});

@@ -140,9 +140,27 @@ Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner
                   program->instructions.size() * sizeof(sock_filter));
   seccomp_bpf_base64_ = util::base64_encode(raw);
   reaper_ = std::jthread([this] { reap_loop(); });
+  janitor_ = std::jthread([this](std::stop_token stop) {
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    while (!cv.wait_for(lock, stop, std::chrono::seconds(policy_.retention.janitor_interval_s), [] { return false; }))
+      if (stop.stop_requested()) return;
+      else expire();
+  });
+}
+
+size_t Jobs::expire() {
+  const auto& r = policy_.retention;
+  size_t files = store_.expire(r.inputs_ttl_s, r.artifacts_ttl_s);
+  size_t rows = ledger_->expire(r.jobs_ttl_s);
+  if (files || rows) spdlog::info("janitor: removed {} expired files and {} job records", files, rows);
+  return files + rows;
 }
 
 Jobs::~Jobs() {
+  janitor_.request_stop();
+  janitor_ = std::jthread();
   {
     std::lock_guard lock(reap_mu_);
     stopping_ = true;

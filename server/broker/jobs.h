@@ -80,6 +80,8 @@ class Jobs {
   // <state>/run, empty job cgroups). Returns how many were removed.
   size_t reclaim_leftovers();
   const artifacts::Gate& gate() const { return gate_; }
+  // One janitor pass: expired inputs, artifacts, blobs and ledger rows.
+  size_t expire();
   ~Jobs();
 
  private:
@@ -115,6 +117,7 @@ class Jobs {
   std::deque<std::unique_ptr<Finished>> reap_queue_;
   bool stopping_ = false;
   std::jthread reaper_;
+  std::jthread janitor_;  // runs expire() every retention.janitor_interval_s
 };
 
 }  // namespace broker

@@ -160,3 +160,18 @@ size_t Ledger::fail_interrupted(const std::string& reason) {
 }
 
 }  // namespace broker
+
+namespace broker {
+
+size_t Ledger::expire(uint64_t ttl_s) {
+  std::lock_guard lock(mu_);
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "DELETE FROM jobs WHERE status != 'running' AND ended_ms < ?1", -1, &st.s, nullptr) !=
+      SQLITE_OK)
+    return 0;
+  sqlite3_bind_int64(st.s, 1, wall_ms() - static_cast<int64_t>(ttl_s) * 1000);
+  if (sqlite3_step(st.s) != SQLITE_DONE) return 0;
+  return static_cast<size_t>(sqlite3_changes(db_));
+}
+
+}  // namespace broker

@@ -43,6 +43,8 @@ class Ledger {
   std::optional<LedgerRow> find(const std::string& tenant, const std::string& job_id);
   // At start-up: jobs a crash left "running" become "failed" with the reason.
   size_t fail_interrupted(const std::string& reason);
+  // Deletes rows of jobs that ended more than ttl_s ago (and so their keys).
+  size_t expire(uint64_t ttl_s);
 
  private:
   explicit Ledger(sqlite3* db) : db_(db) {}

@@ -141,7 +141,7 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   Reader r;
   Policy p;
   p.source = source;
-  if (!r.only_keys(doc, "", {"$comment", "version", "runtimes", "limits", "server", "sandbox", "artifacts", "admission"}))
+  if (!r.only_keys(doc, "", {"$comment", "version", "runtimes", "limits", "server", "sandbox", "artifacts", "admission", "retention"}))
     return make_error("policy", source + ": " + r.error);
   if (!doc.contains("version") || doc["version"] != 1)
     return make_error("policy", source + ": version: must be 1");
@@ -260,6 +260,16 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         !r.u64(a, "admission", "jobs_running_per_tenant_max", o.jobs_running_per_tenant_max, 1, 1024) ||
         !r.u64(a, "admission", "jobs_queued_max", o.jobs_queued_max, 0, 100000) ||
         !r.u64(a, "admission", "cpu_seconds_per_tenant_per_hour", o.cpu_seconds_per_tenant_per_hour, 1, 1u << 30))
+      return make_error("policy", source + ": " + r.error);
+  }
+  if (doc.contains("retention")) {
+    const json& a = doc["retention"];
+    Retention& o = p.retention;
+    if (!r.only_keys(a, "retention", {"inputs_ttl_s", "artifacts_ttl_s", "jobs_ttl_s", "janitor_interval_s"}) ||
+        !r.u64(a, "retention", "inputs_ttl_s", o.inputs_ttl_s, 1, 1u << 30) ||
+        !r.u64(a, "retention", "artifacts_ttl_s", o.artifacts_ttl_s, 1, 1u << 30) ||
+        !r.u64(a, "retention", "jobs_ttl_s", o.jobs_ttl_s, 1, 1u << 30) ||
+        !r.u64(a, "retention", "janitor_interval_s", o.janitor_interval_s, 1, 86400))
       return make_error("policy", source + ": " + r.error);
   }
   if (doc.contains("artifacts")) {

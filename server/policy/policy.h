@@ -47,6 +47,13 @@ struct Admission {
   uint64_t cpu_seconds_per_tenant_per_hour = 3600;
 };
 
+struct Retention {
+  uint64_t inputs_ttl_s = 86400;
+  uint64_t artifacts_ttl_s = 86400;
+  uint64_t jobs_ttl_s = 7 * 86400;   // ledger rows, and with them idempotency keys
+  uint64_t janitor_interval_s = 300;
+};
+
 struct Server {
   uint64_t message_max_bytes = 4 * 1024 * 1024;
   int json_max_depth = 64;
@@ -81,6 +88,7 @@ struct Policy {
   Sandbox sandbox;
   Artifacts artifacts;
   Admission admission;
+  Retention retention;
 
   const Runtime* find_runtime(const std::string& name) const;
   std::vector<std::string> available_runtimes() const;

@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <fcntl.h>
+#include <set>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -113,7 +116,11 @@ util::Result<std::string> Store::put_blob(const std::string& tenant, const std::
   std::string dir = tenant_dir(tenant) + "/blobs";
   if (auto s = util::make_dirs(dir, 0700); !s) return s.error();
   std::string path = dir + "/" + sha256;
-  if (::access(path.c_str(), F_OK) == 0) return path;  // content-addressed: already there
+  if (::access(path.c_str(), F_OK) == 0) {
+    // Content-addressed: already there. Fresh mtime, so the janitor keeps it.
+    ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
+    return path;
+  }
   // World-readable file inside 0700 directories: only a read-only bind reaches it.
   if (auto s = util::write_file_atomic(path, content, 0444); !s) return s.error();
   return path;
@@ -219,6 +226,43 @@ std::vector<ArtifactRecord> Store::list_artifacts(const std::string& tenant, siz
     if (auto r = get_artifact(tenant, id)) out.push_back(*r);
   }
   return out;
+}
+
+size_t Store::expire(uint64_t inputs_ttl_s, uint64_t artifacts_ttl_s) {
+  namespace fs = std::filesystem;
+  std::lock_guard lock(mu_);
+  const auto now = fs::file_time_type::clock::now();
+  auto older_than = [&](const fs::directory_entry& e, uint64_t ttl_s) {
+    std::error_code ec;
+    auto t = e.last_write_time(ec);
+    return !ec && now - t > std::chrono::seconds(ttl_s);
+  };
+  size_t removed = 0;
+  std::error_code ec;
+  for (auto& tenant : fs::directory_iterator(state_dir_ + "/tenants", ec)) {
+    std::set<std::string> referenced;
+    for (auto [sub, ttl] : {std::pair<const char*, uint64_t>{"inputs", inputs_ttl_s}, {"artifacts", artifacts_ttl_s}}) {
+      for (auto& e : fs::directory_iterator(tenant.path() / sub, ec)) {
+        if (older_than(e, ttl)) {
+          if (fs::remove(e.path(), ec)) ++removed;
+          continue;
+        }
+        std::string name = e.path().filename().string();
+        if (!ends_with(name, ".json")) continue;
+        auto text = util::read_file(e.path().string(), kMetaMaxBytes);
+        if (!text) continue;
+        json m = json::parse(*text, nullptr, false);
+        if (!m.is_discarded() && m.contains("sha256") && m["sha256"].is_string())
+          referenced.insert(m["sha256"].get<std::string>());
+      }
+    }
+    const uint64_t min_ttl = std::min(inputs_ttl_s, artifacts_ttl_s);
+    for (auto& e : fs::directory_iterator(tenant.path() / "blobs", ec)) {
+      if (referenced.count(e.path().filename().string()) || !older_than(e, min_ttl)) continue;
+      if (fs::remove(e.path(), ec)) ++removed;
+    }
+  }
+  return removed;
 }
 
 util::Result<std::string> Store::read_blob(const std::string& blob_path, uint64_t max_bytes) const {

@@ -57,6 +57,10 @@ class Store {
                                             const std::string& artifact_id) const;
   // The tenant's artifacts, newest first, at most `limit`.
   std::vector<ArtifactRecord> list_artifacts(const std::string& tenant, size_t limit) const;
+  // Removes inputs and artifacts older than their TTL, then blobs no record
+  // references (only blobs older than the shorter TTL, so a blob just reused
+  // by a new record is never taken). Returns how many files were removed.
+  size_t expire(uint64_t inputs_ttl_s, uint64_t artifacts_ttl_s);
   util::Result<std::string> read_blob(const std::string& blob_path, uint64_t max_bytes) const;
 
   const std::string& state_dir() const { return state_dir_; }

@@ -101,7 +101,6 @@ std::vector<ArtifactSummary> artifacts_from_json(const nlohmann::json& j) {
 JobResult from_ledger(const LedgerRow& row) {
   JobResult r;
   r.job_id = row.job_id;
-  r.replayed = true;
   if (row.result.is_object() && row.result.contains("outcome")) {
     nlohmann::json o = row.result["outcome"];
     o["files"] = nlohmann::json::array();
@@ -462,9 +461,7 @@ util::Result<JobResult> Jobs::run(const JobRequest& req) {
     std::unique_lock lock(run->mu);
     run->cv.wait(lock, [&] { return run->done; });
     if (!run->result) return run->error;
-    JobResult shared = *run->result;
-    shared.replayed = true;
-    return shared;
+    return *run->result;
   }
   auto result = run_once(req, request_sha256);
   {

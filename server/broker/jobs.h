@@ -65,7 +65,6 @@ struct JobResult {
   std::string job_id;
   sandbox::Outcome outcome;
   std::vector<ArtifactSummary> artifacts;
-  bool replayed = false;  // returned from the ledger for a repeated idempotency key
 };
 
 class Jobs {

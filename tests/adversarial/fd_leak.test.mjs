@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { PY_PRELUDE, ERRNO, RawServer, lastJson, randomDigits, sampleWhile } from './lib/sandbox.mjs';
+import { descendants } from '../integration/lib/host.mjs';
 
 const SECRET = `fd-secret-${randomDigits(12)}`;
 const secretDir = fs.mkdtempSync(path.join(os.tmpdir(), 'throwbox-adv-fd-'));
@@ -24,19 +25,8 @@ after(async () => {
 
 // Host side: every descendant of `root` and the targets of its descriptors.
 function descendantsFds(root) {
-  const parent = new Map();
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-      parent.set(Number(d), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch { /* gone */ }
-  }
   const result = {};
-  for (const [pid] of parent) {
-    let p = pid;
-    while (p && p !== root && parent.has(p)) p = parent.get(p);
-    if (p !== root || pid === root) continue;
+  for (const pid of descendants(root)) {
     try {
       result[pid] = fs.readdirSync(`/proc/${pid}/fd`).map((fd) => {
         try { return fs.readlinkSync(`/proc/${pid}/fd/${fd}`); } catch { return '?'; }

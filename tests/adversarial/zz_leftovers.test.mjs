@@ -9,6 +9,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { connect, mkStateDir } from '../integration/lib/client.mjs';
 import { run, AS_USER, loadPolicy, randomDigits, pgrep, sleep } from './lib/sandbox.mjs';
+import { descendants } from '../integration/lib/host.mjs';
 
 let conn;
 let stateDir;
@@ -27,23 +28,6 @@ function pidsOfUid(uid) {
   return new Set(r.stdout.split('\n').map((s) => Number(s.trim())).filter((pid) => pid > 0 && pid !== r.pid));
 }
 
-function descendants(root) {
-  const parent = new Map();
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-      parent.set(Number(d), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch { /* gone */ }
-  }
-  const out = [];
-  for (const [pid] of parent) {
-    for (let p = parent.get(pid); p; p = parent.get(p)) {
-      if (p === root) { out.push(pid); break; }
-    }
-  }
-  return out;
-}
 
 function cgroupJobDirs() {
   const dirs = [];

@@ -3,19 +3,12 @@
 // notifications/progress about once a second with the last line of stdout.
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { connect, runCode, REQUEST_TIMEOUT_MS } from './lib/client.mjs';
+import { pgrep } from './lib/host.mjs';
 
 let conn;
 after(async () => conn?.close());
 
-function pgrep(pattern) {
-  try {
-    return execFileSync('pgrep', ['-f', pattern], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
-  } catch {
-    return [];  // pgrep exits 1 when nothing matches
-  }
-}
 
 test('progress notifications arrive while a job runs', { timeout: 60_000 }, async () => {
   conn ??= await connect();

@@ -5,8 +5,8 @@
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { execFileSync } from 'node:child_process';
 import { connect, mkStateDir, runCode, fetchArtifact, textOf, REQUEST_TIMEOUT_MS } from './lib/client.mjs';
+import { pgrep } from './lib/host.mjs';
 
 const stateDir = mkStateDir();
 const conns = [];
@@ -15,13 +15,6 @@ async function open() {
   const c = await connect({ stateDir });
   conns.push(c);
   return c;
-}
-function pgrep(pattern) {
-  try {
-    return execFileSync('pgrep', ['-f', pattern], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
-  } catch {
-    return [];
-  }
 }
 // The program prints fresh randomness: a second execution could not repeat it.
 const RANDOM = "import os; print(os.urandom(16).hex())";

@@ -4,8 +4,8 @@
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { execFileSync } from 'node:child_process';
 import { connect, mkStateDir, runCode } from './lib/client.mjs';
+import { descendants } from './lib/host.mjs';
 
 const JOBS = Number(process.env.THROWBOX_SOAK_JOBS ?? 2000);
 const stateDir = mkStateDir();
@@ -15,21 +15,6 @@ after(async () => conn?.close());
 function rssKiB(pid) {
   const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
   return Number(m[1]);
-}
-function descendants(root) {
-  const parent = new Map();
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-      parent.set(Number(d), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch { /* gone */ }
-  }
-  return [...parent.keys()].filter((pid) => {
-    let p = parent.get(pid);
-    while (p && p !== root && parent.has(p)) p = parent.get(p);
-    return p === root;
-  });
 }
 function jobCgroups() {
   const out = [];

@@ -5,6 +5,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
 import { runCode, textOf, mkStateDir, throwboxBin, trackServer } from '../../integration/lib/client.mjs';
+export { pgrep, descendants } from '../../integration/lib/host.mjs';
 
 // Set by tests/integration/as_user.sh: the server runs as an unprivileged user.
 export const AS_USER = process.env.THROWBOX_TEST_AS_USER === '1';
@@ -93,12 +94,6 @@ def emit(obj):
 `;
 
 // Host-side: pids whose full command line matches `pattern` (pgrep -f).
-export function pgrep(pattern) {
-  const r = spawnSync('pgrep', ['-f', pattern], { encoding: 'utf8' });
-  if (r.status === 1) return [];
-  assert.equal(r.status, 0, `pgrep -f ${pattern}: status ${r.status} ${r.stderr}`);
-  return r.stdout.split('\n').filter(Boolean).map(Number).filter((pid) => pid !== r.pid);
-}
 
 // Host-side: calls `probe` every `intervalMs` while `promise` is pending;
 // returns {value, samples}.

@@ -255,21 +255,25 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
     const json& a = doc["admission"];
     Admission& o = p.admission;
     if (!r.only_keys(a, "admission", {"jobs_running_max", "jobs_running_per_tenant_max", "jobs_queued_max",
-                                      "cpu_seconds_per_tenant_per_hour"}) ||
+                                      "cpu_seconds_per_tenant_per_hour", "tasks_per_tenant_max"}) ||
         !r.u64(a, "admission", "jobs_running_max", o.jobs_running_max, 1, 1024) ||
         !r.u64(a, "admission", "jobs_running_per_tenant_max", o.jobs_running_per_tenant_max, 1, 1024) ||
         !r.u64(a, "admission", "jobs_queued_max", o.jobs_queued_max, 0, 100000) ||
-        !r.u64(a, "admission", "cpu_seconds_per_tenant_per_hour", o.cpu_seconds_per_tenant_per_hour, 1, 1u << 30))
+        !r.u64(a, "admission", "cpu_seconds_per_tenant_per_hour", o.cpu_seconds_per_tenant_per_hour, 1, 1u << 30) ||
+        !r.u64(a, "admission", "tasks_per_tenant_max", o.tasks_per_tenant_max, 1, 100000))
       return make_error("policy", source + ": " + r.error);
   }
   if (doc.contains("retention")) {
     const json& a = doc["retention"];
     Retention& o = p.retention;
-    if (!r.only_keys(a, "retention", {"inputs_ttl_s", "artifacts_ttl_s", "jobs_ttl_s", "janitor_interval_s"}) ||
+    if (!r.only_keys(a, "retention", {"inputs_ttl_s", "artifacts_ttl_s", "jobs_ttl_s", "janitor_interval_s",
+                                      "tasks_ttl_s", "tasks_ttl_max_s"}) ||
         !r.u64(a, "retention", "inputs_ttl_s", o.inputs_ttl_s, 1, 1u << 30) ||
         !r.u64(a, "retention", "artifacts_ttl_s", o.artifacts_ttl_s, 1, 1u << 30) ||
         !r.u64(a, "retention", "jobs_ttl_s", o.jobs_ttl_s, 1, 1u << 30) ||
-        !r.u64(a, "retention", "janitor_interval_s", o.janitor_interval_s, 1, 86400))
+        !r.u64(a, "retention", "janitor_interval_s", o.janitor_interval_s, 1, 86400) ||
+        !r.u64(a, "retention", "tasks_ttl_max_s", o.tasks_ttl_max_s, 1, 1u << 30) ||
+        !r.u64(a, "retention", "tasks_ttl_s", o.tasks_ttl_s, 1, o.tasks_ttl_max_s))
       return make_error("policy", source + ": " + r.error);
   }
   if (doc.contains("artifacts")) {

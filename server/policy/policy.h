@@ -45,6 +45,7 @@ struct Admission {
   uint64_t jobs_running_per_tenant_max = 2;
   uint64_t jobs_queued_max = 16;             // waiting for a slot; beyond: busy
   uint64_t cpu_seconds_per_tenant_per_hour = 3600;
+  uint64_t tasks_per_tenant_max = 256;       // retained tasks (any status); beyond: refused
 };
 
 struct Retention {
@@ -52,6 +53,8 @@ struct Retention {
   uint64_t artifacts_ttl_s = 86400;
   uint64_t jobs_ttl_s = 7 * 86400;   // ledger rows, and with them idempotency keys
   uint64_t janitor_interval_s = 300;
+  uint64_t tasks_ttl_s = 3600;       // a task's lifetime when the client asks for none
+  uint64_t tasks_ttl_max_s = 86400;  // the most a client may ask for (MCP tasks, "ttl")
 };
 
 struct Server {

@@ -404,3 +404,17 @@ TEST_CASE("load_file reports validation errors with the file path as source") {
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message == path + ": limits.bogus: unknown key");
 }
+
+TEST_CASE("task lifetimes: the default may not exceed the ceiling; the per-tenant cap is bounded") {
+  json d = minimal_doc();
+  d["retention"] = {{"tasks_ttl_s", 600}, {"tasks_ttl_max_s", 1200}};
+  auto ok = policy::parse(d, kSource);
+  REQUIRE(ok.ok());
+  CHECK(ok->retention.tasks_ttl_s == 600);
+  CHECK(ok->retention.tasks_ttl_max_s == 1200);
+  d["retention"] = {{"tasks_ttl_s", 1201}, {"tasks_ttl_max_s", 1200}};
+  CHECK(error_of(d).find("retention.tasks_ttl_s") != std::string::npos);
+  d["retention"] = json::object();
+  d["admission"] = {{"tasks_per_tenant_max", 0}};
+  CHECK(error_of(d).find("admission.tasks_per_tenant_max") != std::string::npos);
+}

@@ -407,14 +407,14 @@ TEST_CASE("load_file reports validation errors with the file path as source") {
 
 TEST_CASE("task lifetimes: the default may not exceed the ceiling; the per-tenant cap is bounded") {
   json d = minimal_doc();
-  d["retention"] = {{"tasks_ttl_s", 600}, {"tasks_ttl_max_s", 1200}};
+  d["retention"] = {{"tasks_ttl_s", 600u}, {"tasks_ttl_max_s", 1200u}};
   auto ok = policy::parse(d, kSource);
-  REQUIRE(ok.ok());
+  REQUIRE_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.error().message));
   CHECK(ok->retention.tasks_ttl_s == 600);
   CHECK(ok->retention.tasks_ttl_max_s == 1200);
-  d["retention"] = {{"tasks_ttl_s", 1201}, {"tasks_ttl_max_s", 1200}};
+  d["retention"] = {{"tasks_ttl_s", 1201u}, {"tasks_ttl_max_s", 1200u}};
   CHECK(error_of(d).find("retention.tasks_ttl_s") != std::string::npos);
   d["retention"] = json::object();
-  d["admission"] = {{"tasks_per_tenant_max", 0}};
+  d["admission"] = {{"tasks_per_tenant_max", 0u}};
   CHECK(error_of(d).find("admission.tasks_per_tenant_max") != std::string::npos);
 }

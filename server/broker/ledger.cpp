@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <variant>
 
 namespace broker {
 namespace {
@@ -28,6 +29,20 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs(tenant, idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
+CREATE TABLE IF NOT EXISTS tasks (
+  task_id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  tool TEXT NOT NULL,
+  status TEXT NOT NULL,
+  status_message TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  ttl_ms INTEGER NOT NULL,
+  expires_ms INTEGER NOT NULL,
+  result TEXT
+);
+CREATE INDEX IF NOT EXISTS tasks_tenant ON tasks(tenant, created_ms, task_id);
+CREATE INDEX IF NOT EXISTS tasks_status ON tasks(status, expires_ms);
 )sql";
 
 int64_t wall_ms() {
@@ -43,6 +58,56 @@ struct Stmt {
 std::string column_text(sqlite3_stmt* s, int i) {
   const unsigned char* t = sqlite3_column_text(s, i);
   return t ? reinterpret_cast<const char*>(t) : "";
+}
+
+// A bound value: text, integer or NULL (a null json result).
+using Arg = std::variant<std::string, int64_t, std::nullptr_t>;
+
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+Arg json_arg(const nlohmann::json& j) { return j.is_null() ? Arg(nullptr) : Arg(dump(j)); }
+
+// Prepares `sql` and binds ?1.. in order. False (with the SQLite message) on failure.
+bool prepare(sqlite3* db, Stmt& st, const char* sql, std::initializer_list<Arg> args, std::string& error) {
+  if (sqlite3_prepare_v2(db, sql, -1, &st.s, nullptr) != SQLITE_OK) {
+    error = sqlite3_errmsg(db);
+    return false;
+  }
+  int i = 1;
+  for (const Arg& a : args) {
+    if (auto* t = std::get_if<std::string>(&a)) sqlite3_bind_text(st.s, i, t->c_str(), -1, SQLITE_TRANSIENT);
+    else if (auto* n = std::get_if<int64_t>(&a)) sqlite3_bind_int64(st.s, i, *n);
+    else sqlite3_bind_null(st.s, i);
+    ++i;
+  }
+  return true;
+}
+
+// Runs a statement without rows; the number of rows changed, or an error naming `what`.
+util::Result<int> write(sqlite3* db, const char* what, const char* sql, std::initializer_list<Arg> args) {
+  Stmt st;
+  std::string error;
+  if (!prepare(db, st, sql, args, error) || sqlite3_step(st.s) != SQLITE_DONE)
+    return util::make_error("io", std::string(what) + ": " + (error.empty() ? sqlite3_errmsg(db) : error));
+  return sqlite3_changes(db);
+}
+
+constexpr const char* kTaskColumns =
+    "task_id, tenant, tool, status, status_message, created_ms, updated_ms, ttl_ms, expires_ms, result";
+
+TaskRow read_task(sqlite3_stmt* s) {
+  TaskRow r;
+  r.task_id = column_text(s, 0);
+  r.tenant = column_text(s, 1);
+  r.tool = column_text(s, 2);
+  r.status = column_text(s, 3);
+  r.status_message = column_text(s, 4);
+  r.created_ms = sqlite3_column_int64(s, 5);
+  r.updated_ms = sqlite3_column_int64(s, 6);
+  r.ttl_ms = sqlite3_column_int64(s, 7);
+  r.expires_ms = sqlite3_column_int64(s, 8);
+  std::string result = column_text(s, 9);
+  r.result = result.empty() ? nlohmann::json() : nlohmann::json::parse(result, nullptr, false);
+  return r;
 }
 
 }  // namespace
@@ -172,6 +237,105 @@ size_t Ledger::expire(uint64_t ttl_s) {
   sqlite3_bind_int64(st.s, 1, wall_ms() - static_cast<int64_t>(ttl_s) * 1000);
   if (sqlite3_step(st.s) != SQLITE_DONE) return 0;
   return static_cast<size_t>(sqlite3_changes(db_));
+}
+
+}  // namespace broker
+
+namespace broker {
+
+util::Status Ledger::task_insert(const TaskRow& r) {
+  std::lock_guard lock(mu_);
+  auto n = write(db_, "task insert",
+                 "INSERT INTO tasks (task_id, tenant, tool, status, status_message, created_ms, updated_ms, ttl_ms,"
+                 " expires_ms, result) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 {r.task_id, r.tenant, r.tool, r.status, r.status_message, r.created_ms, r.updated_ms, r.ttl_ms,
+                  r.expires_ms, json_arg(r.result)});
+  if (!n) return n.error();
+  return util::ok_status();
+}
+
+util::Result<bool> Ledger::task_finish(const TaskRow& r) {
+  std::lock_guard lock(mu_);
+  // Only from working: a terminal task never changes status again (MCP tasks, lifecycle).
+  auto n = write(db_, "task update",
+                 "UPDATE tasks SET status = ?1, status_message = ?2, updated_ms = ?3, expires_ms = ?4, result = ?5"
+                 " WHERE task_id = ?6 AND status = 'working'",
+                 {r.status, r.status_message, r.updated_ms, r.expires_ms, json_arg(r.result), r.task_id});
+  if (!n) return n.error();
+  return *n > 0;
+}
+
+util::Status Ledger::task_set_result(const std::string& task_id, const nlohmann::json& result) {
+  std::lock_guard lock(mu_);
+  auto n = write(db_, "task update", "UPDATE tasks SET result = ?1 WHERE task_id = ?2", {json_arg(result), task_id});
+  if (!n) return n.error();
+  return util::ok_status();
+}
+
+util::Status Ledger::task_delete(const std::string& task_id) {
+  std::lock_guard lock(mu_);
+  auto n = write(db_, "task delete", "DELETE FROM tasks WHERE task_id = ?1", {task_id});
+  if (!n) return n.error();
+  return util::ok_status();
+}
+
+std::optional<TaskRow> Ledger::task_find(const std::string& tenant, const std::string& task_id, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  Stmt st;
+  std::string error;
+  std::string sql = std::string("SELECT ") + kTaskColumns +
+                    " FROM tasks WHERE tenant = ?1 AND task_id = ?2 AND (status = 'working' OR expires_ms > ?3)";
+  if (!prepare(db_, st, sql.c_str(), {tenant, task_id, now_ms}, error)) return std::nullopt;
+  if (sqlite3_step(st.s) != SQLITE_ROW) return std::nullopt;
+  return read_task(st.s);
+}
+
+std::vector<TaskRow> Ledger::task_list(const std::string& tenant, int64_t after_created_ms,
+                                       const std::string& after_task_id, size_t limit, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  std::vector<TaskRow> out;
+  Stmt st;
+  std::string error;
+  std::string sql = std::string("SELECT ") + kTaskColumns +
+                    " FROM tasks WHERE tenant = ?1 AND (status = 'working' OR expires_ms > ?2)"
+                    " AND (created_ms > ?3 OR (created_ms = ?3 AND task_id > ?4))"
+                    " ORDER BY created_ms, task_id LIMIT ?5";
+  if (!prepare(db_, st, sql.c_str(),
+               {tenant, now_ms, after_created_ms, after_task_id, static_cast<int64_t>(limit)}, error))
+    return out;
+  while (sqlite3_step(st.s) == SQLITE_ROW) out.push_back(read_task(st.s));
+  return out;
+}
+
+uint64_t Ledger::task_count(const std::string& tenant, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  Stmt st;
+  std::string error;
+  if (!prepare(db_, st, "SELECT count(*) FROM tasks WHERE tenant = ?1 AND (status = 'working' OR expires_ms > ?2)",
+               {tenant, now_ms}, error) ||
+      sqlite3_step(st.s) != SQLITE_ROW)
+    return 0;
+  return static_cast<uint64_t>(sqlite3_column_int64(st.s, 0));
+}
+
+size_t Ledger::task_fail_interrupted(const std::string& message, const nlohmann::json& result, int64_t now_ms,
+                                     int64_t keep_ms) {
+  std::lock_guard lock(mu_);
+  auto n = write(db_, "task recovery",
+                 "UPDATE tasks SET status = 'failed', status_message = ?1, result = ?2, updated_ms = ?3,"
+                 " expires_ms = max(expires_ms, ?4) WHERE status = 'working'",
+                 {message, json_arg(result), now_ms, now_ms + keep_ms});
+  return n ? static_cast<size_t>(*n) : 0;
+}
+
+size_t Ledger::task_expire(const std::string& tenant, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  auto n = tenant.empty()
+               ? write(db_, "task expiry", "DELETE FROM tasks WHERE status != 'working' AND expires_ms <= ?1", {now_ms})
+               : write(db_, "task expiry",
+                       "DELETE FROM tasks WHERE tenant = ?2 AND status != 'working' AND expires_ms <= ?1",
+                       {now_ms, tenant});
+  return n ? static_cast<size_t>(*n) : 0;
 }
 
 }  // namespace broker

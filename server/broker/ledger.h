@@ -1,11 +1,13 @@
 // The job ledger: one SQLite row per job (WAL mode) in the state directory,
 // written before a job starts and when it ends. Backs idempotency keys and
-// crash recovery. Thread-safe (one connection behind a mutex).
+// crash recovery. Also holds the MCP task rows (broker::Tasks opens its own
+// connection). Thread-safe (one connection behind a mutex).
 #pragma once
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +32,20 @@ struct LedgerRow {
   int64_t ended_ms = 0;
 };
 
+// One MCP task (tasks/get's Task plus what the server keeps about it).
+struct TaskRow {
+  std::string task_id;
+  std::string tenant;
+  std::string tool;
+  std::string status = "working";  // working, completed, failed, cancelled
+  std::string status_message;
+  int64_t created_ms = 0;          // wall clock, ms since the epoch
+  int64_t updated_ms = 0;          // last status change
+  int64_t ttl_ms = 0;              // as granted (reported to the client)
+  int64_t expires_ms = 0;          // a terminal row is deleted after this
+  nlohmann::json result;           // the CallToolResult; null while none
+};
+
 class Ledger {
  public:
   static util::Result<std::unique_ptr<Ledger>> open(const std::string& path);
@@ -45,6 +61,25 @@ class Ledger {
   size_t fail_interrupted(const std::string& reason);
   // Deletes rows of jobs that ended more than ttl_s ago (and so their keys).
   size_t expire(uint64_t ttl_s);
+
+  // Tasks. Every read takes the tenant and skips terminal rows past expires_ms.
+  util::Status task_insert(const TaskRow& row);
+  // working -> a terminal status; false when the row was no longer working.
+  util::Result<bool> task_finish(const TaskRow& row);
+  // Replaces the result only (a cancelled task's late tool result).
+  util::Status task_set_result(const std::string& task_id, const nlohmann::json& result);
+  util::Status task_delete(const std::string& task_id);
+  std::optional<TaskRow> task_find(const std::string& tenant, const std::string& task_id, int64_t now_ms);
+  // In creation order, strictly after (after_created_ms, after_task_id).
+  std::vector<TaskRow> task_list(const std::string& tenant, int64_t after_created_ms, const std::string& after_task_id,
+                                 size_t limit, int64_t now_ms);
+  uint64_t task_count(const std::string& tenant, int64_t now_ms);
+  // At start-up: tasks a crash left working become failed with `result`,
+  // kept at least until now_ms + keep_ms.
+  size_t task_fail_interrupted(const std::string& message, const nlohmann::json& result, int64_t now_ms,
+                               int64_t keep_ms);
+  // Deletes terminal tasks past their expiry; "" means every tenant.
+  size_t task_expire(const std::string& tenant, int64_t now_ms);
 
  private:
   explicit Ledger(sqlite3* db) : db_(db) {}

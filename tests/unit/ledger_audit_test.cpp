@@ -114,3 +114,54 @@ TEST_CASE("audit records hash code and never carry its text") {
   CHECK(r["job_status"] == "completed");
   CHECK(r["duration_ms"] == 12);
 }
+
+TEST_CASE("task rows: tenant-scoped reads, one terminal transition, recovery and expiry touch the right rows") {
+  TempDir d;
+  auto ledger = broker::Ledger::open(d.path + "/ledger.sqlite3");
+  REQUIRE(ledger.ok());
+  auto& l = **ledger;
+  auto task = [](const std::string& id, const std::string& tenant, int64_t created) {
+    broker::TaskRow r;
+    r.task_id = id;
+    r.tenant = tenant;
+    r.tool = "run_code";
+    r.created_ms = r.updated_ms = created;
+    r.ttl_ms = 1000;
+    r.expires_ms = created + 1000;
+    return r;
+  };
+  REQUIRE(l.task_insert(task("a", "t1", 100)).ok());
+  REQUIRE(l.task_insert(task("b", "t1", 200)).ok());
+  REQUIRE(l.task_insert(task("c", "t2", 300)).ok());
+  CHECK_FALSE(l.task_insert(task("a", "t2", 400)).ok());  // ids are unique across tenants
+
+  CHECK(l.task_find("t1", "a", 0));
+  CHECK_FALSE(l.task_find("t2", "a", 0));
+  CHECK(l.task_count("t1", 0) == 2);
+  auto page = l.task_list("t1", 100, "a", 10, 0);
+  REQUIRE(page.size() == 1);
+  CHECK(page[0].task_id == "b");
+
+  broker::TaskRow done = task("a", "t1", 100);
+  done.status = "completed";
+  done.updated_ms = 150;
+  done.expires_ms = 1100;
+  done.result = {{"isError", false}};
+  CHECK(*l.task_finish(done) == true);
+  done.status = "cancelled";
+  CHECK(*l.task_finish(done) == false);  // terminal stays terminal
+  CHECK(l.task_find("t1", "a", 0)->status == "completed");
+  CHECK(l.task_find("t1", "a", 0)->result["isError"] == false);
+
+  CHECK(l.task_fail_interrupted("stopped", {{"isError", true}}, 500, 10'000) == 2);  // b and c, not a
+  auto b = l.task_find("t1", "b", 0);
+  CHECK(b->status == "failed");
+  CHECK(b->status_message == "stopped");
+  CHECK(b->expires_ms == 10'500);
+  CHECK(l.task_find("t1", "a", 0)->status == "completed");
+
+  CHECK_FALSE(l.task_find("t1", "a", 1100));  // past expiry: reads as absent
+  CHECK(l.task_expire("t2", 1100) == 0);
+  CHECK(l.task_expire("", 1100) == 1);
+  CHECK(l.task_count("t1", 0) == 1);
+}

@@ -1,0 +1,352 @@
+// The task registry. One mutex orders every status change with its ledger
+// write, so a cancel and a finishing job cannot both win; callbacks (waiters,
+// status listeners) are called after it is released, never under it.
+#include "server/broker/tasks.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <spdlog/spdlog.h>
+
+#include "server/util/base64.h"
+#include "server/util/random.h"
+#include "server/util/text.h"
+
+namespace broker {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kStatusMessageMaxBytes = 1024;
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// ISO 8601 / RFC 3339 in UTC with milliseconds (MCP tasks: createdAt, lastUpdatedAt).
+std::string iso8601(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+  return buf;
+}
+
+// Ids are util::random_id(): 32 lowercase hex digits. Anything else is unknown.
+bool well_formed_id(const std::string& id) {
+  return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// The cursor names the last task of a page; clients treat it as opaque.
+std::string encode_cursor(const TaskRow& last) {
+  return util::base64_encode(std::to_string(last.created_ms) + "." + last.task_id);
+}
+
+bool decode_cursor(const std::string& cursor, int64_t& created_ms, std::string& task_id) {
+  auto text = util::base64_decode(cursor);
+  if (!text) return false;
+  size_t dot = text->find('.');
+  if (dot == 0 || dot == std::string::npos || dot > 18) return false;
+  std::string digits = text->substr(0, dot);
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  task_id = text->substr(dot + 1);
+  if (!well_formed_id(task_id)) return false;
+  created_ms = std::stoll(digits);
+  return true;
+}
+
+util::Error not_found() { return util::make_error("not_found", kTaskNotFound); }
+
+}  // namespace
+
+struct Tasks::Live {
+  std::string tenant;
+  std::string tool;
+  int64_t created_ms = 0;
+  int64_t ttl_ms = 0;
+  std::shared_ptr<Cancellation> cancel;
+  Listener on_terminal;
+  std::vector<std::pair<uint64_t, Listener>> waiters;
+  bool cancelled = false;  // by tasks/cancel: the row is already terminal
+};
+
+TasksOptions tasks_options(const policy::Policy& policy) {
+  TasksOptions o;
+  o.ttl_default_ms = static_cast<int64_t>(policy.retention.tasks_ttl_s) * 1000;
+  o.ttl_max_ms = static_cast<int64_t>(policy.retention.tasks_ttl_max_s) * 1000;
+  o.per_tenant_max = policy.admission.tasks_per_tenant_max;
+  // One thread for every job the broker would admit (running or queued): a
+  // task never waits for a thread while its job could run. Jobs still
+  // answers busy beyond its own limits.
+  o.workers = static_cast<int>(policy.admission.jobs_running_max + policy.admission.jobs_queued_max);
+  o.queue_max = static_cast<size_t>(o.workers);
+  o.janitor_interval_s = policy.retention.janitor_interval_s;
+  return o;
+}
+
+json task_json(const TaskRow& row, int64_t poll_interval_ms) {
+  json t{{"taskId", row.task_id},
+         {"status", row.status},
+         {"createdAt", iso8601(row.created_ms)},
+         {"lastUpdatedAt", iso8601(row.updated_ms)},
+         {"ttl", row.ttl_ms},
+         {"pollInterval", poll_interval_ms}};
+  if (!row.status_message.empty()) t["statusMessage"] = row.status_message;
+  return t;
+}
+
+std::string task_status_message(const json& r) {
+  if (!r.is_object()) return "failed";
+  if (r.value("isError", false)) {
+    for (auto& item : r.value("content", json::array()))
+      if (item.is_object() && item.value("type", "") == "text" && item.contains("text") && item["text"].is_string())
+        return std::string(util::utf8_prefix(item["text"].get_ref<const std::string&>(), kStatusMessageMaxBytes));
+    return "failed";
+  }
+  const json sc = r.value("structuredContent", json::object());
+  if (!sc.is_object() || !sc.contains("job_id") || !sc.contains("status")) return "completed";
+  std::string m = "job " + sc.value("job_id", "") + " " + sc.value("status", "");
+  if (sc.contains("exit_code") && sc["exit_code"].is_number_integer())
+    m += ", exit " + std::to_string(sc["exit_code"].get<int64_t>());
+  else if (sc.contains("signal") && sc["signal"].is_string())
+    m += ", signal " + sc["signal"].get<std::string>();
+  return m;
+}
+
+json error_call_result(const std::string& message) {
+  return {{"content", json::array({{{"type", "text"}, {"text", message}}})}, {"isError", true}};
+}
+
+Tasks::Tasks(std::unique_ptr<Ledger> ledger, TasksOptions options)
+    : ledger_(std::move(ledger)), options_(std::move(options)), pool_(options_.workers, options_.queue_max) {
+  if (!options_.now_ms) options_.now_ms = wall_ms;
+  // Their work died with the old process (its runners with PR_SET_PDEATHSIG).
+  size_t failed = ledger_->task_fail_interrupted(
+      kTaskInterrupted,
+      error_call_result(std::string(kTaskInterrupted) + "; its job did not finish. Run it again."),
+      options_.now_ms(), options_.keep_after_end_ms);
+  if (failed) spdlog::warn("{} task(s) were working when the server last stopped: recorded as failed", failed);
+  janitor_ = std::jthread([this](std::stop_token stop) {
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    while (!cv.wait_for(lock, stop, std::chrono::seconds(options_.janitor_interval_s), [] { return false; }))
+      if (stop.stop_requested()) return;
+      else expire();
+  });
+}
+
+Tasks::~Tasks() {
+  janitor_.request_stop();
+  janitor_ = std::jthread();
+  pool_.drain();
+}
+
+util::Result<TaskRow> Tasks::start(const std::string& tenant, const std::string& tool, std::optional<double> ttl_ms,
+                                   Work work, Listener on_terminal) {
+  // The client may ask; the policy's ceiling decides (MCP tasks: receivers MAY override ttl).
+  int64_t ttl = options_.ttl_default_ms;
+  if (ttl_ms && std::isfinite(*ttl_ms) && *ttl_ms >= 0)
+    ttl = *ttl_ms >= static_cast<double>(options_.ttl_max_ms) ? options_.ttl_max_ms : static_cast<int64_t>(*ttl_ms);
+  auto cancel = std::make_shared<Cancellation>();
+  TaskRow row;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now = options_.now_ms();
+    ledger_->task_expire(tenant, now);
+    const uint64_t retained = ledger_->task_count(tenant, now);
+    if (retained >= options_.per_tenant_max)
+      return util::make_error("busy", "busy: " + std::to_string(retained) +
+                                          " tasks are retained for this tenant (the most is " +
+                                          std::to_string(options_.per_tenant_max) +
+                                          "); fetch their results and wait for some to expire, or call without a task");
+    row.task_id = util::random_id();
+    row.tenant = tenant;
+    row.tool = tool;
+    row.status = "working";
+    row.status_message = "running " + tool;
+    row.created_ms = row.updated_ms = now;
+    row.ttl_ms = ttl;
+    row.expires_ms = now + ttl;
+    if (auto s = ledger_->task_insert(row); !s) {
+      spdlog::error("task {}: {}", row.task_id, s.error().message);
+      return util::make_error("internal", s.error().message);
+    }
+    auto live = std::make_unique<Live>();
+    live->tenant = tenant;
+    live->tool = tool;
+    live->created_ms = now;
+    live->ttl_ms = ttl;
+    live->cancel = cancel;
+    live->on_terminal = std::move(on_terminal);
+    live_[row.task_id] = std::move(live);
+  }
+  const std::string id = row.task_id;
+  if (!pool_.submit([this, id, work = std::move(work), cancel] { run(id, work, cancel); })) {
+    std::lock_guard lock(mu_);
+    live_.erase(id);
+    if (auto s = ledger_->task_delete(id); !s) spdlog::error("task {}: {}", id, s.error().message);
+    return util::make_error("busy", "busy: " + std::to_string(options_.workers) +
+                                        " tasks are running and as many waiting on this server; retry in a few seconds");
+  }
+  spdlog::info("task {} ({}) started for tenant {}, ttl {} ms", id, tool, tenant, ttl);
+  return row;
+}
+
+void Tasks::run(const std::string& task_id, const Work& work, const std::shared_ptr<Cancellation>& cancel) {
+  json result;
+  try {
+    // Cancelled while it waited for a thread: nothing to kill, nothing to run.
+    result = cancel->requested() ? error_call_result("cancelled before it started") : work(cancel, task_id);
+  } catch (const std::exception& e) {
+    spdlog::error("task {}: {}", task_id, e.what());
+    result = error_call_result("internal error in the task; see the server log");
+  }
+  if (!result.is_object()) result = error_call_result("internal error in the task; see the server log");
+
+  TaskRow row;
+  std::vector<Listener> tell;
+  {
+    std::lock_guard lock(mu_);
+    auto it = live_.find(task_id);
+    if (it == live_.end()) return;
+    std::unique_ptr<Live> live = std::move(it->second);
+    live_.erase(it);
+    if (live->cancelled) {
+      // Still cancelled (MCP tasks: a cancelled task stays cancelled); the
+      // tool's own result replaces the placeholder for tasks/result.
+      if (auto s = ledger_->task_set_result(task_id, result); !s) spdlog::error("task {}: {}", task_id, s.error().message);
+      return;
+    }
+    const int64_t now = options_.now_ms();
+    row.task_id = task_id;
+    row.tenant = live->tenant;
+    row.tool = live->tool;
+    row.status = result.value("isError", false) ? "failed" : "completed";
+    row.status_message = task_status_message(result);
+    row.created_ms = live->created_ms;
+    row.updated_ms = now;
+    row.ttl_ms = live->ttl_ms;
+    row.expires_ms = std::max(live->created_ms + live->ttl_ms, now + options_.keep_after_end_ms);
+    row.result = std::move(result);
+    if (auto s = ledger_->task_finish(row); !s) spdlog::error("task {}: {}", task_id, s.error().message);
+    for (auto& [_, w] : live->waiters) tell.push_back(std::move(w));
+    if (live->on_terminal) tell.push_back(std::move(live->on_terminal));
+  }
+  spdlog::info("task {} {}: {}", task_id, row.status, row.status_message);
+  for (auto& f : tell) f(row);
+}
+
+std::optional<TaskRow> Tasks::find(const std::string& tenant, const std::string& task_id, int64_t now) {
+  if (!well_formed_id(task_id)) return std::nullopt;
+  return ledger_->task_find(tenant, task_id, now);
+}
+
+util::Result<TaskRow> Tasks::get(const std::string& tenant, const std::string& task_id) {
+  std::lock_guard lock(mu_);
+  auto row = find(tenant, task_id, options_.now_ms());
+  if (!row) return not_found();
+  return *row;
+}
+
+util::Result<Tasks::Page> Tasks::list(const std::string& tenant, const std::string& cursor) {
+  int64_t after_created_ms = -1;
+  std::string after_id;
+  if (!cursor.empty() && !decode_cursor(cursor, after_created_ms, after_id))
+    return util::make_error("invalid_argument", "Invalid params: invalid cursor");
+  Page page;
+  {
+    std::lock_guard lock(mu_);
+    page.tasks = ledger_->task_list(tenant, after_created_ms, after_id, options_.page_size + 1, options_.now_ms());
+  }
+  if (page.tasks.size() > options_.page_size) {
+    page.tasks.resize(options_.page_size);
+    page.next_cursor = encode_cursor(page.tasks.back());
+  }
+  return page;
+}
+
+util::Result<TaskRow> Tasks::cancel(const std::string& tenant, const std::string& task_id) {
+  TaskRow row;
+  std::vector<Listener> tell;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now = options_.now_ms();
+    auto found = find(tenant, task_id, now);
+    if (!found) return not_found();
+    if (found->status != "working")
+      return util::make_error("invalid_argument",
+                              "Cannot cancel task: already in terminal status '" + found->status + "'");
+    row = std::move(*found);
+    // Terminal before the answer (MCP tasks, cancellation); the job is killed
+    // the way notifications/cancelled kills it.
+    row.status = "cancelled";
+    row.status_message = "cancelled by tasks/cancel";
+    row.updated_ms = now;
+    row.expires_ms = std::max(row.created_ms + row.ttl_ms, now + options_.keep_after_end_ms);
+    row.result = error_call_result("task " + task_id + " was cancelled by tasks/cancel before " + row.tool +
+                                   " returned a result");
+    auto changed = ledger_->task_finish(row);
+    if (!changed) {
+      spdlog::error("task {}: {}", task_id, changed.error().message);
+      return util::make_error("internal", changed.error().message);
+    }
+    if (auto it = live_.find(task_id); it != live_.end()) {
+      Live& live = *it->second;
+      live.cancelled = true;
+      live.cancel->cancel();
+      for (auto& [_, w] : live.waiters) tell.push_back(std::move(w));
+      live.waiters.clear();
+      if (live.on_terminal) tell.push_back(std::move(live.on_terminal));
+      live.on_terminal = nullptr;
+    }
+  }
+  spdlog::info("task {} cancelled", task_id);
+  for (auto& f : tell) f(row);
+  return row;
+}
+
+util::Result<Tasks::Awaited> Tasks::await_result(const std::string& tenant, const std::string& task_id,
+                                                 Listener on_ready) {
+  std::lock_guard lock(mu_);
+  auto row = find(tenant, task_id, options_.now_ms());
+  if (!row) return not_found();
+  if (row->status != "working") return Awaited{std::move(row), 0};
+  auto it = live_.find(task_id);
+  if (it == live_.end()) {
+    spdlog::error("task {} is working in the ledger but not running in this process", task_id);
+    return util::make_error("internal", "task " + task_id + " is not running here");
+  }
+  const uint64_t waiter = ++next_waiter_;
+  it->second->waiters.emplace_back(waiter, std::move(on_ready));
+  return Awaited{std::nullopt, waiter};
+}
+
+void Tasks::forget_waiter(const std::string& tenant, const std::string& task_id, uint64_t waiter) {
+  std::lock_guard lock(mu_);
+  auto it = live_.find(task_id);
+  if (it == live_.end() || it->second->tenant != tenant) return;
+  auto& ws = it->second->waiters;
+  ws.erase(std::remove_if(ws.begin(), ws.end(), [&](const auto& w) { return w.first == waiter; }), ws.end());
+}
+
+size_t Tasks::expire() {
+  size_t n = ledger_->task_expire("", options_.now_ms());
+  if (n) spdlog::info("janitor: removed {} expired task(s)", n);
+  return n;
+}
+
+void Tasks::drain() { pool_.drain(); }
+
+size_t Tasks::running() {
+  std::lock_guard lock(mu_);
+  return live_.size();
+}
+
+}  // namespace broker

@@ -1,0 +1,474 @@
+// The MCP task registry (broker::Tasks) over a real ledger in a temp dir:
+// lifecycle, listing, cancellation, expiry on a fake clock, tenant isolation,
+// persistence and crash recovery. The work is a plain function: no sandbox.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/broker/ledger.h"
+#include "server/broker/tasks.h"
+
+using nlohmann::json;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/throwbox-tasks-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string db() const { return path + "/ledger.sqlite3"; }
+};
+
+std::unique_ptr<broker::Ledger> open_ledger(const TempDir& d) {
+  auto l = broker::Ledger::open(d.db());
+  REQUIRE_MESSAGE(l.ok(), (l.ok() ? "" : l.error().message));
+  return std::move(*l);
+}
+
+// A clock the test moves by hand.
+struct Clock {
+  std::atomic<int64_t> ms{1'764'000'000'000};
+  std::function<int64_t()> fn() {
+    return [this] { return ms.load(); };
+  }
+};
+
+broker::TasksOptions options(Clock& clock) {
+  broker::TasksOptions o;
+  o.ttl_default_ms = 60'000;
+  o.ttl_max_ms = 600'000;
+  o.per_tenant_max = 300;
+  o.workers = 4;
+  o.queue_max = 300;
+  o.keep_after_end_ms = 0;
+  o.janitor_interval_s = 3600;
+  o.now_ms = clock.fn();
+  spdlog::set_level(spdlog::level::warn);
+  return o;
+}
+
+// What run_code returns for a finished job.
+json job_result(const std::string& job_id, const std::string& status, int exit_code) {
+  return {{"content", json::array({{{"type", "text"}, {"text", "{}"}}})},
+          {"structuredContent", {{"job_id", job_id}, {"status", status}, {"exit_code", exit_code}, {"signal", nullptr}}},
+          {"isError", false}};
+}
+
+broker::Tasks::Work returning(json result) {
+  return [result](const std::shared_ptr<broker::Cancellation>&, const std::string&) { return result; };
+}
+
+// Blocks until the task is cancelled (the way a job's runner watches the fd)
+// or `gate` opens, then returns what the tool would.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  std::atomic<int> started{0};
+  void release() {
+    {
+      std::lock_guard lock(mu);
+      open = true;
+    }
+    cv.notify_all();
+  }
+  broker::Tasks::Work work() {
+    return [this](const std::shared_ptr<broker::Cancellation>& cancel, const std::string&) -> json {
+      ++started;
+      for (;;) {
+        pollfd p{cancel->fd(), POLLIN, 0};
+        if (::poll(&p, 1, 10) > 0) return job_result("j-cancelled", "cancelled", 137);
+        std::lock_guard lock(mu);
+        if (open) return job_result("j-gated", "completed", 0);
+      }
+    };
+  }
+};
+
+void wait_until(const std::function<bool()>& pred) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!pred()) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a task starts working and ends completed with the tool's result") {
+  TempDir d;
+  Clock clock;
+  broker::Tasks tasks(open_ledger(d), options(clock));
+  auto created = tasks.start("alice", "run_code", std::nullopt, returning(job_result("j1", "completed", 0)));
+  REQUIRE(created.ok());
+  CHECK(created->status == "working");
+  CHECK(created->task_id.size() == 32);
+  CHECK(created->ttl_ms == 60'000);
+  tasks.drain();
+
+  auto got = tasks.get("alice", created->task_id);
+  REQUIRE(got.ok());
+  CHECK(got->status == "completed");
+  CHECK(got->status_message == "job j1 completed, exit 0");
+  CHECK(got->result["structuredContent"]["job_id"] == "j1");
+
+  json t = broker::task_json(*got, 1000);
+  CHECK(t["taskId"] == created->task_id);
+  CHECK(t["status"] == "completed");
+  CHECK(t["ttl"] == 60'000);
+  CHECK(t["pollInterval"] == 1000);
+  CHECK(t["statusMessage"] == "job j1 completed, exit 0");
+  std::regex iso(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)");
+  CHECK(std::regex_match(t["createdAt"].get<std::string>(), iso));
+  CHECK(std::regex_match(t["lastUpdatedAt"].get<std::string>(), iso));
+  CHECK(t["createdAt"] == "2025-11-24T16:00:00.000Z");  // the fake clock: 1764000000000 ms
+}
+
+TEST_CASE("an isError result makes the task failed with the error text; a throwing work too") {
+  TempDir d;
+  Clock clock;
+  broker::Tasks tasks(open_ledger(d), options(clock));
+  auto busy = tasks.start("alice", "run_code", std::nullopt,
+                          returning(broker::error_call_result("busy: 4 jobs running and 16 waiting")));
+  auto thrown = tasks.start("alice", "run_code", std::nullopt,
+                            [](const std::shared_ptr<broker::Cancellation>&, const std::string&) -> json {
+                              throw std::runtime_error("disk on fire");
+                            });
+  REQUIRE(busy.ok());
+  REQUIRE(thrown.ok());
+  tasks.drain();
+  auto a = tasks.get("alice", busy->task_id);
+  CHECK(a->status == "failed");
+  CHECK(a->status_message == "busy: 4 jobs running and 16 waiting");
+  CHECK(a->result["isError"] == true);
+  auto b = tasks.get("alice", thrown->task_id);
+  CHECK(b->status == "failed");
+  CHECK(b->status_message.find("internal error") == 0);
+  CHECK(b->status_message.find("disk on fire") == std::string::npos);  // what() never reaches a client
+}
+
+TEST_CASE("ttl: the default when none is asked, the ceiling above it") {
+  TempDir d;
+  Clock clock;
+  broker::Tasks tasks(open_ledger(d), options(clock));
+  auto none = tasks.start("alice", "run_code", std::nullopt, returning(job_result("j", "completed", 0)));
+  auto asked = tasks.start("alice", "run_code", 5000.0, returning(job_result("j", "completed", 0)));
+  auto huge = tasks.start("alice", "run_code", 1e15, returning(job_result("j", "completed", 0)));
+  REQUIRE((none.ok() && asked.ok() && huge.ok()));
+  CHECK(none->ttl_ms == 60'000);
+  CHECK(asked->ttl_ms == 5000);
+  CHECK(huge->ttl_ms == 600'000);
+  tasks.drain();
+}
+
+TEST_CASE("tasks/list pages through a tenant's tasks in creation order") {
+  TempDir d;
+  Clock clock;
+  broker::Tasks tasks(open_ledger(d), options(clock));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 205; ++i) {
+    if (i % 7 == 0) clock.ms += 1;  // several tasks share a millisecond: the id breaks the tie
+    auto t = tasks.start("alice", "run_code", std::nullopt, returning(job_result("j", "completed", 0)));
+    REQUIRE(t.ok());
+    ids.push_back(t->task_id);
+  }
+  REQUIRE(tasks.start("bob", "run_code", std::nullopt, returning(job_result("j", "completed", 0))).ok());
+  tasks.drain();
+
+  std::vector<std::string> seen;
+  std::vector<size_t> sizes;
+  std::string cursor;
+  do {
+    auto page = tasks.list("alice", cursor);
+    REQUIRE(page.ok());
+    sizes.push_back(page->tasks.size());
+    for (auto& t : page->tasks) {
+      CHECK(t.tenant == "alice");
+      seen.push_back(t.task_id);
+    }
+    cursor = page->next_cursor;
+  } while (!cursor.empty());
+  CHECK(sizes == std::vector<size_t>{100, 100, 5});
+  CHECK(std::set<std::string>(seen.begin(), seen.end()).size() == 205);
+  CHECK(std::set<std::string>(seen.begin(), seen.end()) == std::set<std::string>(ids.begin(), ids.end()));
+  for (size_t i = 1; i < seen.size(); ++i) {
+    auto a = tasks.get("alice", seen[i - 1]), b = tasks.get("alice", seen[i]);
+    CHECK((a->created_ms < b->created_ms || (a->created_ms == b->created_ms && a->task_id < b->task_id)));
+  }
+
+  auto bob = tasks.list("bob", "");
+  REQUIRE(bob.ok());
+  CHECK(bob->tasks.size() == 1);
+  CHECK(bob->next_cursor.empty());
+
+  for (std::string bad : {"x", "bm90IGEgY3Vyc29y", "MTIzLnh5eg=="}) {  // not base64; "not a cursor"; "123.xyz"
+    auto r = tasks.list("alice", bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == "invalid_argument");
+    CHECK(r.error().message == "Invalid params: invalid cursor");
+  }
+}
+
+TEST_CASE("cancel: cancelled before the answer, the job is told, and it stays cancelled") {
+  TempDir d;
+  Clock clock;
+  broker::Tasks tasks(open_ledger(d), options(clock));
+  Gate gate;
+  auto t = tasks.start("alice", "run_code", std::nullopt, gate.work());
+  REQUIRE(t.ok());
+  wait_until([&] { return gate.started.load() == 1; });
+
+  std::vector<broker::TaskRow> notified;
+  std::mutex mu;
+  auto awaited = tasks.await_result("alice", t->task_id, [&](const broker::TaskRow& r) {
+    std::lock_guard lock(mu);
+    notified.push_back(r);
+  });
+  REQUIRE(awaited.ok());
+  CHECK_FALSE(awaited->ready);
+
+  auto c = tasks.cancel("alice", t->task_id);
+  REQUIRE(c.ok());
+  CHECK(c->status == "cancelled");
+  {
+    std::lock_guard lock(mu);
+    REQUIRE(notified.size() == 1);  // the waiting tasks/result is answered at the cancel
+    CHECK(notified[0].status == "cancelled");
+    CHECK(notified[0].result["isError"] == true);
+  }
+  CHECK(tasks.get("alice", t->task_id)->status == "cancelled");
+
+  tasks.drain();  // the work saw the cancellation and returned the tool's result
+  auto after = tasks.get("alice", t->task_id);
+  CHECK(after->status == "cancelled");
+  CHECK(after->result["structuredContent"]["job_id"] == "j-cancelled");
+
+  auto again = tasks.cancel("alice", t->task_id);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == "invalid_argument");
+  CHECK(again.error().message == "Cannot cancel task: already in terminal status 'cancelled'");
+
+  auto done = tasks.start("alice", "run_code", std::nullopt, returning(job_result("j2", "completed", 0)));
+  tasks.drain();
+  auto late = tasks.cancel("alice", done->task_id);
+  REQUIRE_FALSE(late.ok());
+  CHECK(late.error().message == "Cannot cancel task: already in terminal status 'completed'");
+  CHECK(tasks.get("alice", done->task_id)->status == "completed");
+}
+
+TEST_CASE("await_result: a waiter fires once at the end; a forgotten one never; a terminal task is ready") {
+  TempDir d;
+  Clock clock;
+  broker::Tasks tasks(open_ledger(d), options(clock));
+  Gate gate;
+  auto t = tasks.start("alice", "run_code", std::nullopt, gate.work());
+  REQUIRE(t.ok());
+  std::atomic<int> kept{0}, forgotten{0};
+  std::string kept_status;
+  auto a = tasks.await_result("alice", t->task_id, [&](const broker::TaskRow& r) {
+    kept_status = r.status;
+    ++kept;
+  });
+  auto b = tasks.await_result("alice", t->task_id, [&](const broker::TaskRow&) { ++forgotten; });
+  REQUIRE((a.ok() && b.ok()));
+  CHECK(a->waiter != b->waiter);
+  tasks.forget_waiter("alice", t->task_id, b->waiter);
+  gate.release();
+  tasks.drain();
+  CHECK(kept.load() == 1);
+  CHECK(kept_status == "completed");
+  CHECK(forgotten.load() == 0);
+
+  auto ready = tasks.await_result("alice", t->task_id, [&](const broker::TaskRow&) { ++forgotten; });
+  REQUIRE(ready.ok());
+  REQUIRE(ready->ready);
+  CHECK(ready->ready->result["structuredContent"]["job_id"] == "j-gated");
+  CHECK(forgotten.load() == 0);
+}
+
+TEST_CASE("expiry: terminal tasks vanish after their ttl, working ones never") {
+  TempDir d;
+  Clock clock;
+  broker::Tasks tasks(open_ledger(d), options(clock));
+  auto done = tasks.start("alice", "run_code", 1000.0, returning(job_result("j", "completed", 0)));
+  Gate gate;
+  auto working = tasks.start("alice", "run_code", 0.0, gate.work());
+  REQUIRE((done.ok() && working.ok()));
+  wait_until([&] { return tasks.get("alice", done->task_id)->status == "completed"; });
+
+  clock.ms += 999;
+  CHECK(tasks.get("alice", done->task_id).ok());
+  clock.ms += 1;
+  // Expired reads as unknown at once, before any deletion, with the one message.
+  auto gone = tasks.get("alice", done->task_id);
+  REQUIRE_FALSE(gone.ok());
+  CHECK(gone.error().code == "not_found");
+  CHECK(gone.error().message == broker::kTaskNotFound);
+  CHECK(tasks.list("alice", "")->tasks.size() == 1);
+  CHECK(tasks.expire() == 1);
+
+  clock.ms += 3'600'000;
+  CHECK(tasks.expire() == 0);  // still working: never deleted
+  CHECK(tasks.get("alice", working->task_id)->status == "working");
+  gate.release();
+  wait_until([&] { return tasks.running() == 0; });
+  CHECK_FALSE(tasks.get("alice", working->task_id).ok());  // ended past its ttl (keep_after_end_ms = 0 here)
+  CHECK(tasks.expire() == 1);
+}
+
+TEST_CASE("a result outlives a ttl that ran out while its job ran, by keep_after_end_ms") {
+  TempDir d;
+  Clock clock;
+  auto o = options(clock);
+  o.keep_after_end_ms = 60'000;
+  broker::Tasks tasks(open_ledger(d), o);
+  Gate gate;
+  auto t = tasks.start("alice", "run_code", 10.0, gate.work());
+  REQUIRE(t.ok());
+  clock.ms += 5000;
+  gate.release();
+  tasks.drain();
+  clock.ms += 59'999;
+  CHECK(tasks.get("alice", t->task_id)->status == "completed");
+  clock.ms += 1;
+  CHECK_FALSE(tasks.get("alice", t->task_id).ok());
+}
+
+TEST_CASE("tenant isolation: another tenant's task is exactly an unknown one") {
+  TempDir d;
+  Clock clock;
+  broker::Tasks tasks(open_ledger(d), options(clock));
+  Gate gate;
+  auto t = tasks.start("alice", "run_code", std::nullopt, gate.work());
+  REQUIRE(t.ok());
+  const std::string unknown = "0123456789abcdef0123456789abcdef";
+  for (const std::string& id : {t->task_id, unknown, std::string("../etc/passwd"), std::string("")}) {
+    CAPTURE(id);
+    auto g = tasks.get("bob", id);
+    auto c = tasks.cancel("bob", id);
+    auto a = tasks.await_result("bob", id, [](const broker::TaskRow&) { FAIL("no waiter for another tenant"); });
+    REQUIRE_FALSE(g.ok());
+    REQUIRE_FALSE(c.ok());
+    REQUIRE_FALSE(a.ok());
+    for (auto* e : {&g.error(), &c.error(), &a.error()}) {
+      CHECK(e->code == "not_found");
+      CHECK(e->message == broker::kTaskNotFound);
+    }
+  }
+  CHECK(tasks.list("bob", "")->tasks.empty());
+  tasks.forget_waiter("bob", t->task_id, 1);  // harmless
+  CHECK(tasks.get("alice", t->task_id)->status == "working");  // bob's cancel did nothing
+  gate.release();
+  tasks.drain();
+  CHECK(tasks.get("alice", t->task_id)->status == "completed");
+}
+
+TEST_CASE("a tenant's retained tasks are capped; other tenants are not affected") {
+  TempDir d;
+  Clock clock;
+  auto o = options(clock);
+  o.per_tenant_max = 2;
+  broker::Tasks tasks(open_ledger(d), o);
+  REQUIRE(tasks.start("alice", "run_code", 1000.0, returning(job_result("j", "completed", 0))).ok());
+  REQUIRE(tasks.start("alice", "run_code", 1000.0, returning(job_result("j", "completed", 0))).ok());
+  tasks.drain();
+  auto third = tasks.start("alice", "run_code", 1000.0, returning(job_result("j", "completed", 0)));
+  REQUIRE_FALSE(third.ok());
+  CHECK(third.error().code == "busy");
+  CHECK(third.error().message.rfind("busy: 2 tasks are retained for this tenant", 0) == 0);
+  CHECK(tasks.start("bob", "run_code", std::nullopt, returning(job_result("j", "completed", 0))).ok());
+  clock.ms += 1000;  // alice's two expire: room again
+  CHECK(tasks.start("alice", "run_code", std::nullopt, returning(job_result("j", "completed", 0))).ok());
+  tasks.drain();
+}
+
+TEST_CASE("a full pool refuses a task at once, and leaves no row behind") {
+  TempDir d;
+  Clock clock;
+  auto o = options(clock);
+  o.workers = 1;
+  o.queue_max = 1;
+  broker::Tasks tasks(open_ledger(d), o);
+  Gate gate;
+  auto running = tasks.start("alice", "run_code", std::nullopt, gate.work());
+  REQUIRE(running.ok());
+  wait_until([&] { return gate.started.load() == 1; });
+  auto queued = tasks.start("alice", "run_code", std::nullopt, gate.work());
+  REQUIRE(queued.ok());
+  auto refused = tasks.start("alice", "run_code", std::nullopt, gate.work());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == "busy");
+  CHECK(tasks.list("alice", "")->tasks.size() == 2);
+  gate.release();
+  tasks.drain();
+  CHECK(tasks.get("alice", queued->task_id)->status == "completed");
+}
+
+TEST_CASE("persistence: results survive a restart; tasks a crash left working become failed") {
+  TempDir d;
+  Clock clock;
+  std::string done_id;
+  {
+    broker::Tasks tasks(open_ledger(d), options(clock));
+    auto t = tasks.start("alice", "run_code", std::nullopt, returning(job_result("j-kept", "completed", 0)));
+    REQUIRE(t.ok());
+    done_id = t->task_id;
+  }  // the destructor waits for the task to end
+  // What a killed server leaves: a row still working (written on another connection).
+  broker::TaskRow orphan;
+  orphan.task_id = "fedcba9876543210fedcba9876543210";
+  orphan.tenant = "alice";
+  orphan.tool = "run_code";
+  orphan.status = "working";
+  orphan.status_message = "running run_code";
+  orphan.created_ms = orphan.updated_ms = clock.ms.load();
+  orphan.ttl_ms = 60'000;
+  orphan.expires_ms = orphan.created_ms + orphan.ttl_ms;
+  REQUIRE(open_ledger(d)->task_insert(orphan).ok());
+
+  clock.ms += 10;
+  broker::Tasks tasks(open_ledger(d), options(clock));
+  auto kept = tasks.get("alice", done_id);
+  REQUIRE(kept.ok());
+  CHECK(kept->status == "completed");
+  CHECK(kept->result["structuredContent"]["job_id"] == "j-kept");
+
+  auto failed = tasks.get("alice", orphan.task_id);
+  REQUIRE(failed.ok());
+  CHECK(failed->status == "failed");
+  CHECK(failed->status_message == broker::kTaskInterrupted);
+  CHECK(failed->updated_ms == orphan.created_ms + 10);
+  CHECK(failed->result["isError"] == true);
+  CHECK(failed->result["content"][0]["text"].get<std::string>().find(broker::kTaskInterrupted) == 0);
+  CHECK(tasks.cancel("alice", orphan.task_id).error().code == "invalid_argument");
+  auto ready = tasks.await_result("alice", orphan.task_id, [](const broker::TaskRow&) {});
+  REQUIRE(ready.ok());
+  CHECK(ready->ready);
+}
+
+TEST_CASE("task_status_message names the job, its status and exit code or signal") {
+  CHECK(broker::task_status_message(job_result("abc", "failed", 3)) == "job abc failed, exit 3");
+  json sig = job_result("abc", "timed_out", 0);
+  sig["structuredContent"]["exit_code"] = nullptr;
+  sig["structuredContent"]["signal"] = "SIGKILL";
+  CHECK(broker::task_status_message(sig) == "job abc timed_out, signal SIGKILL");
+  CHECK(broker::task_status_message(broker::error_call_result("runtime: unknown")) == "runtime: unknown");
+  CHECK(broker::task_status_message(json{{"content", json::array()}, {"isError", false}}) == "completed");
+}

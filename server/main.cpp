@@ -16,6 +16,8 @@
 
 #include "server/broker/audit.h"
 #include "server/broker/jobs.h"
+#include "server/broker/ledger.h"
+#include "server/broker/tasks.h"
 #include "server/doctor.h"
 #include "server/policy/policy.h"
 #include "server/protocol/mcp.h"
@@ -119,7 +121,12 @@ int serve(int argc, char** argv) {
   tools::Registry registry = tools::make_registry(*pol);
   // Audit: one JSON line per tool call, bounded to 2 x 16 MiB.
   broker::Audit audit(opt.state_dir + "/audit.log", 16 * 1024 * 1024);
-  protocol::mcp::ServerContext ctx{*pol, store, jobs, registry, &audit};
+  // MCP tasks, on a ledger connection of their own. Declared after what their
+  // work uses (jobs, store, registry, audit), so it is destroyed first.
+  auto task_ledger = broker::Ledger::open(opt.state_dir + "/ledger.sqlite3");
+  if (!task_ledger) throw std::runtime_error("task ledger: " + task_ledger.error().message);
+  broker::Tasks tasks(std::move(*task_ledger), broker::tasks_options(*pol));
+  protocol::mcp::ServerContext ctx{*pol, store, jobs, registry, &audit, &tasks};
   transport::stdio::Writer writer(wire);
   spdlog::info("throwbox {} serving MCP on stdio; uid={} policy={} state={} runtimes={}", THROWBOX_VERSION,
                ::geteuid(), pol->source, opt.state_dir, pol->available_runtimes().size());
@@ -127,6 +134,10 @@ int serve(int argc, char** argv) {
     protocol::mcp::Session session(ctx, writer, "local");
     transport::stdio::serve(session, pol->server.message_max_bytes);
   }
+  // Tasks outlive their session: let the running ones end (each is bounded by
+  // its job's timeout) so their results are recorded.
+  if (size_t n = tasks.running(); n) spdlog::info("stdin closed; waiting for {} running task(s)", n);
+  tasks.drain();
   spdlog::info("stdin closed; exiting");
   return 0;
 }

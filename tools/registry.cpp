@@ -36,9 +36,14 @@ const Tool* Registry::find(const std::string& name) const {
   return it == tools_.end() ? nullptr : &it->second;
 }
 
-json Registry::list() const {
+json Registry::list(bool with_task_support) const {
   json out = json::array();
-  for (auto& [_, t] : tools_) out.push_back(t.definition);
+  for (auto& [_, t] : tools_) {
+    out.push_back(t.definition);
+    // Absent means forbidden (MCP tasks, tool-level negotiation).
+    if (with_task_support && t.task_support != "forbidden")
+      out.back()["execution"] = {{"taskSupport", t.task_support}};
+  }
   return out;
 }
 

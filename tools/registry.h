@@ -41,13 +41,16 @@ ToolResult ok_result(json structured, std::string summary);
 struct Tool {
   json definition;  // as listed by tools/list
   std::function<ToolResult(const json& args, CallContext& ctx)> call;
+  // MCP tasks (2025-11-25) execution.taskSupport: "forbidden", "optional" or "required".
+  std::string task_support = "forbidden";
 };
 
 class Registry {
  public:
   void add(Tool tool);
   const Tool* find(const std::string& name) const;
-  json list() const;
+  // with_task_support: add execution.taskSupport (sessions that negotiated tasks).
+  json list(bool with_task_support = false) const;
 
  private:
   std::map<std::string, Tool> tools_;

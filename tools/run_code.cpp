@@ -168,7 +168,8 @@ Tool make_run_code(const policy::Policy& policy) {
     }
     return out;
   };
-  return Tool{def, call};
+  // A long job may run as an MCP task: answered at once, polled or awaited.
+  return Tool{def, call, "optional"};
 }
 
 }  // namespace tools

@@ -4,6 +4,8 @@
 #include "server/protocol/mcp.h"
 
 #include <chrono>
+#include <cmath>
+#include <optional>
 #include <spdlog/spdlog.h>
 
 #include "server/util/base64.h"
@@ -22,6 +24,61 @@ struct BatchCollector {
   json responses = json::array();
   size_t pending = 0;
 };
+
+constexpr const char* kRelatedTask = "io.modelcontextprotocol/related-task";
+
+// `fn` wrapped so that it runs only while the session lives.
+template <class F>
+auto while_alive(const std::shared_ptr<Liveness>& liveness, F fn) {
+  return [liveness, fn = std::move(fn)](const auto&... args) {
+    std::lock_guard lock(liveness->mu);
+    if (liveness->alive) fn(args...);
+  };
+}
+
+// notifications/progress for a progressToken, from the job's progress reports;
+// `task_id` adds the related-task _meta (MCP tasks: messages of a task carry it).
+std::function<void(const json&)> progress_sender(json token, std::function<void(const json&)> send,
+                                                 std::string task_id = "") {
+  return [token = std::move(token), send = std::move(send), task_id = std::move(task_id)](const json& pr) {
+    // progress must increase: elapsed seconds do.
+    double elapsed_s = pr.value("elapsed_ms", 0) / 1000.0;
+    std::string message = "running " + std::to_string(static_cast<int>(elapsed_s)) + " s, " +
+                          std::to_string(pr.value("stdout_bytes", 0)) + " bytes of stdout";
+    std::string last = pr.value("last_line", "");
+    if (!last.empty()) message += "; last line: " + last;
+    json params{{"progressToken", token}, {"progress", elapsed_s}, {"message", message}};
+    if (!task_id.empty()) params["_meta"] = {{kRelatedTask, {{"taskId", task_id}}}};
+    send(jsonrpc::make_notification("notifications/progress", params));
+  };
+}
+
+// The progressToken of a request, or null.
+json progress_token(const json& params) {
+  if (params.contains("_meta") && params["_meta"].is_object() && params["_meta"].contains("progressToken")) {
+    const json& t = params["_meta"]["progressToken"];
+    if (t.is_string() || t.is_number_integer()) return t;
+  }
+  return nullptr;
+}
+
+void audit_call(broker::Audit* audit, const std::string& tenant, const std::string& tool, const json& args,
+                const json& wire, std::chrono::steady_clock::time_point started, bool cancelled,
+                const std::string& task_id = "") {
+  if (!audit) return;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  json record = broker::audit_record(tenant, tool, args, wire, ms.count());
+  if (cancelled) record["cancelled"] = true;
+  if (!task_id.empty()) record["task_id"] = task_id;
+  audit->append(std::move(record));
+}
+
+// tasks/result: exactly the CallToolResult, tagged with its task.
+json task_result_json(const broker::TaskRow& row) {
+  json r = row.result.is_object() ? row.result : broker::error_call_result("task " + row.task_id + " " + row.status);
+  r["_meta"][kRelatedTask] = {{"taskId", row.task_id}};
+  return r;
+}
 
 }  // namespace
 
@@ -57,7 +114,24 @@ Session::Session(ServerContext& server, Outbox& outbox, std::string tenant)
       pool_(server.policy.server.concurrent_calls_max,
             static_cast<size_t>(server.policy.server.concurrent_calls_max) * 4) {}
 
-Session::~Session() { pool_.drain(); }
+Session::~Session() {
+  pool_.drain();
+  // Tasks outlive the session; what waits on them for this session does not.
+  std::map<std::string, PendingResult> pending;
+  {
+    std::lock_guard lock(mu_);
+    pending.swap(pending_results_);
+  }
+  if (server_.tasks)
+    for (auto& [_, p] : pending) server_.tasks->forget_waiter(tenant_, p.task_id, p.waiter);
+  std::lock_guard lock(liveness_->mu);
+  liveness_->alive = false;
+}
+
+bool Session::tasks_enabled() {
+  std::lock_guard lock(mu_);
+  return server_.tasks != nullptr && version_ == kTasksVersion;
+}
 
 void Session::drain() { pool_.drain(); }
 
@@ -130,12 +204,22 @@ void Session::handle_message(const jsonrpc::Message& m, const Reply& reply) {
   if (m.kind == Kind::kNotification) {
     if (m.method == "notifications/cancelled" && m.params.is_object() && m.params.contains("requestId")) {
       // A cancellation that arrives after completion finds nothing: ignored.
-      std::lock_guard lock(mu_);
-      auto it = in_flight_.find(m.params["requestId"].dump());
-      if (it != in_flight_.end()) {
-        spdlog::info("request {} cancelled by the client", it->first);
-        it->second->cancel();
+      const std::string key = m.params["requestId"].dump();
+      std::optional<PendingResult> waiting;
+      {
+        std::lock_guard lock(mu_);
+        auto it = in_flight_.find(key);
+        if (it != in_flight_.end()) {
+          spdlog::info("request {} cancelled by the client", it->first);
+          it->second->cancel();
+        }
+        // A tasks/result given up: stop waiting; the task itself runs on.
+        if (auto p = pending_results_.find(key); p != pending_results_.end()) {
+          waiting = p->second;
+          pending_results_.erase(p);
+        }
       }
+      if (waiting && server_.tasks) server_.tasks->forget_waiter(tenant_, waiting->task_id, waiting->waiter);
       return;
     }
     // notifications/initialized and others need no answer.
@@ -151,8 +235,10 @@ void Session::handle_message(const jsonrpc::Message& m, const Reply& reply) {
                               "Invalid Request: the session is not initialized; send initialize first"));
     }
   }
-  if (m.method == "tools/list") return reply(make_result(m.id, {{"tools", server_.tools.list()}}));
+  if (m.method == "tools/list") return reply(make_result(m.id, {{"tools", server_.tools.list(tasks_enabled())}}));
   if (m.method == "tools/call") return handle_tools_call(m, reply);
+  // Older protocol versions have no tasks: Method not found below.
+  if (m.method.rfind("tasks/", 0) == 0 && tasks_enabled()) return handle_tasks(m, reply);
   if (m.method == "resources/read") return handle_resources_read(m, reply);
   if (m.method == "resources/list") {
     json list = json::array();
@@ -189,9 +275,14 @@ void Session::handle_initialize(const jsonrpc::Message& m, const Reply& reply) {
       p["clientInfo"]["name"].is_string())
     client = p["clientInfo"]["name"].get<std::string>();
   spdlog::info("initialize: client={} protocol={}", client, version);
+  json capabilities{{"tools", {{"listChanged", false}}},
+                    {"resources", {{"listChanged", false}, {"subscribe", false}}}};
+  if (server_.tasks && version == kTasksVersion)
+    capabilities["tasks"] = {{"list", json::object()},
+                             {"cancel", json::object()},
+                             {"requests", {{"tools", {{"call", json::object()}}}}}};
   reply(make_result(m.id, {{"protocolVersion", version},
-                           {"capabilities", {{"tools", {{"listChanged", false}}},
-                                             {"resources", {{"listChanged", false}, {"subscribe", false}}}}},
+                           {"capabilities", capabilities},
                            {"serverInfo", {{"name", "throwbox"}, {"title", "throwbox sandbox"},
                                            {"version", THROWBOX_VERSION}}},
                            {"instructions", instructions_text(server_.policy)}}));
@@ -208,23 +299,14 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
   if (!args.is_object())
     return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: arguments must be an object"));
 
+  // Sessions without tasks process the call normally, ignoring "task" (MCP tasks, task support).
+  if (p.contains("task") && tasks_enabled()) return start_task(m, *tool, name, std::move(args), reply);
+
   json id = m.id;
   auto cancel = std::make_shared<broker::Cancellation>();
   std::function<void(const json&)> progress;
-  if (p.contains("_meta") && p["_meta"].is_object() && p["_meta"].contains("progressToken") &&
-      (p["_meta"]["progressToken"].is_string() || p["_meta"]["progressToken"].is_number_integer())) {
-    json token = p["_meta"]["progressToken"];
-    progress = [this, token](const json& pr) {
-      // progress must increase: elapsed seconds do.
-      double elapsed_s = pr.value("elapsed_ms", 0) / 1000.0;
-      std::string message = "running " + std::to_string(static_cast<int>(elapsed_s)) + " s, " +
-                            std::to_string(pr.value("stdout_bytes", 0)) + " bytes of stdout";
-      std::string last = pr.value("last_line", "");
-      if (!last.empty()) message += "; last line: " + last;
-      outbox_.send(jsonrpc::make_notification(
-          "notifications/progress", {{"progressToken", token}, {"progress", elapsed_s}, {"message", message}}));
-    };
-  }
+  if (json token = progress_token(p); !token.is_null())
+    progress = progress_sender(token, [this](const json& n) { outbox_.send(n); });
   {
     std::lock_guard lock(mu_);
     in_flight_[id.dump()] = cancel;
@@ -244,12 +326,7 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
       in_flight_.erase(id.dump());
     }
     json wire = result.to_json();
-    if (server_.audit) {
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-      json record = broker::audit_record(tenant_, name, args, wire, ms.count());
-      if (cancel->requested()) record["cancelled"] = true;
-      server_.audit->append(std::move(record));
-    }
+    audit_call(server_.audit, tenant_, name, args, wire, started, cancel->requested());
     // A cancelled request gets no response (MCP spec, cancellation).
     reply(cancel->requested() ? json(nullptr) : make_result(id, std::move(wire)));
   };
@@ -262,6 +339,132 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
                                               "retry when one of them has answered")
                               .to_json()));
   }
+}
+
+void Session::start_task(const jsonrpc::Message& m, const tools::Tool& tool, const std::string& name, json args,
+                         const Reply& reply) {
+  const json& p = m.params;
+  const json& t = p["task"];
+  if (!t.is_object())
+    return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: task must be an object"));
+  std::optional<double> ttl_ms;
+  if (t.contains("ttl")) {
+    const json& ttl = t["ttl"];
+    if (!ttl.is_number() || !std::isfinite(ttl.get<double>()) || ttl.get<double>() < 0)
+      return reply(make_error(m.id, jsonrpc::kInvalidParams,
+                              "Invalid params: task.ttl must be a non-negative number of milliseconds"));
+    ttl_ms = ttl.get<double>();
+  }
+  // MCP tasks, tool-level negotiation: a task on a tool that forbids it is -32601.
+  if (tool.task_support == "forbidden")
+    return reply(make_error(m.id, jsonrpc::kMethodNotFound,
+                            "Method not found: " + name +
+                                " cannot run as a task (its execution.taskSupport is \"forbidden\")"));
+
+  // The work outlives this session: it holds the server's parts, never the
+  // session, and tells the session things only through the liveness guard.
+  std::function<void(const json&)> send = while_alive(liveness_, [this](const json& n) { outbox_.send(n); });
+  const int64_t poll_ms = server_.tasks->poll_interval_ms();
+  const policy::Policy& policy = server_.policy;
+  store::Store& store = server_.store;
+  broker::Jobs& jobs = server_.jobs;
+  broker::Audit* audit = server_.audit;
+  auto work = [&policy, &store, &jobs, audit, &tool, name, tenant = tenant_, args = std::move(args),
+               token = progress_token(p), send](const std::shared_ptr<broker::Cancellation>& cancel,
+                                                const std::string& task_id) -> json {
+    // The progressToken stays valid for the task's life (MCP tasks, progress).
+    std::function<void(const json&)> progress;
+    if (!token.is_null()) progress = progress_sender(token, send, task_id);
+    tools::CallContext ctx{tenant, policy, store, jobs, cancel, progress};
+    const auto started = std::chrono::steady_clock::now();
+    tools::ToolResult result;
+    try {
+      result = tool.call(args, ctx);
+    } catch (const std::exception& e) {
+      spdlog::error("tool {} (task {}) failed: {}", name, task_id, e.what());
+      result = tools::error_result("internal error in " + name + "; see the server log");
+    }
+    json wire = result.to_json();
+    audit_call(audit, tenant, name, args, wire, started, cancel->requested(), task_id);
+    return wire;
+  };
+  // Optional in MCP tasks; sent once, at the terminal status.
+  auto on_terminal = [send, poll_ms](const broker::TaskRow& row) {
+    send(jsonrpc::make_notification("notifications/tasks/status", broker::task_json(row, poll_ms)));
+  };
+  auto created = server_.tasks->start(tenant_, name, ttl_ms, std::move(work), std::move(on_terminal));
+  if (!created) {
+    if (created.error().code == "busy")
+      return reply(make_result(m.id, tools::error_result(created.error().message).to_json()));
+    return reply(make_error(m.id, jsonrpc::kInternalError, "Internal error: the task could not be created"));
+  }
+  reply(make_result(m.id, {{"task", broker::task_json(*created, poll_ms)},
+                           {"_meta",
+                            {{"io.modelcontextprotocol/model-immediate-response",
+                              name + " is running as task " + created->task_id +
+                                  "; its result comes with tasks/result (or poll tasks/get)."}}}}));
+}
+
+void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
+  broker::Tasks& tasks = *server_.tasks;
+  const int64_t poll_ms = tasks.poll_interval_ms();
+  const json& p = m.params;
+  auto fail = [&](const util::Error& e) {
+    // Unknown, expired, malformed and foreign ids share one message (kTaskNotFound).
+    if (e.code == "not_found" || e.code == "invalid_argument")
+      return reply(make_error(m.id, jsonrpc::kInvalidParams, e.message));
+    spdlog::error("{}: {}", m.method, e.message);
+    reply(make_error(m.id, jsonrpc::kInternalError, "Internal error"));
+  };
+  if (m.method == "tasks/list") {
+    std::string cursor;
+    if (p.is_object() && p.contains("cursor")) {
+      if (!p["cursor"].is_string())
+        return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: cursor must be a string"));
+      cursor = p["cursor"].get<std::string>();
+    }
+    auto page = tasks.list(tenant_, cursor);
+    if (!page) return fail(page.error());
+    json list = json::array();
+    for (auto& row : page->tasks) list.push_back(broker::task_json(row, poll_ms));
+    json result{{"tasks", list}};
+    if (!page->next_cursor.empty()) result["nextCursor"] = page->next_cursor;
+    return reply(make_result(m.id, result));
+  }
+  if (m.method != "tasks/get" && m.method != "tasks/result" && m.method != "tasks/cancel")
+    return reply(make_error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method));
+  if (!p.is_object() || !p.contains("taskId") || !p["taskId"].is_string())
+    return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: " + m.method + " needs a string \"taskId\""));
+  const std::string task_id = p["taskId"].get<std::string>();
+
+  if (m.method == "tasks/get" || m.method == "tasks/cancel") {
+    auto row = m.method == "tasks/get" ? tasks.get(tenant_, task_id) : tasks.cancel(tenant_, task_id);
+    if (!row) return fail(row.error());
+    return reply(make_result(m.id, broker::task_json(*row, poll_ms)));
+  }
+
+  // tasks/result blocks until the task is terminal (MCP tasks, result
+  // retrieval) without holding a thread: a waiter answers later.
+  json id = m.id;
+  const std::string key = id.dump();
+  auto on_ready = while_alive(liveness_, [this, key, id, reply](const broker::TaskRow& row) {
+    {
+      std::lock_guard lock(mu_);
+      auto it = pending_results_.find(key);
+      if (it == pending_results_.end()) return;  // given up with notifications/cancelled
+      pending_results_.erase(it);
+    }
+    reply(make_result(id, task_result_json(row)));
+  });
+  std::optional<util::Result<broker::Tasks::Awaited>> awaited;
+  {
+    // Registered under mu_ so a waiter firing at once finds its entry.
+    std::lock_guard lock(mu_);
+    awaited.emplace(tasks.await_result(tenant_, task_id, on_ready));
+    if (*awaited && !(*awaited)->ready) pending_results_[key] = PendingResult{task_id, (*awaited)->waiter};
+  }
+  if (!*awaited) return fail(awaited->error());
+  if ((*awaited)->ready) reply(make_result(id, task_result_json(*(*awaited)->ready)));
 }
 
 }  // namespace protocol::mcp

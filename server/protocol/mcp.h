@@ -1,7 +1,7 @@
-// One MCP session: lifecycle (initialize, version negotiation, initialized,
-// ping), tools/list and tools/call dispatch. Called by a transport's reader
-// thread; tools/call runs on the session's worker pool so a slow run_code
-// never holds up ping or tools/list. Responses may leave out of order.
+// One MCP session: lifecycle, tools/list, tools/call and tasks/* dispatch.
+// Called by a transport's reader thread; tools/call runs on the session's pool
+// (a task-augmented one on the task registry's) so a slow run_code never holds
+// up ping or tools/list. Responses may leave out of order.
 #pragma once
 #include <atomic>
 #include <functional>
@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/broker/audit.h"
+#include "server/broker/tasks.h"
 #include "server/protocol/jsonrpc.h"
 #include "server/util/worker_pool.h"
 #include "tools/registry.h"
@@ -42,6 +43,18 @@ struct ServerContext {
   broker::Jobs& jobs;
   const tools::Registry& tools;
   broker::Audit* audit = nullptr;  // one record per tools/call when set
+  broker::Tasks* tasks = nullptr;  // MCP tasks for 2025-11-25 sessions when set
+};
+
+// The protocol version that has tasks (MCP 2025-11-25, basic/utilities/tasks).
+inline constexpr const char* kTasksVersion = "2025-11-25";
+
+// Callbacks that may outlive a session (task progress, status, tasks/result
+// waiters) run only while `alive`, under `mu`; the session's destructor
+// clears it, waiting for a callback in progress.
+struct Liveness {
+  std::mutex mu;
+  bool alive = true;
 };
 
 class Session {
@@ -60,6 +73,15 @@ class Session {
   void handle_initialize(const jsonrpc::Message& m, const Reply& reply);
   void handle_tools_call(const jsonrpc::Message& m, const Reply& reply);
   void handle_resources_read(const jsonrpc::Message& m, const Reply& reply);
+  void start_task(const jsonrpc::Message& m, const tools::Tool& tool, const std::string& name, json args,
+                  const Reply& reply);
+  void handle_tasks(const jsonrpc::Message& m, const Reply& reply);
+  bool tasks_enabled();
+
+  struct PendingResult {
+    std::string task_id;
+    uint64_t waiter = 0;
+  };
 
   ServerContext& server_;
   Outbox& outbox_;
@@ -70,6 +92,9 @@ class Session {
   std::string version_;
   // tools/call requests in flight, by JSON id, for notifications/cancelled.
   std::map<std::string, std::shared_ptr<broker::Cancellation>> in_flight_;
+  // tasks/result requests waiting for their task to end, by JSON id.
+  std::map<std::string, PendingResult> pending_results_;
+  std::shared_ptr<Liveness> liveness_ = std::make_shared<Liveness>();
   util::WorkerPool pool_;
 };
 

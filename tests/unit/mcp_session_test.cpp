@@ -1,11 +1,18 @@
 // MCP session lifecycle and dispatch, driven in-process with a fake outbox;
-// stdio framing fed from a pipe. No sandbox is ever started: run_code is not called.
+// stdio framing fed from a pipe. No sandbox is ever started: run_code is only
+// called with arguments it refuses, and tasks run a test tool ("gated").
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <spdlog/spdlog.h>
 
+#include <poll.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +23,8 @@
 #include <vector>
 
 #include "server/broker/jobs.h"
+#include "server/broker/ledger.h"
+#include "server/broker/tasks.h"
 #include "server/policy/policy.h"
 #include "server/protocol/mcp.h"
 #include "server/store/store.h"
@@ -45,6 +54,34 @@ class FakeOutbox : public mcp::Outbox {
   std::vector<json> messages_;
 };
 
+// A tool that may run as a task and needs no sandbox: it reports progress
+// once, then blocks until it is cancelled or the gate opens.
+struct Gate {
+  std::mutex mu;
+  bool open = false;
+  std::atomic<int> started{0};
+  void release() {
+    std::lock_guard lock(mu);
+    open = true;
+  }
+  tools::Tool tool() {
+    json def{{"name", "gated"},
+             {"description", "test tool"},
+             {"inputSchema", {{"type", "object"}}}};
+    auto call = [this](const json&, tools::CallContext& ctx) -> tools::ToolResult {
+      if (ctx.progress) ctx.progress({{"elapsed_ms", 1000}, {"stdout_bytes", 3}, {"last_line", "hi"}});
+      ++started;
+      for (;;) {
+        pollfd p{ctx.cancel->fd(), POLLIN, 0};
+        if (::poll(&p, 1, 10) > 0) return tools::ok_result({{"job_id", "g1"}, {"status", "cancelled"}}, "cancelled");
+        std::lock_guard lock(mu);
+        if (open) return tools::ok_result({{"job_id", "g1"}, {"status", "completed"}, {"exit_code", 0}}, "done");
+      }
+    };
+    return tools::Tool{def, call, "optional"};
+  }
+};
+
 // Everything a Session needs, over a temporary state directory.
 struct Fixture {
   std::string dir;
@@ -52,11 +89,13 @@ struct Fixture {
   std::unique_ptr<store::Store> store;
   std::unique_ptr<broker::Jobs> jobs;
   std::unique_ptr<tools::Registry> registry;
+  std::unique_ptr<broker::Tasks> tasks;
   std::unique_ptr<mcp::ServerContext> ctx;
   FakeOutbox out;
   std::unique_ptr<mcp::Session> session;
+  Gate gate;
 
-  Fixture() {
+  explicit Fixture(bool with_gated_tool = false) {
     spdlog::set_level(spdlog::level::warn);  // keep "initialize: client=..." out of test output
     char tmpl[] = "/tmp/throwbox-mcp-test-XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
@@ -67,11 +106,18 @@ struct Fixture {
     store = std::make_unique<store::Store>(dir);
     jobs = std::make_unique<broker::Jobs>(*policy, *store, "/nonexistent", json::object());
     registry = std::make_unique<tools::Registry>(tools::make_registry(*policy));
-    ctx = std::make_unique<mcp::ServerContext>(mcp::ServerContext{*policy, *store, *jobs, *registry});
+    if (with_gated_tool) registry->add(gate.tool());
+    auto ledger = broker::Ledger::open(dir + "/ledger.sqlite3");
+    REQUIRE(ledger.ok());
+    tasks = std::make_unique<broker::Tasks>(std::move(*ledger), broker::tasks_options(*policy));
+    ctx = std::make_unique<mcp::ServerContext>(
+        mcp::ServerContext{*policy, *store, *jobs, *registry, nullptr, tasks.get()});
     session = std::make_unique<mcp::Session>(*ctx, out, "alice");
   }
   ~Fixture() {
     session.reset();  // joins the worker pool before the store goes away
+    gate.release();
+    tasks.reset();    // waits for running tasks before the registry and jobs go away
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
   }
@@ -87,7 +133,8 @@ struct Fixture {
     REQUIRE(msgs.size() == 1);
     return msgs[0];
   }
-  json initialize(const std::string& version = "2025-06-18") {
+  json initialize(const std::string& version = "2025-06-18") { return initialize_session(*session, out, version); }
+  static json initialize_session(mcp::Session& s, FakeOutbox& o, const std::string& version) {
     json req{{"jsonrpc", "2.0"},
              {"id", 0},
              {"method", "initialize"},
@@ -95,9 +142,12 @@ struct Fixture {
               {{"protocolVersion", version},
                {"capabilities", json::object()},
                {"clientInfo", {{"name", "unit"}, {"version", "1"}}}}}};
-    json r = one(req.dump());
-    exchange(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
-    return r;
+    s.handle_line(req.dump());
+    s.handle_line(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+    s.drain();
+    auto msgs = o.take();
+    REQUIRE(msgs.size() == 1);
+    return msgs[0];
   }
 };
 
@@ -378,6 +428,229 @@ TEST_CASE("resources/read of an unknown or foreign uri is -32002") {
   json r2 = f.one(request(2, "resources/read", {{"uri", "throwbox://artifacts/0123456789abcdef0123456789abcdef"}}));
   check_error(r2, 2, -32002);
   CHECK(r["error"]["message"] == r2["error"]["message"]);
+}
+
+// ---- MCP tasks (2025-11-25) ----
+
+namespace {
+
+// Waits up to 10 s for a message matching `pred` on `out`; the others are kept in `seen`.
+json await_message(FakeOutbox& out, const std::function<bool(const json&)>& pred, std::vector<json>& seen) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    for (auto& m : out.take()) seen.push_back(m);
+    for (auto it = seen.begin(); it != seen.end(); ++it)
+      if (pred(*it)) {
+        json m = *it;
+        seen.erase(it);
+        return m;
+      }
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::function<bool(const json&)> has_id(int id) {
+  return [id](const json& m) { return m.contains("id") && m["id"] == id; };
+}
+
+// Sends `line` and waits for the answer with `id`; notifications that came first go to `seen`.
+json call_and_await(Fixture& f, const std::string& line, int id, std::vector<json>& seen) {
+  f.session->handle_line(line);
+  return await_message(f.out, has_id(id), seen);
+}
+
+std::string task_call(int id, const std::string& tool, const json& args, const json& task,
+                      const json& meta = nullptr) {
+  json params{{"name", tool}, {"arguments", args}, {"task", task}};
+  if (!meta.is_null()) params["_meta"] = meta;
+  return request(id, "tools/call", params);
+}
+
+}  // namespace
+
+TEST_CASE("tasks: the capability and execution.taskSupport only on 2025-11-25") {
+  Fixture f;
+  json r = f.initialize("2025-11-25");
+  CAPTURE(r.dump());
+  CHECK(r["result"]["capabilities"]["tasks"] ==
+        json::parse(R"({"list":{},"cancel":{},"requests":{"tools":{"call":{}}}})"));
+  json list = f.one(request(1, "tools/list"));
+  for (auto& t : list["result"]["tools"]) {
+    CAPTURE(t["name"]);
+    if (t["name"] == "run_code") CHECK(t["execution"] == json{{"taskSupport", "optional"}});
+    else CHECK_FALSE(t.contains("execution"));  // absent: forbidden
+  }
+
+  for (std::string older : {"2025-06-18", "2025-03-26"}) {
+    Fixture g;
+    json o = g.initialize(older);
+    CHECK_FALSE(o["result"]["capabilities"].contains("tasks"));
+    for (auto& t : g.one(request(1, "tools/list"))["result"]["tools"]) CHECK_FALSE(t.contains("execution"));
+  }
+}
+
+TEST_CASE("tasks: a task on a tool that forbids it is -32601, a malformed task -32602") {
+  Fixture f;
+  f.initialize("2025-11-25");
+  json fetch = f.one(task_call(1, "fetch_artifact", {{"artifact_id", "x"}}, json::object()));
+  check_error(fetch, 1, -32601);
+  CHECK(fetch["error"]["message"].get<std::string>().find("fetch_artifact") != std::string::npos);
+  check_error(f.one(task_call(2, "upload_input", {{"name", "a"}, {"content", "x"}}, {{"ttl", 1000}})), 2, -32601);
+  check_error(f.one(task_call(3, "run_code", {{"runtime", "python"}}, "soon")), 3, -32602);
+  check_error(f.one(task_call(4, "run_code", {{"runtime", "python"}}, {{"ttl", -1}})), 4, -32602);
+  check_error(f.one(task_call(5, "run_code", {{"runtime", "python"}}, {{"ttl", "1000"}})), 5, -32602);
+  check_error(f.one(task_call(6, "run_code", {{"runtime", "python"}}, nullptr)), 6, -32602);
+  CHECK(f.tasks->list("alice", "")->tasks.empty());  // none of them made a task
+}
+
+TEST_CASE("tasks: an older session ignores the task param and has no tasks/* methods") {
+  Fixture f;
+  f.initialize("2025-06-18");
+  json r = f.one(task_call(1, "upload_input", {{"name", "a.txt"}, {"content", "x"}}, {{"ttl", 1000}}));
+  CAPTURE(r.dump());
+  CHECK(r["result"]["isError"] == false);
+  CHECK(r["result"]["structuredContent"].contains("input_id"));
+  CHECK_FALSE(r["result"].contains("task"));
+  check_error(f.one(request(2, "tasks/list")), 2, -32601);
+  check_error(f.one(request(3, "tasks/get", {{"taskId", "0123456789abcdef0123456789abcdef"}})), 3, -32601);
+}
+
+TEST_CASE("tasks: a run_code task with bad arguments ends failed, its result carries the task") {
+  Fixture f;
+  f.initialize("2025-11-25");
+  std::vector<json> seen;
+  json created = call_and_await(f, task_call(1, "run_code", {{"runtime", "python"}}, {{"ttl", 5000}}), 1, seen);
+  CAPTURE(created.dump());
+  const json& task = created["result"]["task"];
+  REQUIRE(task.is_object());
+  CHECK(task["status"] == "working");
+  CHECK(task["ttl"] == 5000);
+  CHECK(task["pollInterval"] == 1000);
+  const std::string id = task["taskId"];
+  f.tasks->drain();
+
+  json status = await_message(f.out, [](const json& m) { return m.value("method", "") == "notifications/tasks/status"; },
+                              seen);
+  CHECK(status["params"]["taskId"] == id);
+  CHECK(status["params"]["status"] == "failed");
+
+  json got = f.one(request(2, "tasks/get", {{"taskId", id}}));
+  CHECK(got["result"]["status"] == "failed");
+  CHECK(got["result"]["statusMessage"].get<std::string>().rfind("code: required", 0) == 0);
+  json result = f.one(request(3, "tasks/result", {{"taskId", id}}));
+  CAPTURE(result.dump());
+  CHECK(result["result"]["isError"] == true);
+  CHECK(result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == id);
+  json list = f.one(request(4, "tasks/list"));
+  REQUIRE(list["result"]["tasks"].size() == 1);
+  CHECK(list["result"]["tasks"][0]["taskId"] == id);
+  CHECK_FALSE(list["result"].contains("nextCursor"));
+  check_error(f.one(request(5, "tasks/list", {{"cursor", "bogus"}})), 5, -32602);
+}
+
+TEST_CASE("tasks: unknown, malformed and foreign ids get one and the same -32602") {
+  Fixture f(true);
+  f.initialize("2025-11-25");
+  json created = f.one(task_call(1, "gated", json::object(), json::object()));
+  const std::string id = created["result"]["task"]["taskId"];
+
+  FakeOutbox bob_out;
+  mcp::Session bob(*f.ctx, bob_out, "bob");
+  Fixture::initialize_session(bob, bob_out, "2025-11-25");
+  std::string message;
+  int n = 10;
+  for (const json& tid : {json(id), json("0123456789abcdef0123456789abcdef"), json("../x"), json("")}) {
+    for (const char* method : {"tasks/get", "tasks/result", "tasks/cancel"}) {
+      CAPTURE(method);
+      bob.handle_line(request(++n, method, {{"taskId", tid}}));
+      bob.drain();
+      auto msgs = bob_out.take();
+      REQUIRE(msgs.size() == 1);
+      check_error(msgs[0], n, -32602);
+      if (message.empty()) message = msgs[0]["error"]["message"];
+      CHECK(msgs[0]["error"]["message"] == message);
+    }
+  }
+  CHECK(message == broker::kTaskNotFound);
+  bob.handle_line(request(++n, "tasks/list"));
+  bob.drain();
+  CHECK(bob_out.take()[0]["result"]["tasks"].empty());
+  check_error(f.one(request(100, "tasks/get", {{"taskId", 42}})), 100, -32602);
+  CHECK(f.one(request(101, "tasks/get", {{"taskId", id}}))["result"]["status"] == "working");  // bob's cancel did nothing
+}
+
+TEST_CASE("tasks: tasks/result waits; tasks/cancel answers cancelled and releases it; a second cancel is -32602") {
+  Fixture f(true);
+  f.initialize("2025-11-25");
+  std::vector<json> seen;
+  json created = call_and_await(f, task_call(1, "gated", json::object(), json::object(), {{"progressToken", "p1"}}),
+                                1, seen);
+  const std::string id = created["result"]["task"]["taskId"];
+  json progress =
+      await_message(f.out, [](const json& m) { return m.value("method", "") == "notifications/progress"; }, seen);
+  CHECK(progress["params"]["progressToken"] == "p1");
+  CHECK(progress["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == id);
+
+  // Another session of the same tenant sees the task and waits on it.
+  FakeOutbox out2;
+  mcp::Session second(*f.ctx, out2, "alice");
+  Fixture::initialize_session(second, out2, "2025-11-25");
+  second.handle_line(request(2, "tasks/result", {{"taskId", id}}));
+  f.session->handle_line(request(3, "tasks/result", {{"taskId", id}}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(out2.take().empty());  // blocked: the task is working
+  for (auto& m : f.out.take()) CHECK_FALSE(has_id(3)(m));
+
+  f.session->handle_line(request(4, "tasks/cancel", {{"taskId", id}}));
+  json cancelled = await_message(f.out, has_id(4), seen);
+  CAPTURE(cancelled.dump());
+  CHECK(cancelled["result"]["taskId"] == id);
+  CHECK(cancelled["result"]["status"] == "cancelled");
+  // Both waiting tasks/result requests are answered: the task is terminal.
+  json r3 = await_message(f.out, has_id(3), seen);
+  std::vector<json> seen2;
+  json r2 = await_message(out2, has_id(2), seen2);
+  for (const json& r : {r2, r3}) {
+    CAPTURE(r.dump());
+    CHECK(r["result"]["isError"] == true);
+    CHECK(r["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == id);
+  }
+  json again = f.one(request(5, "tasks/cancel", {{"taskId", id}}));
+  check_error(again, 5, -32602);
+  CHECK(again["error"]["message"] == "Cannot cancel task: already in terminal status 'cancelled'");
+  f.tasks->drain();
+  // The tool's own result, once it returned, is what tasks/result gives; still cancelled.
+  json late = f.one(request(6, "tasks/result", {{"taskId", id}}));
+  CHECK(late["result"]["structuredContent"]["status"] == "cancelled");
+  CHECK(f.one(request(7, "tasks/get", {{"taskId", id}}))["result"]["status"] == "cancelled");
+}
+
+TEST_CASE("tasks: notifications/cancelled drops a waiting tasks/result; an ended session leaves no waiter") {
+  Fixture f(true);
+  f.initialize("2025-11-25");
+  std::vector<json> seen;
+  json created = call_and_await(f, task_call(1, "gated", json::object(), json::object(), {{"progressToken", 7}}),
+                                1, seen);
+  const std::string id = created["result"]["task"]["taskId"];
+  f.session->handle_line(request(2, "tasks/result", {{"taskId", id}}));
+  f.session->handle_line(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}})");
+  {
+    FakeOutbox gone_out;
+    mcp::Session gone(*f.ctx, gone_out, "alice");
+    Fixture::initialize_session(gone, gone_out, "2025-11-25");
+    gone.handle_line(request(3, "tasks/result", {{"taskId", id}}));
+  }  // ends while its tasks/result waits: nothing may call into it later
+  f.gate.release();
+  f.tasks->drain();
+  json status = await_message(f.out, [](const json& m) { return m.value("method", "") == "notifications/tasks/status"; },
+                              seen);
+  CHECK(status["params"]["status"] == "completed");
+  CHECK(status["params"]["statusMessage"] == "job g1 completed, exit 0");
+  for (auto& m : seen) CHECK_FALSE(has_id(2)(m));  // no answer to the dropped request
+  for (auto& m : f.out.take()) CHECK_FALSE(has_id(2)(m));
+  json result = f.one(request(4, "tasks/result", {{"taskId", id}}));
+  CHECK(result["result"]["structuredContent"]["status"] == "completed");
 }
 
 // ---- stdio framing ----

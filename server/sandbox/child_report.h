@@ -10,6 +10,9 @@ constexpr char kMsgKill = 'K';     // parent -> child: deadline or cancel, kill 
 constexpr char kMsgReady = 'R';    // child -> parent: program exec'd
 constexpr char kMsgError = 'E';    // child -> parent: a setup step failed (text follows)
 constexpr char kMsgExit = 'X';     // child -> parent: program finished (ExitReport follows)
+// Warm pool (spec.warm): the sandbox is built and waits for a job.
+constexpr char kMsgWarm = 'W';     // child -> parent: built (and, for "preload", the loader started)
+constexpr char kMsgClaim = 'C';    // parent -> child: code and inputs are in place, run the job
 
 struct ExitReport {
   int wait_status;          // of the program (waitpid)

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -33,8 +34,8 @@ struct ExecFailure {
 // In the program child after fork, in this order: descriptors, working
 // directory, rlimits, no_new_privs, Landlock, capabilities, seccomp (last),
 // execve. Each step fails closed: the program never starts.
-[[noreturn]] void exec_program_in_child(const ChildContext& ctx, int exec_err_fd, int ruleset_fd,
-                                        const sigset_t& old_mask) {
+[[noreturn]] void exec_program_in_child(const ChildContext& ctx, int exec_err_fd, int ruleset_fd, int go_fd,
+                                        int ready_fd, const sigset_t& old_mask) {
   const char* step = "setup";
   // Report through the exec-error pipe; pid 1 relays it to the runner.
   auto die = [&](int err) {
@@ -52,30 +53,45 @@ struct ExecFailure {
   // A session of its own: no controlling terminal to push input into.
   step = "setsid";
   if (::setsid() < 0) die(errno);
+  // The descriptors to keep, first moved out of the way (>= 20), then placed:
+  // 3 the Landlock ruleset, 4 and 5 the warm loader's go and ready pipes, the
+  // error pipe above.
+  step = "fcntl(F_DUPFD_CLOEXEC)";
+  auto lift = [&](int& fd) {
+    if (fd < 0) return;
+    int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 20);
+    if (moved < 0) die(errno);
+    fd = moved;
+  };
+  lift(exec_err_fd);
+  lift(ruleset_fd);
+  lift(go_fd);
+  lift(ready_fd);
   // stdin is /dev/null; stdout/stderr are the capture pipes and nothing else.
   step = "open(/dev/null)";
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0 || ::dup2(null_fd, 0) < 0) die(errno);
   step = "dup2(stdout/stderr)";
   if (::dup2(ctx.stdout_write, 1) < 0 || ::dup2(ctx.stderr_write, 2) < 0) die(errno);
-  // The Landlock ruleset moves to fd 3 so one close_range can drop all else.
-  step = "dup2(landlock ruleset)";
-  if (exec_err_fd <= 3) {  // keep the error pipe out of the way of fd 3
-    int moved = ::fcntl(exec_err_fd, F_DUPFD_CLOEXEC, 10);
-    if (moved < 0) die(errno);
-    exec_err_fd = moved;
-  }
-  if (ruleset_fd >= 0 && ruleset_fd != 3) {
+  step = "dup3(landlock ruleset, loader pipes)";
+  if (ruleset_fd >= 0) {
     if (::dup3(ruleset_fd, 3, O_CLOEXEC) < 0) die(errno);
     ruleset_fd = 3;
   }
-  int keep_from = ruleset_fd >= 0 ? 4 : 3;
+  if (go_fd >= 0 && ready_fd >= 0) {
+    if (::dup3(go_fd, 4, O_CLOEXEC) < 0 || ::dup3(ready_fd, 5, O_CLOEXEC) < 0) die(errno);
+    go_fd = 4;
+    ready_fd = 5;
+  }
   // Every other descriptor closed, except the exec-error pipe (close-on-exec).
   step = "close_range";
-  if (exec_err_fd > keep_from && ::close_range(static_cast<unsigned>(keep_from),
-                                               static_cast<unsigned>(exec_err_fd - 1), 0) != 0)
-    die(errno);
+  if (::close_range(6, static_cast<unsigned>(exec_err_fd - 1), 0) != 0) die(errno);
   if (::close_range(static_cast<unsigned>(exec_err_fd + 1), ~0U, 0) != 0) die(errno);
+  if (ruleset_fd < 0) ::close(3);
+  if (go_fd < 0) {
+    ::close(4);
+    ::close(5);
+  }
   step = "chdir(/work)";
   if (::chdir("/work") != 0) die(errno);
   ::umask(022);
@@ -88,6 +104,13 @@ struct ExecFailure {
     step = "landlock_restrict_self";
     if ((err = landlock::restrict_self_in_child(ruleset_fd)) != 0) die(err);
     ::close(ruleset_fd);
+  }
+  if (go_fd >= 0) {
+    // The loader inherits two descriptors beyond 0-2 (dup2 clears
+    // close-on-exec): fd 3 to read its go byte from, fd 4 to say it is ready.
+    step = "dup2(loader pipes)";
+    if (::dup2(go_fd, 3) < 0 || ::dup2(ready_fd, 4) < 0) die(errno);
+    ::close(5);
   }
   if ((err = capabilities::drop_all_in_child(ctx.last_cap, &step)) != 0) die(err);
   // Last: from here on every syscall, execve's included, passes the filter.
@@ -167,30 +190,101 @@ void run_in_child(const ChildContext& ctx) {
   int sfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) fail_in_child(sock, "signalfd", "SIGCHLD", errno);
 
-  int exec_err[2];
-  if (::pipe2(exec_err, O_CLOEXEC) != 0) fail_in_child(sock, "pipe2", "exec-error", errno);
-  pid_t program = ::fork();
-  if (program < 0) fail_in_child(sock, "fork", ctx.argv[0], errno);
-  if (program == 0) {
+  // The program: forked now (cold, and a warm "preload" loader), or once a
+  // job claims this sandbox (warm "exec").
+  const bool warm = !ctx.spec->warm.empty();
+  const bool preload = ctx.spec->warm == "preload";
+  int go[2] = {-1, -1}, loaded[2] = {-1, -1};
+  if (preload && (::pipe2(go, O_CLOEXEC) != 0 || ::pipe2(loaded, O_CLOEXEC) != 0))
+    fail_in_child(sock, "pipe2", "loader", errno);
+  pid_t program = -1;
+  auto start_program = [&](int go_read, int loaded_write) {
+    int exec_err[2];
+    if (::pipe2(exec_err, O_CLOEXEC) != 0) fail_in_child(sock, "pipe2", "exec-error", errno);
+    program = ::fork();
+    if (program < 0) fail_in_child(sock, "fork", ctx.argv[0], errno);
+    if (program == 0) {
+      ::close(exec_err[0]);
+      if (go[1] >= 0) ::close(go[1]);
+      if (loaded[0] >= 0) ::close(loaded[0]);
+      exec_program_in_child(ctx, exec_err[1], ruleset_fd, go_read, loaded_write, old_mask);
+    }
+    ::close(exec_err[1]);
+    if (ruleset_fd >= 0) ::close(ruleset_fd);
+    ruleset_fd = -1;
+    if (go_read >= 0) ::close(go_read);
+    if (loaded_write >= 0) ::close(loaded_write);
+    ::close(ctx.stdout_write);
+    ::close(ctx.stderr_write);
+    // EOF on the exec-error pipe means execve succeeded (nsjail's handshake).
+    ExecFailure failure{};
+    ssize_t got;
+    do got = ::read(exec_err[0], &failure, sizeof failure);
+    while (got < 0 && errno == EINTR);
     ::close(exec_err[0]);
-    exec_program_in_child(ctx, exec_err[1], ruleset_fd, old_mask);
-  }
-  ::close(exec_err[1]);
-  if (ruleset_fd >= 0) ::close(ruleset_fd);
-  ::close(ctx.stdout_write);
-  ::close(ctx.stderr_write);
+    if (got == static_cast<ssize_t>(sizeof failure)) {
+      int st;
+      ::waitpid(program, &st, 0);
+      failure.step[sizeof failure.step - 1] = '\0';
+      fail_in_child(sock, failure.step, ctx.argv[0], failure.err);
+    }
+  };
+  if (!warm || preload) start_program(go[0], loaded[1]);
 
-  // EOF on the exec-error pipe means execve succeeded (nsjail's handshake).
-  ExecFailure failure{};
-  ssize_t got;
-  do got = ::read(exec_err[0], &failure, sizeof failure);
-  while (got < 0 && errno == EINTR);
-  ::close(exec_err[0]);
-  if (got == static_cast<ssize_t>(sizeof failure)) {
-    int st;
-    ::waitpid(program, &st, 0);
-    failure.step[sizeof failure.step - 1] = '\0';
-    fail_in_child(sock, failure.step, ctx.argv[0], failure.err);
+  if (warm) {
+    // "Built" once the loader, if any, says its start-up is done (one byte).
+    bool announced = false;
+    auto announce = [&] {
+      char built = kMsgWarm;
+      ::send(sock, &built, 1, MSG_NOSIGNAL);
+      announced = true;
+    };
+    if (!preload) announce();
+    // Idle until a job claims the sandbox. A loader that dies meanwhile makes
+    // the sandbox unusable: report it, the pool discards it.
+    for (bool claimed = false; !claimed;) {
+      struct pollfd fds[3] = {{sock, POLLIN, 0}, {sfd, POLLIN, 0}, {announced ? -1 : loaded[0], POLLIN, 0}};
+      if (::poll(fds, 3, -1) < 0) {
+        if (errno == EINTR) continue;
+        fail_in_child(sock, "poll", "claim", errno);
+      }
+      if (fds[1].revents) {
+        struct signalfd_siginfo si;
+        while (::read(sfd, &si, sizeof si) > 0) {
+        }
+        int st = 0;
+        if (program > 0 && ::waitpid(program, &st, WNOHANG) == program)
+          fail_in_child(sock, "warm loader exited before a job claimed it", ctx.argv[0], ECHILD);
+      }
+      if (fds[0].revents) {
+        char cmd = 0;
+        ssize_t r = ::recv(sock, &cmd, 1, MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) ::_exit(1);  // parent gone
+        if (r == 1 && cmd == kMsgKill) ::_exit(1);
+        if (r == 1 && cmd == kMsgClaim) claimed = true;
+      }
+      if (fds[2].revents) {
+        char byte = 0;
+        ssize_t r = ::read(loaded[0], &byte, 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r != 1) fail_in_child(sock, "warm loader closed its ready pipe", ctx.argv[0], r < 0 ? errno : EPIPE);
+        ::close(loaded[0]);
+        announce();
+      }
+    }
+    if (!announced) fail_in_child(sock, "claimed before the loader was ready", ctx.argv[0], EAGAIN);
+    // The runner has copied the job's inputs in: freeze them before any of
+    // the job's code can run.
+    if (::mount(nullptr, "/inputs", nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                nullptr) != 0)
+      fail_in_child(sock, "mount(MS_REMOUNT|MS_RDONLY)", "/inputs", errno);
+    if (preload) {
+      char one = '1';
+      if (::write(go[1], &one, 1) != 1) fail_in_child(sock, "write", "go", errno);
+      ::close(go[1]);
+    } else {
+      start_program(-1, -1);
+    }
   }
   char ready = kMsgReady;
   ::send(sock, &ready, 1, MSG_NOSIGNAL);

@@ -30,6 +30,7 @@
 #include "server/sandbox/seccomp.h"
 #include "server/util/base64.h"
 #include "server/sandbox/child_report.h"
+#include "server/sandbox/deliver.h"
 #include "server/sandbox/harvest.h"
 #include "server/sandbox/init.h"
 #include "server/sandbox/mounts.h"
@@ -43,6 +44,7 @@ namespace {
 constexpr int kSetupTimeoutMs = 10000;   // building the sandbox; far above the measured cost
 constexpr int kKillGraceMs = 2000;       // pid 1 reporting after a kill request
 constexpr int kDrainTimeoutMs = 1000;    // pipes reaching EOF once everything is dead
+constexpr size_t kClaimMaxBytes = 64 << 20;  // code and input names; far above the policy ceilings
 
 int64_t now_ms() {
   struct timespec ts {};
@@ -182,6 +184,53 @@ void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::Uniq
   }
 }
 
+// Warm: waits for pid 1's "built" message, announces the sandbox to the pool
+// and reads the claim line. An error, pid 1's death, a cancel (SIGTERM: the
+// pool discarding an idle sandbox) or EOF on claim_fd end the wait unclaimed.
+util::Result<Claim> await_claim(int sock, int cancel_fd, int ready_fd, int claim_fd) {
+  const int64_t setup_deadline = now_ms() + kSetupTimeoutMs;
+  bool built = false;
+  std::string line;
+  char buf[65536];
+  for (;;) {
+    int64_t left = built ? -1 : setup_deadline - now_ms();
+    if (!built && left <= 0) return util::make_error("sandbox", "warm sandbox set-up did not finish in time");
+    struct pollfd fds[3] = {{sock, POLLIN, 0}, {cancel_fd, POLLIN, 0}, {built ? claim_fd : -1, POLLIN, 0}};
+    int r = ::poll(fds, 3, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return util::make_error("sandbox", util::call_error("poll", "claim", errno));
+    if (fds[1].revents) return util::make_error("sandbox", "warm sandbox discarded before a claim");
+    if (fds[0].revents) {
+      char msg[1024];
+      ssize_t n = ::recv(sock, msg, sizeof msg - 1, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) return util::make_error("sandbox", "sandbox init exited before a claim");
+      if (msg[0] == kMsgError) {
+        msg[n] = '\0';
+        return util::make_error("sandbox", msg + 1);
+      }
+      if (msg[0] == kMsgWarm && !built) {
+        built = true;
+        static const char kReady[] = "{\"warm\":\"ready\"}\n";
+        if (!util::write_all(ready_fd, kReady, sizeof kReady - 1))
+          return util::make_error("sandbox", util::call_error("write", "warm ready", errno));
+      }
+    }
+    if (fds[2].revents) {
+      long n = util::read_some(claim_fd, buf, sizeof buf);
+      if (n < 0) return util::make_error("sandbox", util::call_error("read", "claim", errno));
+      if (n == 0) return util::make_error("sandbox", "warm sandbox released unclaimed");
+      line.append(buf, static_cast<size_t>(n));
+      if (line.size() > kClaimMaxBytes) return util::make_error("sandbox", "claim too large");
+      size_t nl = line.find('\n');
+      if (nl == std::string::npos) continue;
+      auto doc = nlohmann::json::parse(line.substr(0, nl), nullptr, false);
+      if (doc.is_discarded()) return util::make_error("sandbox", "claim is not JSON");
+      return claim_from_json(doc);
+    }
+  }
+}
+
 std::vector<char*> to_cstrings(const std::vector<std::string>& v) {
   std::vector<char*> out;
   for (auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
@@ -208,7 +257,9 @@ void Teardown::finish() {
   cgroup_ = cgroups::Job();
 }
 
-Outcome launch(const LaunchSpec& spec, Teardown& teardown, int cancel_fd, int progress_fd) {
+Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd) {
+  // A warm spec becomes the job's once claimed (timeout, progress).
+  LaunchSpec spec = warm_or_cold;
   const Trace trace;
   // 1. Every path and string the child will need, built before clone.
   auto plan = mounts::plan_in_parent(spec);
@@ -307,6 +358,27 @@ Outcome launch(const LaunchSpec& spec, Teardown& teardown, int cancel_fd, int pr
   }
 
   trace.step("id maps, go");
+  // 7b. Warm: idle until a job claims the sandbox, then put its code and
+  // inputs in and release the program.
+  if (sv.setup_error.empty() && !spec.warm.empty()) {
+    auto claim = await_claim(sock.get(), cancel_fd, progress_fd, claim_fd);
+    if (!claim) {
+      sv.setup_error = claim.error().message;
+    } else {
+      spec.timeout_ms = claim->timeout_ms;
+      spec.progress = claim->progress;
+      const pid_t server = ::getppid();
+      if (auto d = deliver::claim_files(pid, spec, *claim); !d) {
+        sv.setup_error = d.error().message;
+      } else if (!deliver::parent_alive(server)) {
+        sv.setup_error = "the server exited while the job was being claimed";
+      } else {
+        char go = kMsgClaim;
+        if (::send(sock.get(), &go, 1, MSG_NOSIGNAL) != 1) sv.setup_error = util::call_error("send", "claim", errno);
+      }
+    }
+    trace.step("claimed");
+  }
   // 8. Run, capture, enforce the deadline.
   if (sv.setup_error.empty())
     supervise(spec, sock.get(), out.read, err.read, out_cap, err_cap, sv, cancel_fd,
@@ -353,6 +425,7 @@ Outcome launch(const LaunchSpec& spec, Teardown& teardown, int cancel_fd, int pr
                             ? stats.peak_memory_bytes
                             : static_cast<uint64_t>(sv.report.max_rss_kb) * 1024;
   o.timed_out = sv.timed_out;
+  o.start = spec.warm.empty() ? "cold" : "warm";
   o.layers = {"namespaces:user,pid,mount,net,ipc,uts,cgroup", "pivot_root", "readonly_root",
               "fd_hygiene", "rlimits", "no_new_privs"};
   if (landlock_abi > 0) o.layers.push_back("landlock:abi" + std::to_string(landlock_abi));

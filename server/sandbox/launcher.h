@@ -12,6 +12,15 @@
 
 namespace sandbox::launcher {
 
+class Teardown;
+
+// cancel_fd: a signalfd (SIGTERM) or -1; readable means the job is cancelled:
+// the whole tree is killed and the outcome says "cancelled".
+// progress_fd: where progress lines go when spec.progress (the runner's stdout).
+// A warm spec (spec.warm) also writes {"warm":"ready"} there once the sandbox
+// is built, then reads one Claim line (JSON) from claim_fd (the runner's stdin).
+Outcome launch(const LaunchSpec& spec, Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd = -1);
+
 // What is left once the outcome is known: pid 1 (and with it every namespace),
 // the root mount point and the cgroup. The runner reports first and then
 // finishes, so the namespace teardown is off the caller's critical path.
@@ -24,20 +33,12 @@ class Teardown {
   void finish();
 
  private:
-  friend // cancel_fd: a signalfd (SIGTERM) or -1; readable means the job is cancelled:
-// the whole tree is killed and the outcome says "cancelled".
-// progress_fd: where progress lines go when spec.progress (the runner's stdout).
-Outcome launch(const LaunchSpec& spec, Teardown& teardown, int cancel_fd, int progress_fd);
+  friend Outcome launch(const LaunchSpec& spec, Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd);
   pid_t pid_ = -1;
   bool kill_ = false;       // pid 1 never reported: SIGKILL it
   util::UniqueFd sock_;     // closing it releases a pid 1 that did report
   std::string root_;        // mount point to remove
   cgroups::Job cgroup_;
 };
-
-// cancel_fd: a signalfd (SIGTERM) or -1; readable means the job is cancelled:
-// the whole tree is killed and the outcome says "cancelled".
-// progress_fd: where progress lines go when spec.progress (the runner's stdout).
-Outcome launch(const LaunchSpec& spec, Teardown& teardown, int cancel_fd, int progress_fd);
 
 }  // namespace sandbox::launcher

@@ -142,7 +142,10 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
     struct stat st {};
     if (::lstat(in.host_path.c_str(), &st) == 0) input_bytes += static_cast<uint64_t>(st.st_size) + 4096;
   }
-  p.inputs_opts = tmpfs_opts(input_bytes + (64 << 10), spec.inputs.size() + 16, "0755", false);
+  // A warm sandbox gets its inputs later: its /inputs is capped by the policy's limits.
+  p.inputs_opts = spec.warm.empty()
+                      ? tmpfs_opts(input_bytes + (64 << 10), spec.inputs.size() + 16, "0755", false)
+                      : tmpfs_opts(spec.inputs_max_bytes + (64 << 10), spec.inputs_max_files + 16, "0755", false);
   p.work_opts = tmpfs_opts(spec.work_max_bytes, 16384, "0755", true);
   p.tmp_opts = tmpfs_opts(spec.tmp_max_bytes, 16384, "1777", true);
   p.outputs_opts = tmpfs_opts(spec.outputs_max_bytes, spec.outputs_max_files + 1024, "0755", true);
@@ -266,19 +269,23 @@ void build_root_in_child(const Plan& p, const LaunchSpec& spec, int sock) {
   // /inputs: each stored input copied in (0444), then the tmpfs made read-only.
   mount_tmpfs(p.inputs, p.inputs_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
   for (const Bind& b : p.input_copies) copy_input_in_child(b, sock);
-  remount_readonly(p.inputs, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
+  // Warm: the runner copies the claim's inputs in later; pid 1 then freezes it.
+  if (spec.warm.empty()) remount_readonly(p.inputs, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
 
   // Scratch and outputs: size- and inode-capped tmpfs, no exec of dropped binaries.
   mount_tmpfs(p.work, p.work_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
   mount_tmpfs(p.tmp, p.tmp_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
   mount_tmpfs(p.outputs, p.outputs_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
 
-  int fd = ::open(p.code_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) fail_in_child(sock, "open", p.code_file.c_str(), errno);
-  if (::write(fd, spec.code.data(), spec.code.size()) != static_cast<ssize_t>(spec.code.size()))
-    fail_in_child(sock, "write", p.code_file.c_str(), errno);
-  if (::fchown(fd, kSandboxUid, kSandboxGid) != 0) fail_in_child(sock, "fchown", p.code_file.c_str(), errno);
-  ::close(fd);
+  // Warm: the code arrives with the claim (the runner writes it).
+  if (spec.warm.empty()) {
+    int fd = ::open(p.code_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) fail_in_child(sock, "open", p.code_file.c_str(), errno);
+    if (::write(fd, spec.code.data(), spec.code.size()) != static_cast<ssize_t>(spec.code.size()))
+      fail_in_child(sock, "write", p.code_file.c_str(), errno);
+    if (::fchown(fd, kSandboxUid, kSandboxGid) != 0) fail_in_child(sock, "fchown", p.code_file.c_str(), errno);
+    ::close(fd);
+  }
 
   // Freeze the skeleton: nothing outside /work, /tmp and /outputs is writable.
   remount_readonly(".", MS_NOSUID | MS_NODEV, sock);

@@ -47,19 +47,29 @@ int runner_main() {
   if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0)
     return fail(util::call_error("setgroups", "0", errno));
 
+  // The spec is the first line (or all) of stdin. A warm spec's claim comes
+  // later on the same stdin, and only after the runner said it is ready.
   std::string input;
   char buf[65536];
-  for (;;) {
+  size_t nl = std::string::npos;
+  while (nl == std::string::npos) {
     long n = util::read_some(0, buf, sizeof buf);
     if (n < 0) return fail(util::call_error("read", "stdin", errno));
     if (n == 0) break;
     input.append(buf, static_cast<size_t>(n));
     if (input.size() > kSpecMaxBytes) return fail("launch spec too large");
+    nl = input.find('\n');
+  }
+  std::string rest;
+  if (nl != std::string::npos) {
+    rest = input.substr(nl + 1);
+    input.resize(nl);
   }
   auto doc = nlohmann::json::parse(input, nullptr, false);
   if (doc.is_discarded()) return fail("launch spec is not JSON");
   auto spec = spec_from_json(doc);
   if (!spec) return fail(spec.error().message);
+  if (!spec->warm.empty() && !rest.empty()) return fail("a claim arrived before the warm sandbox was ready");
 
   // SIGTERM from the broker means "cancel this job": read through a signalfd
   // in the supervision loop (blocked here; the program gets an empty mask).
@@ -69,7 +79,7 @@ int runner_main() {
   ::sigprocmask(SIG_BLOCK, &term, nullptr);
   util::UniqueFd cancel_fd(::signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK));
   launcher::Teardown teardown;
-  Outcome outcome = launcher::launch(*spec, teardown, cancel_fd.get(), 1);
+  Outcome outcome = launcher::launch(*spec, teardown, cancel_fd.get(), 1, 0);
   std::string text = to_json(outcome).dump() + "\n";
   bool written = util::write_all(1, text.data(), text.size());
   // EOF tells the broker the outcome is complete; the namespaces go down after.

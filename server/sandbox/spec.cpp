@@ -21,7 +21,31 @@ json to_json(const LaunchSpec& s) {
           {"nofile_max", s.nofile_max}, {"cpu_max_cores", s.cpu_max_cores},
           {"cgroup_host", s.cgroup_host}, {"require_landlock", s.require_landlock},
           {"require_cgroups", s.require_cgroups}, {"seccomp_bpf_base64", s.seccomp_bpf_base64},
-          {"progress", s.progress}};
+          {"progress", s.progress}, {"warm", s.warm}, {"inputs_max_bytes", s.inputs_max_bytes},
+          {"inputs_max_files", s.inputs_max_files}};
+}
+
+json to_json(const Claim& c) {
+  json inputs = json::array();
+  for (auto& in : c.inputs) inputs.push_back({{"name", in.name}, {"host_path", in.host_path}});
+  return {{"job_id", c.job_id}, {"code", c.code}, {"inputs", inputs}, {"timeout_ms", c.timeout_ms},
+          {"progress", c.progress}};
+}
+
+util::Result<Claim> claim_from_json(const json& j) {
+  try {
+    Claim c;
+    j.at("job_id").get_to(c.job_id);
+    j.at("code").get_to(c.code);
+    for (auto& in : j.at("inputs"))
+      c.inputs.push_back({in.at("name").get<std::string>(), in.at("host_path").get<std::string>()});
+    j.at("timeout_ms").get_to(c.timeout_ms);
+    c.progress = j.value("progress", false);
+    if (c.timeout_ms == 0) return util::make_error("spec", "claim: timeout_ms must be positive");
+    return c;
+  } catch (const json::exception& e) {
+    return util::make_error("spec", std::string("malformed claim: ") + e.what());
+  }
 }
 
 util::Result<LaunchSpec> spec_from_json(const json& j) {
@@ -56,6 +80,13 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     j.at("require_cgroups").get_to(s.require_cgroups);
     s.seccomp_bpf_base64 = j.value("seccomp_bpf_base64", "");
     s.progress = j.value("progress", false);
+    s.warm = j.value("warm", "");
+    s.inputs_max_bytes = j.value("inputs_max_bytes", uint64_t{0});
+    s.inputs_max_files = j.value("inputs_max_files", uint64_t{0});
+    if (!s.warm.empty() && s.warm != "exec" && s.warm != "preload")
+      return util::make_error("spec", "warm must be \"\", \"exec\" or \"preload\"");
+    if (!s.warm.empty() && (!s.code.empty() || !s.inputs.empty()))
+      return util::make_error("spec", "a warm spec carries no code and no inputs (they come with the claim)");
     if (s.argv.empty() || s.argv[0].empty() || s.argv[0][0] != '/')
       return util::make_error("spec", "argv[0] must be an absolute path");
     if (s.scratch_dir.empty() || s.scratch_dir[0] != '/' || s.harvest_dir.empty())
@@ -76,7 +107,8 @@ json to_json(const Outcome& o) {
           {"stdout", o.stdout_text}, {"stderr", o.stderr_text},
           {"stdout_truncated", o.stdout_truncated}, {"stderr_truncated", o.stderr_truncated},
           {"duration_ms", o.duration_ms}, {"cpu_ms", o.cpu_ms},
-          {"peak_memory_bytes", o.peak_memory_bytes}, {"files", files}, {"layers", o.layers}};
+          {"peak_memory_bytes", o.peak_memory_bytes}, {"files", files}, {"layers", o.layers},
+          {"start", o.start}};
 }
 
 util::Result<Outcome> outcome_from_json(const json& j) {
@@ -96,6 +128,7 @@ util::Result<Outcome> outcome_from_json(const json& j) {
     j.at("cpu_ms").get_to(o.cpu_ms);
     j.at("peak_memory_bytes").get_to(o.peak_memory_bytes);
     j.at("layers").get_to(o.layers);
+    o.start = j.value("start", "cold");
     for (auto& f : j.at("files"))
       o.files.push_back({f.at("name").get<std::string>(), f.at("size").get<uint64_t>(),
                          f.at("host_path").get<std::string>(), f.at("rejected").get<std::string>()});

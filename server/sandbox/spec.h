@@ -46,6 +46,24 @@ struct LaunchSpec {
   bool require_cgroups = false;
   std::string seccomp_bpf_base64;       // compiled filter (sock_filter array); empty: the runner compiles
   bool progress = false;                // write a progress line to stdout about once a second
+  // Warm pool. "" (cold): everything above is the job. Otherwise the runner
+  // builds the sandbox with no code and no inputs, says {"warm":"ready"} and
+  // waits for a Claim line on stdin that supplies them:
+  //   "exec"     the program is exec'ed when the claim arrives;
+  //   "preload"  the program (argv: an interpreter with a loader) is started
+  //              ahead, blocked reading fd 3; the claim's go byte releases it.
+  std::string warm;
+  uint64_t inputs_max_bytes = 0;        // warm: the /inputs tmpfs cap (no inputs known yet)
+  uint64_t inputs_max_files = 0;
+};
+
+// The job half of a warm sandbox: what the broker sends once a job claims it.
+struct Claim {
+  std::string job_id;                   // the broker's job (log lines only)
+  std::string code;
+  std::vector<InputBind> inputs;
+  uint64_t timeout_ms = 0;
+  bool progress = false;
 };
 
 // Identity inside the sandbox (passwd/group name "sandbox").
@@ -75,10 +93,13 @@ struct Outcome {
   uint64_t peak_memory_bytes = 0;
   std::vector<HarvestedFile> files;
   std::vector<std::string> layers;      // the isolation layers that were active
+  std::string start = "cold";           // "warm": the sandbox was built ahead by the pool
 };
 
 nlohmann::json to_json(const LaunchSpec& spec);
 util::Result<LaunchSpec> spec_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const Claim& claim);
+util::Result<Claim> claim_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const Outcome& outcome);
 util::Result<Outcome> outcome_from_json(const nlohmann::json& j);
 

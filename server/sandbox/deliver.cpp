@@ -1,0 +1,111 @@
+// Copies a claim's code and inputs into a warm sandbox. See deliver.h.
+#include "server/sandbox/deliver.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <sys/fsuid.h>
+#include <sys/prctl.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <set>
+#include <string>
+
+#include "server/util/fd.h"
+#include "server/util/text.h"
+
+namespace sandbox::deliver {
+namespace {
+
+int create_beneath(int dirfd, const std::string& rel, mode_t mode) {
+  struct open_how how {};
+  how.flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+  how.mode = mode;
+  // Not RESOLVE_NO_XDEV: /inputs and /work are mounts of their own under the root.
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  for (;;) {
+    long fd = ::syscall(SYS_openat2, dirfd, rel.c_str(), &how, sizeof how);
+    if (fd < 0 && errno == EINTR) continue;
+    return static_cast<int>(fd);
+  }
+}
+
+// The file-system identity of the sandbox user for the scope of one write.
+// Files created in the sandbox's tmpfs need an owner mapped in its user
+// namespace; as root this also drops CAP_DAC_OVERRIDE for the write.
+// A change of fsuid/fsgid clears PR_SET_PDEATHSIG (prctl(2)): it is set again
+// afterwards, or a runner would outlive a killed server (and its sandbox too).
+class AsSandboxUser {
+ public:
+  AsSandboxUser(uid_t uid, gid_t gid) : old_uid_(::setfsuid(uid)), old_gid_(::setfsgid(gid)) {}
+  ~AsSandboxUser() {
+    ::setfsgid(old_gid_);
+    ::setfsuid(old_uid_);
+    (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  }
+
+ private:
+  int old_uid_, old_gid_;
+};
+
+util::Status copy_input(int root, const LaunchSpec& spec, const InputBind& in, uint64_t& total) {
+  if (in.name.empty() || in.name.size() > 255 || in.name.find('/') != std::string::npos || in.name == "." ||
+      in.name == "..")
+    return util::make_error("sandbox", "input name \"" + in.name + "\" is not a plain file name");
+  util::UniqueFd src(::open(in.host_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (!src.valid()) return util::make_error("sandbox", util::call_error("open", in.host_path, errno));
+  struct stat st {};
+  if (::fstat(src.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return util::make_error("sandbox", in.host_path + ": an input must be a regular file");
+  total += static_cast<uint64_t>(st.st_size);
+  if (total > spec.inputs_max_bytes)
+    return util::make_error("sandbox", "inputs exceed the warm sandbox's " + std::to_string(spec.inputs_max_bytes) +
+                                           " bytes");
+  AsSandboxUser as(spec.host_uid, spec.host_gid);
+  util::UniqueFd dst(create_beneath(root, "inputs/" + in.name, 0444));
+  if (!dst.valid()) return util::make_error("sandbox", util::call_error("openat2", "/inputs/" + in.name, errno));
+  for (off_t left = st.st_size; left > 0;) {
+    ssize_t n = ::sendfile(dst.get(), src.get(), nullptr, static_cast<size_t>(left));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return util::make_error("sandbox", util::call_error("sendfile", "/inputs/" + in.name, n < 0 ? errno : EIO));
+    left -= n;
+  }
+  return util::ok_status();
+}
+
+}  // namespace
+
+util::Status claim_files(pid_t init_pid, const LaunchSpec& spec, const Claim& claim) {
+  std::string root_path = "/proc/" + std::to_string(init_pid) + "/root";
+  util::UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return util::make_error("sandbox", util::call_error("open", root_path, errno));
+  if (claim.inputs.size() > spec.inputs_max_files)
+    return util::make_error("sandbox", "more inputs than the warm sandbox takes (" +
+                                           std::to_string(spec.inputs_max_files) + ")");
+  std::set<std::string> names;
+  uint64_t total = 0;
+  for (const InputBind& in : claim.inputs) {
+    if (!names.insert(in.name).second)
+      return util::make_error("sandbox", "two inputs are both named \"" + in.name + "\"");
+    if (auto s = copy_input(root.get(), spec, in, total); !s) return s;
+  }
+  if (spec.code_path.rfind("/work/", 0) != 0) return util::make_error("sandbox", "code_path must be under /work");
+  AsSandboxUser as(spec.host_uid, spec.host_gid);
+  util::UniqueFd code(create_beneath(root.get(), spec.code_path.substr(1), 0644));
+  if (!code.valid()) return util::make_error("sandbox", util::call_error("openat2", spec.code_path, errno));
+  if (!util::write_all(code.get(), claim.code.data(), claim.code.size()))
+    return util::make_error("sandbox", util::call_error("write", spec.code_path, errno));
+  return util::ok_status();
+}
+
+bool parent_alive(pid_t parent) {
+  // The parent-death signal is armed again; a parent that died while it was
+  // cleared has already reparented us.
+  return ::getppid() == parent;
+}
+
+}  // namespace sandbox::deliver

@@ -118,6 +118,7 @@ int serve(int argc, char** argv) {
   store::Store store(opt.state_dir);
   broker::Jobs jobs(*pol, store, runner_exe(), sandbox::cgroups::to_json(cgroup_host));
   jobs.reclaim_leftovers();
+  jobs.start_pool();
   tools::Registry registry = tools::make_registry(*pol);
   // Audit: one JSON line per tool call, bounded to 2 x 16 MiB.
   broker::Audit audit(opt.state_dir + "/audit.log", 16 * 1024 * 1024);

@@ -43,6 +43,8 @@ json output_schema() {
         {"error", {{"type", "string"}, {"description", "Why the sandbox could not run the job (sandbox_error only)."}}},
         {"sandbox_layers", {{"type", "array"}, {"items", {{"type", "string"}}},
                             {"description", "The isolation layers that were active for this job."}}},
+        {"start", {{"type", "string"}, {"enum", {"cold", "warm"}},
+                   {"description", "warm: the job ran in a single-use sandbox built ahead by the warm pool."}}},
         {"artifacts", {{"type", "array"}, {"items", artifact}}}}},
       {"required", {"job_id", "status", "exit_code", "signal", "timed_out", "stdout", "stderr",
                     "stdout_truncated", "stderr_truncated", "duration_ms", "cpu_ms",
@@ -69,6 +71,7 @@ json to_structured(const broker::JobResult& r) {
          {"cpu_ms", o.cpu_ms},
          {"peak_memory_bytes", o.peak_memory_bytes},
          {"sandbox_layers", o.layers},
+         {"start", o.start},
          {"artifacts", artifacts}};
   if (!o.error.empty()) s["error"] = o.error;
   return s;

@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <boost/process.hpp>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -18,6 +17,9 @@
 #include <set>
 #include <spdlog/spdlog.h>
 
+#include "server/broker/pool.h"
+#include "server/broker/python_loader.h"
+#include "server/broker/runner_process.h"
 #include "server/sandbox/cgroups.h"
 #include "server/sandbox/seccomp.h"
 #include "server/util/base64.h"
@@ -29,7 +31,6 @@
 namespace broker {
 namespace {
 
-namespace bp = boost::process;
 constexpr int64_t kRunnerGraceMs = 15000;  // set-up, kill and harvest beyond the job's own deadline
 constexpr size_t kOutcomeMaxBytes = 64 * 1024 * 1024;
 
@@ -116,7 +117,7 @@ JobResult from_ledger(const LedgerRow& row) {
 }  // namespace
 
 struct Jobs::Finished {
-  bp::child child;
+  std::unique_ptr<RunnerProcess> runner;
   std::string scratch_dir;
   std::string job_id;
 };
@@ -149,6 +150,15 @@ Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner
   });
 }
 
+void Jobs::start_pool() {
+  if (pool_ || !policy_.pool.enabled || policy_.pool.runtimes.empty()) return;
+  pool_ = std::make_unique<Pool>(
+      policy_, runner_exe_, [this](const policy::Runtime& rt) { return warm_spec(rt); },
+      [this](std::unique_ptr<RunnerProcess> r, const std::string& dir, const std::string& id) {
+        retire(std::move(r), dir, id);
+      });
+}
+
 size_t Jobs::expire() {
   const auto& r = policy_.retention;
   size_t files = store_.expire(r.inputs_ttl_s, r.artifacts_ttl_s);
@@ -157,7 +167,18 @@ size_t Jobs::expire() {
   return files + rows;
 }
 
+void Jobs::retire(std::unique_ptr<RunnerProcess> runner, const std::string& scratch_dir, const std::string& id) {
+  {
+    std::lock_guard lock(reap_mu_);
+    reap_queue_.push_back(std::make_unique<Finished>(Finished{std::move(runner), scratch_dir, id}));
+  }
+  reap_cv_.notify_one();
+}
+
+PoolStats Jobs::pool_stats() { return pool_ ? pool_->stats() : PoolStats{}; }
+
 Jobs::~Jobs() {
+  pool_.reset();  // its idle runners go to the reaper, which is still running
   janitor_.request_stop();
   janitor_ = std::jthread();
   {
@@ -179,23 +200,9 @@ void Jobs::reap_loop() {
       reap_queue_.pop_front();
     }
     // Teardown is a few milliseconds; a runner stuck longer is killed (its
-    // pid 1 dies with it through PR_SET_PDEATHSIG). waitpid here, not Boost's
-    // wait_for, which can block on SIGCHLD bookkeeping shared across threads.
-    const pid_t pid = f->child.id();
-    f->child.detach();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    int st = 0;
-    for (;;) {
-      pid_t r = ::waitpid(pid, &st, WNOHANG);
-      if (r == pid || (r < 0 && errno != EINTR)) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        spdlog::warn("job {}: runner still tearing down after 10 s; killing it", f->job_id);
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &st, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    // pid 1 dies with it through PR_SET_PDEATHSIG).
+    if (!f->runner->wait_or_kill(10000))
+      spdlog::warn("job {}: runner still tearing down after 10 s; killed it", f->job_id);
     if (auto s = util::remove_tree(f->scratch_dir); !s)
       spdlog::warn("job {}: cleanup: {}", f->job_id, s.error().message);
   }
@@ -251,8 +258,7 @@ util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std
     return util::make_error("invalid_argument", "input_ids: more than " +
                                                     std::to_string(lim.inputs_per_job_max) + " inputs");
 
-  sandbox::LaunchSpec spec;
-  spec.job_id = job_id;
+  sandbox::LaunchSpec spec = base_spec(*rt, job_id);
   std::set<std::string> names;
   for (const std::string& id : req.input_ids) {
     auto in = store_.get_input(req.tenant, id);
@@ -262,11 +268,19 @@ util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std
                                                       "\"; /inputs/<name> must be unique per run");
     spec.inputs.push_back({in->name, in->blob_path});
   }
-  spec.argv = rt->command;
-  spec.code_path = "/work/" + rt->code_file;
   spec.argv.push_back(spec.code_path);
-  for (auto& [k, v] : policy_.sandbox.env) spec.env.push_back(k + "=" + v);
   spec.code = req.code;
+  spec.timeout_ms = static_cast<uint64_t>(std::llround(timeout_s * 1000));
+  return spec;
+}
+
+sandbox::LaunchSpec Jobs::base_spec(const policy::Runtime& rt, const std::string& id) const {
+  const policy::Limits& lim = policy_.limits;
+  sandbox::LaunchSpec spec;
+  spec.job_id = id;
+  spec.argv = rt.command;
+  spec.code_path = "/work/" + rt.code_file;
+  for (auto& [k, v] : policy_.sandbox.env) spec.env.push_back(k + "=" + v);
   spec.readonly_paths = policy_.sandbox.readonly_paths;
   spec.work_max_bytes = lim.work_max_bytes;
   spec.tmp_max_bytes = lim.tmp_max_bytes;
@@ -275,7 +289,6 @@ util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std
   spec.artifact_max_bytes = policy_.artifacts.file_max_bytes;
   spec.stdout_max_bytes = lim.stdout_max_bytes;
   spec.stderr_max_bytes = lim.stderr_max_bytes;
-  spec.timeout_ms = static_cast<uint64_t>(std::llround(timeout_s * 1000));
   // Never host uid 0: as root the sandbox user is the policy's unprivileged id.
   if (::geteuid() == 0) {
     spec.host_uid = policy_.sandbox.host_uid_when_root;
@@ -284,7 +297,7 @@ util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std
     spec.host_uid = ::geteuid();
     spec.host_gid = ::getegid();
   }
-  spec.scratch_dir = store_.state_dir() + "/run/" + job_id;
+  spec.scratch_dir = store_.state_dir() + "/run/" + id;
   spec.harvest_dir = spec.scratch_dir + "/outputs";
   spec.memory_max_bytes = lim.memory_max_bytes;
   spec.pids_max = lim.pids_max;
@@ -297,35 +310,54 @@ util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std
   return spec;
 }
 
+util::Result<sandbox::LaunchSpec> Jobs::warm_spec(const policy::Runtime& rt) const {
+  sandbox::LaunchSpec spec = base_spec(rt, util::random_id());
+  const policy::Limits& lim = policy_.limits;
+  if (rt.loader == "python") {
+    spec.warm = "preload";
+    spec.argv.push_back("-c");
+    spec.argv.push_back(kPythonLoader);
+  } else {
+    spec.warm = "exec";
+  }
+  spec.argv.push_back(spec.code_path);
+  // The job's own deadline comes with its claim; RLIMIT_CPU, the backstop,
+  // is set for the longest a job may ask for.
+  spec.timeout_ms = static_cast<uint64_t>(std::llround(lim.timeout_s_max * 1000));
+  spec.inputs_max_files = lim.inputs_per_job_max;
+  spec.inputs_max_bytes = lim.inputs_per_job_max * (lim.input_max_bytes + 4096);
+  return spec;
+}
+
 util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spec, const JobRequest& request,
                                                   std::unique_ptr<Finished>& finished) {
-  bp::pipe to_runner, from_runner;
-  std::error_code ec;
-  // An empty environment: nothing of the server's (tokens, paths) reaches the runner.
-  bp::environment empty_env;
-  empty_env.clear();
-  // Boost closes the runner's ends of both pipes in this process after the spawn.
-  bp::child child(runner_exe_, bp::std_in < to_runner, bp::std_out > from_runner, empty_env, ec);
-  if (ec) return util::make_error("internal", "starting runner " + runner_exe_ + ": " + ec.message());
-
-  std::string spec_text = to_json(spec).dump();
+  auto runner = RunnerProcess::spawn(runner_exe_);
+  if (!runner) return runner.error();
   // The runner reads its whole spec before writing anything, so this cannot deadlock.
-  bool wrote = util::write_all(to_runner.native_sink(), spec_text.data(), spec_text.size());
-  to_runner.close();
+  bool wrote = (*runner)->write_line(to_json(spec).dump());
+  (*runner)->close_stdin();
+  if (!wrote) {
+    finished = std::make_unique<Finished>(Finished{std::move(*runner), spec.scratch_dir, spec.job_id});
+    return util::make_error("internal", "writing the launch spec to the runner failed");
+  }
+  return exchange(std::move(*runner), spec.scratch_dir, spec.job_id, spec.timeout_ms, request, finished);
+}
 
+util::Result<sandbox::Outcome> Jobs::exchange(std::unique_ptr<RunnerProcess> runner, const std::string& scratch_dir,
+                                              const std::string& job_id, uint64_t timeout_ms,
+                                              const JobRequest& request, std::unique_ptr<Finished>& finished) {
   // The runner writes JSON lines: progress ({"progress": ...}) then the outcome.
-  std::string text, outcome_line;
-  const int64_t deadline = now_ms() + static_cast<int64_t>(spec.timeout_ms) + kRunnerGraceMs;
+  std::string text = runner->take_pending(), outcome_line;
+  const int64_t deadline = now_ms() + static_cast<int64_t>(timeout_ms) + kRunnerGraceMs;
   char buf[65536];
   bool killed = false, cancel_sent = false;
-  int fd = from_runner.native_source();
+  const int fd = runner->stdout_fd();
   const int cancel_fd = request.cancel ? request.cancel->fd() : -1;
-  while (wrote) {
+  for (;;) {
     int64_t left = deadline - now_ms();
     if (left <= 0) {
-      spdlog::error("job {}: runner did not finish {} ms after its deadline; killing it", spec.job_id,
-                    kRunnerGraceMs);
-      child.terminate(ec);  // SIGKILL; PDEATHSIG then takes the sandbox down
+      spdlog::error("job {}: runner did not finish {} ms after its deadline; killing it", job_id, kRunnerGraceMs);
+      ::kill(runner->pid(), SIGKILL);  // PDEATHSIG then takes the sandbox down
       killed = true;
       break;
     }
@@ -335,7 +367,7 @@ util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spe
     if (r <= 0) continue;
     if (p[1].revents) {
       // The runner kills the tree through pid 1 and reports "cancelled".
-      ::kill(child.id(), SIGTERM);
+      ::kill(runner->pid(), SIGTERM);
       cancel_sent = true;
     }
     if (!p[0].revents) continue;
@@ -343,7 +375,7 @@ util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spe
     if (n <= 0) break;
     text.append(buf, static_cast<size_t>(n));
     if (text.size() > kOutcomeMaxBytes) {
-      child.terminate(ec);
+      ::kill(runner->pid(), SIGKILL);
       killed = true;
       break;
     }
@@ -361,10 +393,9 @@ util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spe
     }
   }
   if (outcome_line.empty()) outcome_line = text;
-  from_runner.close();
-  if (killed) child.wait(ec);
-  finished = std::make_unique<Finished>(Finished{std::move(child), spec.scratch_dir, spec.job_id});
-  if (!wrote) return util::make_error("internal", "writing the launch spec to the runner failed");
+  runner->close_stdout();
+  if (killed) runner->wait_or_kill(0);
+  finished = std::make_unique<Finished>(Finished{std::move(runner), scratch_dir, job_id});
   if (killed) return util::make_error("internal", "runner exceeded its deadline or output bound");
   auto doc = nlohmann::json::parse(outcome_line, nullptr, false);
   if (doc.is_discarded()) return util::make_error("internal", "runner exited without a readable outcome");
@@ -496,7 +527,6 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     uint64_t cpu_ms = 0;
     ~Slot() { a.release(tenant, cpu_ms); }
   } slot{admission_, req.tenant};
-  if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
 
   // The ledger knows of the job before it starts.
   LedgerRow row;
@@ -516,7 +546,28 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
 
   std::unique_ptr<Finished> finished;
   spec->progress = static_cast<bool>(req.on_progress);
-  auto outcome = start_runner(*spec, req, finished);
+  util::Result<sandbox::Outcome> outcome = util::make_error("internal", "not started");
+  bool started = false;
+  // A warm sandbox when the pool has one: it gets this job's code and inputs
+  // and this job's deadline, and is destroyed afterwards like a cold one.
+  if (std::unique_ptr<WarmSandbox> warm = pool_ ? pool_->claim(req.runtime) : nullptr) {
+    sandbox::Claim claim{result.job_id, spec->code, spec->inputs, spec->timeout_ms, spec->progress};
+    if (warm->runner->write_line(to_json(claim).dump())) {
+      warm->runner->close_stdin();
+      spdlog::debug("job {}: warm sandbox {}", result.job_id, warm->spec.job_id);
+      outcome = exchange(std::move(warm->runner), warm->spec.scratch_dir, result.job_id, spec->timeout_ms, req,
+                         finished);
+      started = true;
+    } else {
+      spdlog::warn("job {}: warm sandbox {} refused its claim; starting cold", result.job_id, warm->spec.job_id);
+      warm->runner->close_stdin();
+      retire(std::move(warm->runner), warm->spec.scratch_dir, warm->spec.job_id);
+    }
+  }
+  if (!started) {
+    if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
+    outcome = start_runner(*spec, req, finished);
+  }
   if (outcome) {
     result.outcome = std::move(*outcome);
     result.artifacts = store_artifacts(req.tenant, result.job_id, result.outcome);
@@ -533,8 +584,9 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
       reap_queue_.push_back(std::move(finished));
     }
     reap_cv_.notify_one();
-  } else if (auto s = util::remove_tree(spec->scratch_dir); !s) {
-    spdlog::warn("job {}: cleanup: {}", result.job_id, s.error().message);
+  } else if (!started) {
+    if (auto s = util::remove_tree(spec->scratch_dir); !s)
+      spdlog::warn("job {}: cleanup: {}", result.job_id, s.error().message);
   }
   slot.cpu_ms = result.outcome.cpu_ms;
   nlohmann::json recorded_outcome = sandbox::to_json(result.outcome);
@@ -545,8 +597,8 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     spdlog::error("job {}: ledger: {}", result.job_id, s.error().message);
   std::string layers;
   for (auto& l : result.outcome.layers) layers += (layers.empty() ? "" : " ") + l;
-  spdlog::info("job {} tenant={} runtime={} status={} duration_ms={} layers=[{}]", result.job_id, req.tenant,
-               req.runtime, result.outcome.status, result.outcome.duration_ms, layers);
+  spdlog::info("job {} tenant={} runtime={} start={} status={} duration_ms={} layers=[{}]", result.job_id,
+               req.tenant, req.runtime, result.outcome.start, result.outcome.status, result.outcome.duration_ms, layers);
   return result;
 }
 

@@ -18,6 +18,7 @@
 #include "server/artifacts/gate.h"
 #include "server/broker/admission.h"
 #include "server/broker/ledger.h"
+#include "server/broker/pool.h"
 #include "server/policy/policy.h"
 #include "server/sandbox/spec.h"
 #include "server/store/store.h"
@@ -25,6 +26,8 @@
 #include "server/util/result.h"
 
 namespace broker {
+
+class RunnerProcess;
 
 // Set from another thread (notifications/cancelled); the job's runner is
 // told to kill the whole tree and the job ends as "cancelled".
@@ -78,7 +81,11 @@ class Jobs {
   // At start-up: removes what a crashed server left (scratch directories under
   // <state>/run, empty job cgroups). Returns how many were removed.
   size_t reclaim_leftovers();
+  // Starts the warm pool when the policy has one (after reclaim_leftovers:
+  // the pool's sandboxes live under <state>/run too).
+  void start_pool();
   const artifacts::Gate& gate() const { return gate_; }
+  PoolStats pool_stats();
   // One janitor pass: expired inputs, artifacts, blobs and ledger rows.
   size_t expire();
   ~Jobs();
@@ -89,10 +96,19 @@ class Jobs {
   void reap_loop();
   util::Result<JobResult> run_once(const JobRequest& request, const std::string& request_sha256);
   util::Result<sandbox::LaunchSpec> resolve(const JobRequest& request, const std::string& job_id);
+  // What every sandbox of a runtime shares (policy limits, identity, layers).
+  sandbox::LaunchSpec base_spec(const policy::Runtime& rt, const std::string& id) const;
+  util::Result<sandbox::LaunchSpec> warm_spec(const policy::Runtime& rt) const;
+  // Hands a runner that is done (or never used) to the reaper.
+  void retire(std::unique_ptr<RunnerProcess> runner, const std::string& scratch_dir, const std::string& id);
   // The runner reports, then tears its sandbox down; `finished` receives the
   // process handle so that teardown is waited for off the caller's path.
   util::Result<sandbox::Outcome> start_runner(const sandbox::LaunchSpec& spec, const JobRequest& request,
                                               std::unique_ptr<Finished>& finished);
+  // Reads progress and the outcome of a runner that has its spec (or claim).
+  util::Result<sandbox::Outcome> exchange(std::unique_ptr<RunnerProcess> runner, const std::string& scratch_dir,
+                                          const std::string& job_id, uint64_t timeout_ms, const JobRequest& request,
+                                          std::unique_ptr<Finished>& finished);
   std::vector<ArtifactSummary> store_artifacts(const std::string& tenant, const std::string& job_id,
                                                const sandbox::Outcome& outcome);
 
@@ -117,6 +133,7 @@ class Jobs {
   bool stopping_ = false;
   std::jthread reaper_;
   std::jthread janitor_;  // runs expire() every retention.janitor_interval_s
+  std::unique_ptr<Pool> pool_;  // null when the policy's pool is off; destroyed first
 };
 
 }  // namespace broker

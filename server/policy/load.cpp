@@ -89,7 +89,7 @@ struct Reader {
 
 bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& rt) {
   std::string key = "runtimes." + name;
-  if (!r.only_keys(v, key, {"description", "command", "code_file", "optional"})) return false;
+  if (!r.only_keys(v, key, {"description", "command", "code_file", "optional", "loader"})) return false;
   rt.name = name;
   if (name.empty() || name.size() > 32 ||
       name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos)
@@ -113,6 +113,11 @@ bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& r
   if (v.contains("optional")) {
     if (!v["optional"].is_boolean()) return r.fail(key + ".optional", "must be true or false");
     rt.optional = v["optional"].get<bool>();
+  }
+  if (v.contains("loader")) {
+    if (v["loader"] != "python" && v["loader"] != "")
+      return r.fail(key + ".loader", "must be \"python\" (start the interpreter ahead in a warm sandbox) or \"\"");
+    rt.loader = v["loader"].get<std::string>();
   }
   rt.available = ::access(rt.command[0].c_str(), X_OK) == 0;
   if (!rt.available && !rt.optional)
@@ -141,7 +146,8 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   Reader r;
   Policy p;
   p.source = source;
-  if (!r.only_keys(doc, "", {"$comment", "version", "runtimes", "limits", "server", "sandbox", "artifacts", "admission", "retention"}))
+  if (!r.only_keys(doc, "", {"$comment", "version", "runtimes", "limits", "server", "sandbox", "artifacts", "admission",
+                             "retention", "pool"}))
     return make_error("policy", source + ": " + r.error);
   if (!doc.contains("version") || doc["version"] != 1)
     return make_error("policy", source + ": version: must be 1");
@@ -299,6 +305,24 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         return make_error("policy", source + ": artifacts.active_content: must be \"reject\" or \"text\"");
       p.artifacts.active_content_as_text = a["active_content"] == "text";
     }
+  }
+  if (doc.contains("pool")) {
+    const json& a = doc["pool"];
+    Pool& o = p.pool;
+    if (!r.only_keys(a, "pool", {"enabled", "runtimes", "size", "idle_memory_max_bytes", "claim_wait_ms"}) ||
+        !r.u64(a, "pool", "claim_wait_ms", o.claim_wait_ms, 0, 60000) ||
+        !r.u64(a, "pool", "size", o.size, 1, 16) ||
+        !r.u64(a, "pool", "idle_memory_max_bytes", o.idle_memory_max_bytes, 1 << 20, kBytesCeiling))
+      return make_error("policy", source + ": " + r.error);
+    if (a.contains("enabled")) {
+      if (!a["enabled"].is_boolean()) return make_error("policy", source + ": pool.enabled: must be true or false");
+      o.enabled = a["enabled"].get<bool>();
+    }
+    if (a.contains("runtimes") && !r.string_list(a["runtimes"], "pool.runtimes", o.runtimes, false))
+      return make_error("policy", source + ": " + r.error);
+    for (auto& name : o.runtimes)
+      if (!p.runtimes.count(name))
+        return make_error("policy", source + ": pool.runtimes: \"" + name + "\" is not a runtime of this policy");
   }
   return p;
 }

@@ -19,6 +19,10 @@ struct Runtime {
   std::string code_file;             // file name written into /work
   bool optional = false;             // skipped (not offered) when command[0] is missing
   bool available = true;             // resolved at load time
+  // "python": a warm pool may start this interpreter ahead with throwbox's
+  // python loader (it then waits for the code). "": warm sandboxes of this
+  // runtime are built ahead and the interpreter starts when a job claims one.
+  std::string loader;
 };
 
 struct Limits {
@@ -57,6 +61,15 @@ struct Retention {
   uint64_t tasks_ttl_max_s = 86400;  // the most a client may ask for (MCP tasks, "ttl")
 };
 
+// Warm pool: single-use sandboxes built ahead of demand (see README, Performance).
+struct Pool {
+  bool enabled = false;
+  std::vector<std::string> runtimes;           // runtimes that get warm sandboxes
+  uint64_t size = 2;                           // idle warm sandboxes kept per runtime
+  uint64_t idle_memory_max_bytes = 256ull << 20;  // measured memory of all idle ones; beyond: no refill
+  uint64_t claim_wait_ms = 0;                  // a job waits this long for one being built, then goes cold
+};
+
 struct Server {
   uint64_t message_max_bytes = 4 * 1024 * 1024;
   int json_max_depth = 64;
@@ -92,6 +105,7 @@ struct Policy {
   Artifacts artifacts;
   Admission admission;
   Retention retention;
+  Pool pool;
 
   const Runtime* find_runtime(const std::string& name) const;
   std::vector<std::string> available_runtimes() const;

@@ -418,3 +418,37 @@ TEST_CASE("task lifetimes: the default may not exceed the ceiling; the per-tenan
   d["admission"] = {{"tasks_per_tenant_max", 0u}};
   CHECK(error_of(d).find("admission.tasks_per_tenant_max") != std::string::npos);
 }
+
+TEST_CASE("pool: off unless enabled; runtimes must exist; size and memory bounded") {
+  json d = minimal_doc();
+  auto off = policy::parse(d, kSource);
+  REQUIRE(off.ok());
+  CHECK_FALSE(off->pool.enabled);
+  d["pool"] = {{"enabled", true}, {"runtimes", json::array({"sh"})}, {"size", 3u}, {"claim_wait_ms", 50u}};
+  auto on = policy::parse(d, kSource);
+  REQUIRE_MESSAGE(on.ok(), (on.ok() ? "" : on.error().message));
+  CHECK(on->pool.enabled);
+  CHECK(on->pool.runtimes == std::vector<std::string>{"sh"});
+  CHECK(on->pool.size == 3);
+  CHECK(on->pool.claim_wait_ms == 50);
+  d["pool"] = {{"runtimes", json::array({"ruby"})}};
+  CHECK(error_of(d) == "test.json: pool.runtimes: \"ruby\" is not a runtime of this policy");
+  d["pool"] = {{"size", 17u}};
+  CHECK(error_of(d).find("pool.size") != std::string::npos);
+  d["pool"] = {{"size", 0u}};
+  CHECK(error_of(d).find("pool.size") != std::string::npos);
+  d["pool"] = {{"enabled", "yes"}};
+  CHECK(error_of(d) == "test.json: pool.enabled: must be true or false");
+  d["pool"] = {{"warm", true}};
+  CHECK(error_of(d).find("pool") != std::string::npos);
+}
+
+TEST_CASE("runtime loader is \"python\" or empty") {
+  json d = minimal_doc();
+  d["runtimes"]["sh"]["loader"] = "perl";
+  CHECK(error_of(d).find("runtimes.sh.loader") != std::string::npos);
+  d["runtimes"]["sh"]["loader"] = "python";
+  auto p = policy::parse(d, kSource);
+  REQUIRE(p.ok());
+  CHECK(p->runtimes.at("sh").loader == "python");
+}

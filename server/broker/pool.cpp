@@ -1,0 +1,195 @@
+// Warm pool. One filler thread builds sandboxes one at a time (so refilling
+// never takes more than one core from running jobs) and backs off after a
+// failure; claims never wait for it.
+#include "server/broker/pool.h"
+
+#include <poll.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <spdlog/spdlog.h>
+#include <sstream>
+#include <vector>
+
+#include "server/broker/runner_process.h"
+#include "server/util/fs.h"
+
+namespace broker {
+namespace {
+
+constexpr int kBuildTimeoutMs = 15000;  // set-up plus the loader's start-up, far above the measured cost
+constexpr auto kBackoffMin = std::chrono::milliseconds(500);
+constexpr auto kBackoffMax = std::chrono::seconds(30);
+
+// A warm runner says nothing until it is claimed: anything readable on its
+// stdout (an error outcome, EOF) means it is no longer usable.
+bool still_idle(RunnerProcess& r) {
+  struct pollfd p {r.stdout_fd(), POLLIN, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
+uint64_t kb_field(const std::string& path, const char* field) {
+  std::ifstream in(path);
+  std::string line;
+  const size_t n = std::char_traits<char>::length(field);
+  while (std::getline(in, line))
+    if (line.compare(0, n, field) == 0) return std::strtoull(line.c_str() + n, nullptr, 10) * 1024;
+  return 0;
+}
+
+}  // namespace
+
+uint64_t tree_memory_bytes(pid_t pid) {
+  uint64_t total = 0;
+  std::vector<pid_t> todo{pid};
+  while (!todo.empty()) {
+    pid_t p = todo.back();
+    todo.pop_back();
+    std::string base = "/proc/" + std::to_string(p);
+    uint64_t pss = kb_field(base + "/smaps_rollup", "Pss:");
+    total += pss ? pss : kb_field(base + "/status", "VmRSS:");
+    // Children are listed per thread (the one that forked them).
+    std::error_code ec;
+    for (auto& task : std::filesystem::directory_iterator(base + "/task", ec)) {
+      std::ifstream children(task.path() / "children");
+      for (pid_t c; children >> c;) todo.push_back(c);
+    }
+  }
+  return total;
+}
+
+Pool::Pool(const policy::Policy& policy, std::string runner_exe, MakeSpec make_spec, Retire retire)
+    : policy_(policy), runner_exe_(std::move(runner_exe)), make_spec_(std::move(make_spec)), retire_(std::move(retire)) {
+  filler_ = std::jthread([this](std::stop_token stop) { fill_loop(stop); });
+}
+
+Pool::~Pool() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  filler_.request_stop();
+  cv_.notify_all();
+  filler_ = std::jthread();
+  std::lock_guard lock(mu_);
+  for (auto& [_, queue] : idle_)
+    for (auto& w : queue) {
+      w->runner->close_stdin();  // EOF: the runner tears its sandbox down and exits
+      retire_(std::move(w->runner), w->spec.scratch_dir, w->spec.job_id);
+    }
+  idle_.clear();
+}
+
+std::unique_ptr<WarmSandbox> Pool::claim(const std::string& runtime) {
+  std::unique_ptr<WarmSandbox> got;
+  bool pooled = false;
+  for (auto& name : policy_.pool.runtimes) pooled = pooled || name == runtime;
+  if (!pooled) return nullptr;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(policy_.pool.claim_wait_ms);
+  {
+    std::unique_lock lock(mu_);
+    ++claims_;
+    cv_.notify_all();  // the filler may be asleep: this is demand
+    auto& queue = idle_[runtime];
+    if (queue.empty() && policy_.pool.claim_wait_ms)
+      cv_.wait_until(lock, deadline, [&] { return !queue.empty() || stopping_; });
+    while (!queue.empty()) {
+      auto w = std::move(queue.front());
+      queue.pop_front();
+      if (still_idle(*w->runner)) {
+        got = std::move(w);
+        ++counters_.claimed;
+        break;
+      }
+      spdlog::warn("warm sandbox {} ({}) died while idle; discarded", w->spec.job_id, runtime);
+      ++counters_.failed;
+      w->runner->close_stdin();
+      retire_(std::move(w->runner), w->spec.scratch_dir, w->spec.job_id);
+    }
+  }
+  cv_.notify_all();  // refill
+  return got;
+}
+
+PoolStats Pool::stats() {
+  std::lock_guard lock(mu_);
+  PoolStats s = counters_;
+  for (auto& [_, queue] : idle_)
+    for (auto& w : queue) {
+      ++s.idle;
+      s.idle_memory_bytes += w->memory_bytes;
+    }
+  return s;
+}
+
+util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt) {
+  auto spec = make_spec_(rt);
+  if (!spec) return spec.error();
+  if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
+  auto runner = RunnerProcess::spawn(runner_exe_);
+  if (!runner) {
+    (void)util::remove_tree(spec->scratch_dir);
+    return runner.error();
+  }
+  auto w = std::make_unique<WarmSandbox>();
+  w->runner = std::move(*runner);
+  w->spec = std::move(*spec);
+  auto fail = [&](const std::string& why) {
+    w->runner->close_stdin();
+    retire_(std::move(w->runner), w->spec.scratch_dir, w->spec.job_id);
+    return util::make_error("sandbox", why);
+  };
+  if (!w->runner->write_line(to_json(w->spec).dump())) return fail("writing the warm spec to the runner failed");
+  auto line = w->runner->read_line(kBuildTimeoutMs, 1 << 20);
+  if (!line) return fail("the runner did not report a warm sandbox within " + std::to_string(kBuildTimeoutMs) + " ms");
+  if (*line != R"({"warm":"ready"})") {
+    auto doc = nlohmann::json::parse(*line, nullptr, false);
+    std::string why = doc.is_object() ? doc.value("error", *line) : *line;
+    return fail(why);
+  }
+  w->memory_bytes = tree_memory_bytes(w->runner->pid());
+  return w;
+}
+
+void Pool::fill_loop(std::stop_token stop) {
+  std::vector<const policy::Runtime*> pooled;
+  for (auto& name : policy_.pool.runtimes)
+    if (const policy::Runtime* rt = policy_.find_runtime(name)) pooled.push_back(rt);
+  auto backoff = kBackoffMin;
+  while (!stop.stop_requested()) {
+    const policy::Runtime* next = nullptr;
+    {
+      std::unique_lock lock(mu_);
+      uint64_t memory = 0;
+      for (auto& [_, queue] : idle_)
+        for (auto& w : queue) memory += w->memory_bytes;
+      if (memory < policy_.pool.idle_memory_max_bytes)
+        for (const policy::Runtime* rt : pooled)
+          if (idle_[rt->name].size() < policy_.pool.size && (!next || idle_[rt->name].size() < idle_[next->name].size()))
+            next = rt;
+      if (!next) {
+        // Full (or at the memory bound): sleep until a claim.
+        const uint64_t seen = claims_;
+        cv_.wait(lock, stop, [&] { return claims_ != seen; });
+        continue;
+      }
+    }
+    auto built = build(*next);
+    std::unique_lock lock(mu_);
+    if (!built) {
+      ++counters_.failed;
+      spdlog::warn("warm pool: building a {} sandbox failed: {}; retrying in {} ms", next->name,
+                   built.error().message, std::chrono::duration_cast<std::chrono::milliseconds>(backoff).count());
+      cv_.wait_for(lock, stop, backoff, [] { return false; });
+      backoff = std::min<std::chrono::milliseconds>(backoff * 2, kBackoffMax);
+      continue;
+    }
+    backoff = kBackoffMin;
+    ++counters_.built;
+    idle_[next->name].push_back(std::move(*built));
+    cv_.notify_all();  // a claim may be waiting for it
+  }
+}
+
+}  // namespace broker

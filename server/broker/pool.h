@@ -1,0 +1,75 @@
+// The warm pool: single-use sandboxes built ahead of demand (one runner each,
+// namespaces, mounts, cgroup and limits in place, for a "python" loader the
+// interpreter started), kept idle per runtime and refilled in the background.
+// A job claims one and it is destroyed after that job: never reused, never shared.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <thread>
+
+#include "server/policy/policy.h"
+#include "server/sandbox/spec.h"
+#include "server/util/result.h"
+
+namespace broker {
+
+class RunnerProcess;
+
+struct WarmSandbox {
+  std::unique_ptr<RunnerProcess> runner;  // waiting for a claim line on its stdin
+  sandbox::LaunchSpec spec;               // the warm spec it was built from
+  uint64_t memory_bytes = 0;              // measured once ready (PSS of its processes)
+};
+
+struct PoolStats {
+  size_t idle = 0;
+  uint64_t idle_memory_bytes = 0;
+  uint64_t built = 0, claimed = 0, failed = 0;
+};
+
+class Pool {
+ public:
+  // make_spec: the warm launch spec for a runtime (a fresh sandbox id and scratch dir).
+  // retire: takes a runner that will not be used (stdin closed), waits for it, removes its dir.
+  using MakeSpec = std::function<util::Result<sandbox::LaunchSpec>(const policy::Runtime&)>;
+  using Retire = std::function<void(std::unique_ptr<RunnerProcess>, const std::string& scratch_dir,
+                                    const std::string& id)>;
+  Pool(const policy::Policy& policy, std::string runner_exe, MakeSpec make_spec, Retire retire);
+  ~Pool();  // stops refilling and retires every idle sandbox
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // An idle, live warm sandbox of the runtime, or null (the caller runs cold).
+  // Waits up to policy pool.claim_wait_ms for one being built.
+  std::unique_ptr<WarmSandbox> claim(const std::string& runtime);
+  PoolStats stats();
+
+ private:
+  void fill_loop(std::stop_token stop);
+  util::Result<std::unique_ptr<WarmSandbox>> build(const policy::Runtime& rt);
+
+  const policy::Policy& policy_;
+  std::string runner_exe_;
+  MakeSpec make_spec_;
+  Retire retire_;
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::map<std::string, std::deque<std::unique_ptr<WarmSandbox>>> idle_;
+  PoolStats counters_;
+  uint64_t claims_ = 0;  // wakes the filler
+  bool stopping_ = false;
+  std::jthread filler_;
+};
+
+// Proportional set size of a process and all its descendants, in bytes
+// (/proc/<pid>/smaps_rollup, VmRSS where that is unreadable). 0 if none is readable.
+uint64_t tree_memory_bytes(pid_t pid);
+
+}  // namespace broker

@@ -1,0 +1,43 @@
+// The python loader of a warm sandbox (runtime "loader": "python"): run as
+// `python3 <flags> -c <loader> /work/main.py` ahead of demand, it does the
+// interpreter's start-up, says so on fd 4, blocks on fd 3 until a job's code
+// is in place, then runs it as __main__ the way `python3 /work/main.py` would.
+#pragma once
+
+namespace broker {
+
+// Frames of the loader are cut from tracebacks: a job's error reads as if it
+// had been started cold. Its own names live in a function, so nothing of it is
+// left in __main__. SystemExit passes through (exit codes are the program's).
+inline constexpr const char* kPythonLoader = R"py(def _throwbox_loader():
+    import os, sys
+    os.write(4, b'r')
+    os.close(4)
+    go = os.read(3, 1)
+    os.close(3)
+    if go != b'1':
+        os._exit(125)
+    path = sys.argv[1]
+    main = sys.modules['__main__']
+    builtins = main.__dict__['__builtins__']
+    main.__dict__.clear()
+    main.__dict__.update(__name__='__main__', __doc__=None, __file__=path, __builtins__=builtins,
+                         __loader__=None, __spec__=None, __package__=None)
+    sys.argv[:] = [path]
+    try:
+        with open(path, 'rb') as f:
+            code = compile(f.read(), path, 'exec')
+        exec(code, main.__dict__)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == '<string>':
+            tb = tb.tb_next
+        e.__traceback__ = tb
+        sys.excepthook(type(e), e, tb)
+        sys.exit(1)
+_throwbox_loader()
+)py";
+
+}  // namespace broker

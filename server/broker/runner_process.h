@@ -1,0 +1,43 @@
+// One throwbox-runner child of the server, started through Boost.Process with
+// an empty environment and spoken to in JSON lines (spec or claim on its
+// stdin; {"warm":...}, progress and outcome lines on its stdout).
+#pragma once
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "server/util/result.h"
+
+namespace broker {
+
+class RunnerProcess {
+ public:
+  static util::Result<std::unique_ptr<RunnerProcess>> spawn(const std::string& exe);
+  ~RunnerProcess();  // closes the pipes; the process must have been waited for (wait_or_kill)
+  RunnerProcess(const RunnerProcess&) = delete;
+  RunnerProcess& operator=(const RunnerProcess&) = delete;
+
+  bool write_line(const std::string& text);  // text and '\n'; false when the runner is gone
+  void close_stdin();
+  void close_stdout();
+  int stdout_fd() const;
+  pid_t pid() const;
+  // One line from stdout within timeout_ms; nullopt on EOF, timeout or a line above max_bytes.
+  std::optional<std::string> read_line(int timeout_ms, size_t max_bytes);
+  // Bytes read_line read past its last line (for a caller that reads on).
+  std::string take_pending() { return std::exchange(pending_, {}); }
+  // Waits up to grace_ms for the runner to exit, then SIGKILLs and reaps it.
+  // Returns false when it had to be killed.
+  bool wait_or_kill(int grace_ms);
+
+ private:
+  struct Impl;
+  explicit RunnerProcess(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  std::string pending_;  // bytes read past the last line
+};
+
+}  // namespace broker

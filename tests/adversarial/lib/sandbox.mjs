@@ -39,6 +39,13 @@ export async function run(conn, args, { timeout } = {}) {
   const sc = result.structuredContent;
   assert.ok(sc, `structuredContent: ${JSON.stringify(result)}`);
   assert.notEqual(sc.status, 'sandbox_error', `sandbox_error: ${sc.error}; stderr: ${sc.stderr}`);
+  // The pool-on run (a policy whose jobs wait for a warm sandbox): every job
+  // of a pooled runtime must have had one, or the file proved nothing about it.
+  if (process.env.THROWBOX_EXPECT_WARM) {
+    const pool = loadPolicy().pool ?? {};
+    if (pool.enabled && (pool.runtimes ?? []).includes(args.runtime))
+      assert.equal(sc.start, 'warm', `a ${args.runtime} job ran ${sc.start} with the warm pool on`);
+  }
   return sc;
 }
 

@@ -29,3 +29,42 @@ export function descendants(root) {
   }
   return out;
 }
+
+function processTable() {
+  const parent = new Map();
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      parent.set(Number(d), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch { /* gone */ }
+  }
+  const children = new Map();
+  for (const [pid, ppid] of parent) children.set(ppid, [...(children.get(ppid) ?? []), pid]);
+  return (pid) => children.get(pid) ?? [];
+}
+
+function cmdline(pid) {
+  try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim(); } catch { return ''; }
+}
+
+// The server's descendants, split into the idle sandboxes of its warm pool and
+// everything else. An idle warm sandbox is a runner (a child of the server)
+// whose only child is its pid 1, whose only child, if any, is the python
+// loader still blocked before a job's code (it has no children of its own).
+// Anything else under an idle server is a leftover of some job.
+export function poolAndLeftovers(serverPid) {
+  const kids = processTable();
+  const warm = [];
+  const others = [];
+  const all = (pid) => [pid, ...kids(pid).flatMap(all)];
+  for (const runner of kids(serverPid)) {
+    const inits = kids(runner);
+    const progs = inits.length === 1 ? kids(inits[0]) : [];
+    const idle = inits.length === 1 && progs.length <= 1 &&
+      progs.every((p) => cmdline(p).includes('_throwbox_loader') && kids(p).length === 0);
+    if (idle) warm.push(runner);
+    else others.push(...all(runner).map((p) => `${p} ${cmdline(p)}`));
+  }
+  return { warm, others };
+}

@@ -43,6 +43,12 @@ artifacts::Gate make_gate(const policy::Policy& p) {
   return std::move(*gate);
 }
 
+int64_t now_us() {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
 int64_t now_ms() {
   struct timespec ts {};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -512,6 +518,8 @@ util::Result<JobResult> Jobs::run(const JobRequest& req) {
 util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string& request_sha256) {
   JobResult result;
   result.job_id = util::random_id();
+  // Where a job's time goes outside the sandbox (debug log; bench/speed.py).
+  const int64_t t_begin = now_us();
   auto spec = resolve(req, result.job_id);
   if (!spec) return spec.error();
   // A slot first: beyond the limits this answers busy at once.
@@ -542,11 +550,14 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
                 {"pids_max", spec->pids_max}, {"stdout_max_bytes", spec->stdout_max_bytes}};
   row.idempotency_key = req.idempotency_key;
   row.request_sha256 = request_sha256;
+  const int64_t t_admitted = now_us();
   if (auto s = ledger_->record_start(row); !s) return util::make_error("internal", s.error().message);
+  const int64_t t_recorded = now_us();
 
   std::unique_ptr<Finished> finished;
   spec->progress = static_cast<bool>(req.on_progress);
   util::Result<sandbox::Outcome> outcome = util::make_error("internal", "not started");
+  int64_t t_outcome = 0;
   bool started = false;
   // A warm sandbox when the pool has one: it gets this job's code and inputs
   // and this job's deadline, and is destroyed afterwards like a cold one.
@@ -570,6 +581,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   }
   if (outcome) {
     result.outcome = std::move(*outcome);
+    t_outcome = now_us();
     result.artifacts = store_artifacts(req.tenant, result.job_id, result.outcome);
   } else {
     spdlog::error("job {}: {}", result.job_id, outcome.error().message);
@@ -591,10 +603,15 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   slot.cpu_ms = result.outcome.cpu_ms;
   nlohmann::json recorded_outcome = sandbox::to_json(result.outcome);
   recorded_outcome["files"] = nlohmann::json::array();  // host paths of a scratch dir now gone
+  const int64_t t_stored = now_us();
   if (auto s = ledger_->record_end(result.job_id, result.outcome.status,
                                    {{"outcome", recorded_outcome}, {"artifacts", artifacts_to_json(result.artifacts)}});
       !s)
     spdlog::error("job {}: ledger: {}", result.job_id, s.error().message);
+  const int64_t t_end = now_us();
+  spdlog::debug("job {} timings (us): resolve+admit {} ledger_start {} runner {} store {} ledger_end+cleanup {}",
+                result.job_id, t_admitted - t_begin, t_recorded - t_admitted,
+                (t_outcome ? t_outcome : t_stored) - t_recorded, t_outcome ? t_stored - t_outcome : 0, t_end - t_stored);
   std::string layers;
   for (auto& l : result.outcome.layers) layers += (layers.empty() ? "" : " ") + l;
   spdlog::info("job {} tenant={} runtime={} start={} status={} duration_ms={} layers=[{}]", result.job_id,

@@ -29,19 +29,102 @@
 
 namespace {
 
+// Help text: `--help` prints it on stdout and exits 0; a usage error prints
+// one line on stderr and exits 2 (the convention of coreutils and git).
 constexpr const char* kUsage =
     "Usage: throwbox <command> [options]\n"
+    "       throwbox --help | --version\n"
+    "\n"
+    "An MCP tool server that runs model-written code in a disposable Linux\n"
+    "process sandbox: no network, no secrets, bounded output, checked artifacts.\n"
     "\n"
     "Commands:\n"
-    "  serve        Serve MCP over stdio (newline-delimited JSON-RPC)\n"
-    "  doctor       Probe this host's isolation layers and run one probe job\n"
-    "  version      Print the version\n"
+    "  serve          Serve MCP over stdio, or over Streamable HTTP with --http\n"
+    "  doctor         Probe this host's isolation layers and run one probe job\n"
+    "  policy check   Validate a policy file and print the effective policy\n"
+    "  version        Print the version\n"
+    "  help [CMD]     Print this help, or a command's\n"
     "\n"
-    "Options for serve and doctor:\n"
-    "  --state-dir DIR   State directory (default: $THROWBOX_STATE_DIR, else\n"
-    "                    $XDG_STATE_HOME/throwbox, else ~/.local/state/throwbox)\n"
-    "  --policy FILE     Policy file (default: the bundled policies/default.json)\n"
-    "  --log-level LVL   trace, debug, info, warn, error (default: info; logs go to stderr)\n";
+    "Run 'throwbox <command> --help' for a command's options.\n";
+
+constexpr const char* kServeHelp =
+    "Usage: throwbox serve [options]\n"
+    "\n"
+    "Serve the MCP tools (upload_input, run_code, fetch_artifact) over stdio as\n"
+    "newline-delimited JSON-RPC; stdout carries only MCP messages, logs go to\n"
+    "stderr. With --http, serve Streamable HTTP at /mcp instead.\n"
+    "\n"
+    "Options:\n"
+    "  --state-dir DIR        Inputs, artifacts, ledger and audit log (created\n"
+    "                         0700; default: $THROWBOX_STATE_DIR, else\n"
+    "                         $XDG_STATE_HOME/throwbox, else\n"
+    "                         ~/.local/state/throwbox)\n"
+    "  --policy FILE          Policy file (default: the bundled\n"
+    "                         policies/default.json)\n"
+    "  --log-level LVL        trace, debug, info, warn or error (default: info)\n"
+    "  -h, --help             Print this help and exit\n"
+    "\n"
+    "HTTP options:\n"
+    "  --http HOST:PORT       Serve Streamable HTTP at http://HOST:PORT/mcp\n"
+    "                         instead of stdio; a non-loopback HOST requires\n"
+    "                         --tokens\n"
+    "  --tokens FILE          Bearer tokens, one '<tenant> <sha256 hex of token>' a\n"
+    "                         line, '#' comments; the file must be mode 0600\n"
+    "  --tls-cert FILE        TLS certificate (PEM); needs --tls-key\n"
+    "  --tls-key FILE         TLS private key (PEM); needs --tls-cert\n"
+    "  --allow-origin ORIGIN  Accept requests carrying this Origin (repeatable;\n"
+    "                         any other Origin is refused)\n"
+    "  --allow-host HOST      Accept this Host header besides the bound address\n"
+    "                         (repeatable; against DNS rebinding)\n"
+    "\n"
+    "Exit status: 0 when stdin closes (stdio) or on SIGTERM; 2 on a start-up error\n"
+    "(bad option, invalid policy, unusable state directory).\n";
+
+constexpr const char* kDoctorHelp =
+    "Usage: throwbox doctor [options]\n"
+    "\n"
+    "Probe this host for each isolation layer (user namespaces, seccomp,\n"
+    "Landlock, cgroups), say what is missing and how to fix it, then run one\n"
+    "real job through the sandbox.\n"
+    "\n"
+    "Options:\n"
+    "  --policy FILE          Policy whose requirements apply (default: the bundled\n"
+    "                         policies/default.json)\n"
+    "  --state-dir DIR        State directory for the probe job (default as serve)\n"
+    "  --log-level LVL        trace, debug, info, warn or error (default: warn)\n"
+    "  -h, --help             Print this help and exit\n"
+    "\n"
+    "Exit status: 0 when every layer the policy requires is present and the\n"
+    "probe job completed; 1 otherwise; 2 on a bad option or an invalid policy.\n";
+
+constexpr const char* kPolicyHelp =
+    "Usage: throwbox policy check [FILE]\n"
+    "\n"
+    "Validate a policy file as 'serve' would load it and print the effective\n"
+    "policy on stdout: every key with its value after defaults, as JSON. FILE\n"
+    "defaults to the bundled policies/default.json. Runtimes that are optional\n"
+    "and missing on this host are noted on stderr. See docs/policy.md.\n"
+    "\n"
+    "Options:\n"
+    "  -h, --help             Print this help and exit\n"
+    "\n"
+    "Exit status: 0 when the policy is valid; 2 when it is not (the error on\n"
+    "stderr names the file and the key) or on a usage error.\n";
+
+constexpr const char* kVersionHelp =
+    "Usage: throwbox version\n"
+    "       throwbox --version\n"
+    "\n"
+    "Print the version and exit.\n";
+
+// The help of a command, or nullptr for an unknown one.
+const char* help_of(const std::string& command) {
+  if (command == "serve") return kServeHelp;
+  if (command == "doctor") return kDoctorHelp;
+  if (command == "policy") return kPolicyHelp;
+  if (command == "version") return kVersionHelp;
+  return nullptr;
+}
 
 struct Options {
   std::string state_dir;
@@ -152,6 +235,33 @@ int doctor_command(int argc, char** argv) {
   return doctor::run(*pol, opt.state_dir, runner_exe());
 }
 
+// throwbox policy check [FILE]: the loader's verdict, with nothing started.
+int policy_command(int argc, char** argv) {
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (args.empty() || args[0] != "check") {
+    std::cerr << "throwbox policy: " << (args.empty() ? "missing subcommand" : "unknown subcommand \"" + args[0] + "\"")
+              << "\nUsage: throwbox policy check [FILE]\n";
+    return 2;
+  }
+  if (args.size() > 2 || (args.size() == 2 && args[1].size() > 1 && args[1][0] == '-')) {
+    std::cerr << "throwbox policy check: unexpected argument \"" << args.back()
+              << "\"\nUsage: throwbox policy check [FILE]\n";
+    return 2;
+  }
+  std::string path = args.size() == 2 ? args[1] : policy::default_path();
+  auto pol = policy::load_file(path);
+  if (!pol) {
+    std::cerr << "throwbox: " << pol.error().message << "\n";
+    return 2;
+  }
+  for (auto& [name, rt] : pol->runtimes)
+    if (!rt.available)
+      std::cerr << "throwbox: note: runtimes." << name << ": " << rt.command[0]
+                << " is not on this host; the runtime is optional and will not be offered\n";
+  std::cout << policy::effective_json(*pol).dump(2) << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -166,18 +276,41 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string cmd = argv[1];
+  // `throwbox <command> --help` anywhere among its arguments, before the
+  // command runs (serve guards stdout for the protocol first).
+  if (const char* help = help_of(cmd))
+    for (int i = 2; i < argc; ++i)
+      if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
+        std::cout << help;
+        return 0;
+      }
   try {
     if (cmd == "serve") return serve(argc, argv);
     if (cmd == "doctor") return doctor_command(argc, argv);
-    if (cmd == "version" || cmd == "--version") {
+    if (cmd == "policy") return policy_command(argc, argv);
+    if (cmd == "version" || cmd == "--version" || cmd == "-V") {
+      if (argc > 2) {
+        std::cerr << "throwbox version: unexpected argument \"" << argv[2] << "\"\n";
+        return 2;
+      }
       std::cout << "throwbox " << THROWBOX_VERSION << "\n";
       return 0;
     }
     if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+      if (argc > 2) {
+        const char* help = help_of(argv[2]);
+        if (!help) {
+          std::cerr << "throwbox help: unknown command \"" << argv[2] << "\"\nRun 'throwbox --help' for the commands.\n";
+          return 2;
+        }
+        std::cout << help;
+        return 0;
+      }
       std::cout << kUsage;
       return 0;
     }
-    std::cerr << "throwbox: unknown command \"" << cmd << "\"\n\n" << kUsage;
+    std::cerr << "throwbox: unknown " << (cmd.rfind('-', 0) == 0 ? "option" : "command") << " \"" << cmd
+              << "\"\nRun 'throwbox --help' for the commands.\n";
     return 2;
   } catch (const std::exception& e) {
     spdlog::critical("{}", e.what());

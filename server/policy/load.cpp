@@ -335,6 +335,54 @@ util::Result<Policy> load_file(const std::string& path) {
   return parse(doc, path);
 }
 
+nlohmann::json effective_json(const Policy& p) {
+  json runtimes = json::object();
+  for (auto& [name, rt] : p.runtimes)
+    runtimes[name] = {{"description", rt.description}, {"command", rt.command}, {"code_file", rt.code_file},
+                      {"optional", rt.optional}, {"loader", rt.loader}};
+  const Limits& l = p.limits;
+  const Sandbox& s = p.sandbox;
+  return {
+      {"version", 1},
+      {"runtimes", runtimes},
+      {"limits",
+       {{"timeout_s", {{"default", l.timeout_s_default}, {"max", l.timeout_s_max}}},
+        {"stdout_max_bytes", l.stdout_max_bytes}, {"stderr_max_bytes", l.stderr_max_bytes},
+        {"code_max_bytes", l.code_max_bytes}, {"input_max_bytes", l.input_max_bytes},
+        {"inputs_per_job_max", l.inputs_per_job_max}, {"work_max_bytes", l.work_max_bytes},
+        {"tmp_max_bytes", l.tmp_max_bytes}, {"outputs_max_bytes", l.outputs_max_bytes},
+        {"outputs_max_files", l.outputs_max_files}, {"artifact_inline_max_bytes", l.artifact_inline_max_bytes},
+        {"memory_max_bytes", l.memory_max_bytes}, {"pids_max", l.pids_max}, {"nofile_max", l.nofile_max},
+        {"cpu_max_cores", l.cpu_max_cores}}},
+      {"server",
+       {{"message_max_bytes", p.server.message_max_bytes},
+        // As unsigned, the type the loader asks for (parse(effective_json(p)) must load).
+        {"json_max_depth", static_cast<uint64_t>(p.server.json_max_depth)},
+        {"concurrent_calls_max", static_cast<uint64_t>(p.server.concurrent_calls_max)}}},
+      {"admission",
+       {{"jobs_running_max", p.admission.jobs_running_max},
+        {"jobs_running_per_tenant_max", p.admission.jobs_running_per_tenant_max},
+        {"jobs_queued_max", p.admission.jobs_queued_max},
+        {"cpu_seconds_per_tenant_per_hour", p.admission.cpu_seconds_per_tenant_per_hour},
+        {"tasks_per_tenant_max", p.admission.tasks_per_tenant_max}}},
+      {"retention",
+       {{"inputs_ttl_s", p.retention.inputs_ttl_s}, {"artifacts_ttl_s", p.retention.artifacts_ttl_s},
+        {"jobs_ttl_s", p.retention.jobs_ttl_s}, {"janitor_interval_s", p.retention.janitor_interval_s},
+        {"tasks_ttl_s", p.retention.tasks_ttl_s}, {"tasks_ttl_max_s", p.retention.tasks_ttl_max_s}}},
+      {"pool",
+       {{"enabled", p.pool.enabled}, {"runtimes", p.pool.runtimes}, {"size", p.pool.size},
+        {"idle_memory_max_bytes", p.pool.idle_memory_max_bytes}, {"claim_wait_ms", p.pool.claim_wait_ms}}},
+      {"artifacts",
+       {{"allowed_media_types", p.artifacts.allowed_media_types}, {"file_max_bytes", p.artifacts.file_max_bytes},
+        {"csv_formulas", p.artifacts.csv_reject ? "reject" : "neutralise"},
+        {"active_content", p.artifacts.active_content_as_text ? "text" : "reject"}}},
+      {"sandbox",
+       {{"host_uid_when_root", s.host_uid_when_root}, {"host_gid_when_root", s.host_gid_when_root},
+        {"require", {{"landlock", s.require_landlock}, {"cgroups", s.require_cgroups}}},
+        {"readonly_paths", s.readonly_paths}, {"env", s.env}}},
+  };
+}
+
 std::string default_path() {
   // Installed layout first, then the source tree the binary was built from.
   for (const char* candidate : {"/usr/share/throwbox/policies/default.json",

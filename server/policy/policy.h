@@ -116,5 +116,8 @@ util::Result<Policy> parse(const nlohmann::json& doc, const std::string& source)
 util::Result<Policy> load_file(const std::string& path);
 // The bundled policies/default.json: next to the binary's source tree or installed.
 std::string default_path();
+// Every key of the policy file format with its value after defaults, in the
+// file's own shape (`throwbox policy check`); parse(effective_json(p)) == p.
+nlohmann::json effective_json(const Policy& p);
 
 }  // namespace policy

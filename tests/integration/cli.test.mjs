@@ -1,0 +1,98 @@
+// The command line as a user meets it: --version, --help and each command's
+// --help on stdout with exit 0; usage errors on stderr with exit 2 and nothing
+// on stdout (scripts pipe stdout; MCP clients read it as the protocol).
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { throwboxBin } from './lib/client.mjs';
+
+function run(...args) {
+  const r = spawnSync(throwboxBin(), args, { encoding: 'utf8', timeout: 20_000, input: '' });
+  assert.equal(r.error, undefined, `throwbox ${args.join(' ')}: ${r.error}`);
+  return r;
+}
+
+function expectHelp(args, firstLine) {
+  const r = run(...args);
+  assert.equal(r.status, 0, `throwbox ${args.join(' ')}: exit ${r.status}, stderr ${r.stderr}`);
+  assert.equal(r.stderr, '', `throwbox ${args.join(' ')} wrote to stderr`);
+  assert.equal(r.stdout.split('\n')[0], firstLine);
+  assert.ok(r.stdout.endsWith('\n'));
+  for (const line of r.stdout.split('\n')) assert.ok(line.length <= 80, `line over 80 columns: ${line}`);
+  return r.stdout;
+}
+
+function expectUsageError(args, pattern) {
+  const r = run(...args);
+  assert.equal(r.status, 2, `throwbox ${args.join(' ')}: exit ${r.status}, stdout ${r.stdout}`);
+  assert.equal(r.stdout, '', `throwbox ${args.join(' ')} wrote to stdout`);
+  assert.match(r.stderr, pattern);
+  return r.stderr;
+}
+
+test('--version and version print "throwbox X.Y.Z" and exit 0', () => {
+  for (const args of [['--version'], ['version'], ['-V']]) {
+    const r = run(...args);
+    assert.equal(r.status, 0);
+    assert.equal(r.stderr, '');
+    assert.match(r.stdout, /^throwbox \d+\.\d+\.\d+\n$/);
+  }
+});
+
+test('--help, -h and help print the usage with every command on stdout', () => {
+  const usage = expectHelp(['--help'], 'Usage: throwbox <command> [options]');
+  assert.equal(run('-h').stdout, usage);
+  assert.equal(run('help').stdout, usage);
+  for (const cmd of ['serve', 'doctor', 'policy check', 'version', 'help']) {
+    assert.match(usage, new RegExp(`^  ${cmd}\\b`, 'm'), `usage lists ${cmd}`);
+  }
+  assert.match(usage, /throwbox <command> --help/);
+});
+
+test('each command has its own --help listing its options', () => {
+  const serve = expectHelp(['serve', '--help'], 'Usage: throwbox serve [options]');
+  for (const flag of ['--state-dir DIR', '--policy FILE', '--log-level LVL', '--http HOST:PORT', '--tokens FILE',
+    '--tls-cert FILE', '--tls-key FILE', '--allow-origin ORIGIN', '--allow-host HOST', '-h, --help']) {
+    assert.ok(serve.includes(`  ${flag} `), `serve --help lists ${flag}`);
+  }
+  assert.match(serve, /Exit status/);
+
+  const doctor = expectHelp(['doctor', '--help'], 'Usage: throwbox doctor [options]');
+  for (const flag of ['--policy FILE', '--state-dir DIR', '--log-level LVL']) assert.ok(doctor.includes(`  ${flag} `));
+  assert.match(doctor, /Exit status: 0 .*\n.*1 otherwise; 2/);
+
+  const policy = expectHelp(['policy', '--help'], 'Usage: throwbox policy check [FILE]');
+  assert.equal(run('policy', 'check', '--help').stdout, policy);
+  assert.match(policy, /docs\/policy\.md/);
+
+  expectHelp(['version', '--help'], 'Usage: throwbox version');
+
+  // `help CMD` is the same text; -h anywhere among a command's options too.
+  for (const cmd of ['serve', 'doctor', 'policy', 'version']) {
+    assert.equal(run('help', cmd).stdout, run(cmd, '--help').stdout);
+  }
+  assert.equal(run('serve', '--policy', 'x.json', '-h').stdout, serve);
+});
+
+test('serve --help does not start a server', () => {
+  const r = run('serve', '--help');
+  assert.doesNotMatch(r.stdout + r.stderr, /serving MCP/);
+});
+
+test('no command, an unknown command or option: stderr, exit 2', () => {
+  expectUsageError([], /Usage: throwbox <command>/);
+  expectUsageError(['frobnicate'], /unknown command "frobnicate"/);
+  expectUsageError(['--frobnicate'], /unknown option "--frobnicate"/);
+  expectUsageError(['help', 'frobnicate'], /unknown command "frobnicate"/);
+  expectUsageError(['version', 'extra'], /unexpected argument "extra"/);
+});
+
+test('a command with an unknown option or a missing value: stderr naming it, exit 2', () => {
+  expectUsageError(['serve', '--frobnicate'], /--frobnicate/);
+  expectUsageError(['doctor', '--frobnicate'], /--frobnicate/);
+  expectUsageError(['serve', '--policy'], /--policy needs a value/);
+  expectUsageError(['policy'], /missing subcommand[^]*Usage: throwbox policy check/);
+  expectUsageError(['policy', 'frob'], /unknown subcommand "frob"/);
+  expectUsageError(['policy', 'check', 'a.json', 'b.json'], /unexpected argument "b.json"/);
+  expectUsageError(['policy', 'check', '--frobnicate'], /unexpected argument "--frobnicate"/);
+});

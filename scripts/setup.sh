@@ -18,12 +18,14 @@ build_dir="$repo_root/build"
 #   libmagic-dev                    artifact type sniffing (the gate)
 #   libsqlite3-dev                  the job ledger
 #   python3-matplotlib              charts in the default python runtime (examples/chart)
+#   python3-numpy python3-pandas    the data policy's runtime (policies/data.json), from Debian
+#                                   so the sandbox needs no network and no pip
 #   python3                         the default sandbox runtime (/usr/bin/python3)
 #   nodejs npm                      the official MCP TypeScript SDK test client
 #   util-linux passwd               setpriv/useradd for the non-root test run
 readonly THROWBOX_DEBS=(g++ cmake make pkg-config nlohmann-json3-dev libboost-dev libseccomp-dev
   libspdlog-dev libcpp-httplib-dev doctest-dev libssl-dev libmagic-dev libsqlite3-dev python3 python3-matplotlib
-  util-linux passwd)
+  python3-numpy python3-pandas util-linux passwd)
 
 missing_debs() {
   local pkg

@@ -4,10 +4,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "server/policy/policy.h"
 #include "server/util/fs.h"
@@ -451,4 +454,152 @@ TEST_CASE("runtime loader is \"python\" or empty") {
   auto p = policy::parse(d, kSource);
   REQUIRE(p.ok());
   CHECK(p->runtimes.at("sh").loader == "python");
+}
+
+TEST_CASE("bundled strict.json: python only, tight limits, text/CSV/PNG artifacts, warm python") {
+  auto r = policy::load_file(THROWBOX_SOURCE_DIR "/policies/strict.json");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  CHECK(r->available_runtimes() == std::vector<std::string>{"python"});
+  CHECK(r->find_runtime("bash") == nullptr);
+  CHECK(r->limits.timeout_s_default == 10);
+  CHECK(r->limits.timeout_s_max == 20);
+  CHECK(r->limits.memory_max_bytes == 128ull << 20);
+  CHECK(r->limits.pids_max == 32);
+  CHECK(r->limits.stdout_max_bytes <= 16384);
+  CHECK(r->artifacts.allowed_media_types == std::vector<std::string>{"text/plain", "text/csv", "image/png"});
+  CHECK(r->pool.enabled);
+  CHECK(r->pool.runtimes == std::vector<std::string>{"python"});
+}
+
+TEST_CASE("bundled data.json: python with the Debian numpy/pandas/matplotlib stack") {
+  auto r = policy::load_file(THROWBOX_SOURCE_DIR "/policies/data.json");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  CHECK(r->available_runtimes() == std::vector<std::string>{"python"});
+  // numpy finds its BLAS through /etc/alternatives; matplotlib reads its rc file.
+  for (const char* path : {"/usr", "/etc/alternatives", "/etc/matplotlibrc"})
+    CHECK(std::find(r->sandbox.readonly_paths.begin(), r->sandbox.readonly_paths.end(), path) !=
+          r->sandbox.readonly_paths.end());
+  CHECK(r->sandbox.env.at("MPLBACKEND") == "Agg");
+  // An upload at the input cap still fits in one message as base64.
+  CHECK(r->server.message_max_bytes >= r->limits.input_max_bytes / 3 * 4);
+}
+
+TEST_CASE("effective_json round-trips: parsing it gives the same policy") {
+  for (const char* name : {"default", "strict", "data"}) {
+    CAPTURE(std::string(name));
+    auto r = policy::load_file(std::string(THROWBOX_SOURCE_DIR "/policies/") + name + ".json");
+    REQUIRE(r.ok());
+    json once = policy::effective_json(*r);
+    auto again = policy::parse(once, kSource);
+    REQUIRE_MESSAGE(again.ok(), (again.ok() ? "" : again.error().message));
+    CHECK(policy::effective_json(*again) == once);
+  }
+  // Defaults are filled in: a minimal file shows every section.
+  auto m = policy::parse(minimal_doc(), kSource);
+  REQUIRE(m.ok());
+  json e = policy::effective_json(*m);
+  CHECK(e["limits"]["timeout_s"]["max"] == 60);
+  CHECK(e["artifacts"]["csv_formulas"] == "neutralise");
+  CHECK(e["pool"]["enabled"] == false);
+  CHECK(e["runtimes"]["sh"]["optional"] == false);
+}
+
+namespace {
+
+// Leaf keys of an effective policy, "runtimes.<name>.command" style. Objects
+// whose keys are the user's (runtime names, environment names) are not keys.
+void flatten_keys(const json& v, const std::string& prefix, std::set<std::string>& out) {
+  if (!v.is_object() || prefix == "sandbox.env") {
+    out.insert(prefix);
+    return;
+  }
+  for (auto& [k, child] : v.items()) {
+    std::string key = prefix.empty() ? k : prefix + "." + k;
+    if (prefix == "runtimes") key = "runtimes.<name>";
+    flatten_keys(child, key, out);
+  }
+}
+
+struct DocRow {
+  std::string key, default_cell, range_cell;
+};
+
+// The rows of docs/policy.md's key tables: | `key` | type | default | range | meaning |
+std::vector<DocRow> policy_doc_rows() {
+  std::ifstream in(THROWBOX_SOURCE_DIR "/docs/policy.md");
+  REQUIRE(in.good());
+  std::vector<DocRow> rows;
+  std::string line;
+  auto cells_of = [](const std::string& l) {
+    std::vector<std::string> cells;
+    size_t start = 1;
+    for (size_t bar; (bar = l.find('|', start)) != std::string::npos; start = bar + 1) {
+      std::string c = l.substr(start, bar - start);
+      c.erase(0, c.find_first_not_of(' '));
+      c.erase(c.find_last_not_of(' ') + 1);
+      cells.push_back(c);
+    }
+    return cells;
+  };
+  bool in_key_table = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("| key | type | default | range |", 0) == 0) in_key_table = true;
+    else if (line.rfind("|", 0) != 0) in_key_table = false;
+    else if (in_key_table && line.rfind("| `", 0) == 0) {
+      auto cells = cells_of(line);
+      REQUIRE(cells.size() == 5);
+      rows.push_back({cells[0].substr(1, cells[0].find('`', 1) - 1), cells[2], cells[3]});
+    }
+  }
+  return rows;
+}
+
+// "`65536` (64 KiB)" -> 65536 as JSON; "" when the cell does not start with a value.
+std::string backticked(const std::string& cell) {
+  if (cell.empty() || cell[0] != '`') return "";
+  return cell.substr(1, cell.find('`', 1) - 1);
+}
+
+}  // namespace
+
+TEST_CASE("docs/policy.md documents exactly the keys the loader accepts, with their defaults and ranges") {
+  auto m = policy::parse(minimal_doc(), kSource);
+  REQUIRE(m.ok());
+  json effective = policy::effective_json(*m);
+  std::set<std::string> accepted;
+  flatten_keys(effective, "", accepted);
+  accepted.insert("$comment");  // the one key that is not a setting: parse() accepts and ignores it
+
+  auto rows = policy_doc_rows();
+  std::set<std::string> documented;
+  for (auto& row : rows) {
+    CAPTURE(row.key);
+    CHECK_MESSAGE(documented.insert(row.key).second, "documented twice");
+  }
+  for (auto& key : accepted) CHECK_MESSAGE(documented.count(key), "accepted but not in docs/policy.md: " << key);
+  for (auto& key : documented) CHECK_MESSAGE(accepted.count(key), "in docs/policy.md but not accepted: " << key);
+
+  for (auto& row : rows) {
+    CAPTURE(row.key);
+    if (row.key.rfind("runtimes.", 0) == 0 || row.key == "$comment") continue;
+    std::string pointer = "/" + row.key;
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    // The documented default is the loader's.
+    if (std::string d = backticked(row.default_cell); !d.empty())
+      CHECK(json::parse(d) == effective.at(json::json_pointer(pointer)));
+    // An integer range "`MIN..MAX`": both ends load, one beyond either end is refused naming the key.
+    std::string range = backticked(row.range_cell);
+    size_t dots = range.find("..");
+    if (dots == std::string::npos) continue;
+    uint64_t lo = std::stoull(range.substr(0, dots)), hi = std::stoull(range.substr(dots + 2));
+    auto with = [&](uint64_t v) {
+      json d = minimal_doc();
+      d[json::json_pointer(pointer)] = v;
+      return d;
+    };
+    CHECK(policy::parse(with(lo), kSource).ok());
+    CHECK(policy::parse(with(hi), kSource).ok());
+    CHECK(error_of(with(hi + 1)).find(row.key + ": must be between") != std::string::npos);
+    if (lo > 0) CHECK(error_of(with(lo - 1)).find(row.key + ": must be between") != std::string::npos);
+  }
 }

@@ -46,7 +46,7 @@ function checkServeArgs(args, where) {
 
 test('examples/clients has the four client set-ups and a tokens example', () => {
   for (const f of ['claude_desktop_config.json', 'claude-code.sh', 'vscode-mcp.json', 'http-with-token.json',
-    'http-server.sh', 'tokens.example']) {
+    'http-server.sh', 'tokens.example', 'curl.sh']) {
     assert.ok(files.includes(f), `missing examples/clients/${f}`);
   }
 });
@@ -102,7 +102,8 @@ test('tokens.example has the tokens-file format: "<tenant> <sha256 hex>" lines a
 
 test('the shell snippets pass bash -n and run `throwbox serve` with valid options', () => {
   const shells = files.filter((f) => f.endsWith('.sh'));
-  assert.ok(shells.length >= 2);
+  assert.ok(shells.length >= 3);
+  let serving = 0;
   for (const f of shells) {
     const file = path.join(clients, f);
     const r = spawnSync('bash', ['-n', file], { encoding: 'utf8' });
@@ -110,12 +111,17 @@ test('the shell snippets pass bash -n and run `throwbox serve` with valid option
     const text = fs.readFileSync(file, 'utf8');
     // Every line that starts throwbox, commented or not: `... throwbox" serve ...` / `.../throwbox serve ...`.
     const uses = [...text.matchAll(/throwbox"? (serve(?: [^\n\\]*)?)/g)].map((m) => m[1].trim());
-    assert.ok(uses.length >= 1, `${f}: no throwbox serve line`);
+    if (uses.length) serving++;
     for (const use of uses) {
       const args = use.split(/\s+/).map((a) => a.replace(/^"|"$/g, ''));
       checkServeArgs(args, `${f}: ${use}`);
     }
   }
+  assert.ok(serving >= 2, 'claude-code.sh and http-server.sh start throwbox serve');
+  // The curl client speaks to the endpoint the HTTP examples serve, with the token from the environment.
+  const curl = fs.readFileSync(path.join(clients, 'curl.sh'), 'utf8');
+  assert.match(curl, /http:\/\/127\.0\.0\.1:8765\/mcp/);
+  assert.match(curl, /Authorization: Bearer \$THROWBOX_TOKEN/);
   const code = fs.readFileSync(path.join(clients, 'claude-code.sh'), 'utf8');
   assert.match(code, /^claude mcp add throwbox -- \/\S+\/throwbox serve$/m);
   assert.match(code, /claude mcp add --transport http throwbox http:\/\/127\.0\.0\.1:8765\/mcp/);

@@ -23,6 +23,7 @@
 #include "server/protocol/mcp.h"
 #include "server/sandbox/cgroups.h"
 #include "server/store/store.h"
+#include "server/transport/http.h"
 #include "server/transport/stdio.h"
 #include "server/util/fs.h"
 #include "tools/registry.h"
@@ -130,6 +131,8 @@ struct Options {
   std::string state_dir;
   std::string policy_path;
   std::string log_level = "info";
+  bool http = false;                  // serve --http HOST:PORT
+  transport::http::Options http_options;
 };
 
 std::string default_state_dir() {
@@ -148,6 +151,16 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--state-dir") o.state_dir = value("--state-dir");
+    else if (command == "serve" && a == "--http") {
+      auto listen = transport::http::parse_listen(value("--http"), o.http_options);
+      if (!listen) throw std::runtime_error(listen.error().message);
+      o.http_options = *listen;
+      o.http = true;
+    } else if (command == "serve" && a == "--tokens") o.http_options.tokens_file = value("--tokens");
+    else if (command == "serve" && a == "--tls-cert") o.http_options.tls_cert = value("--tls-cert");
+    else if (command == "serve" && a == "--tls-key") o.http_options.tls_key = value("--tls-key");
+    else if (command == "serve" && a == "--allow-origin") o.http_options.allowed_origins.push_back(value("--allow-origin"));
+    else if (command == "serve" && a == "--allow-host") o.http_options.allowed_hosts.push_back(value("--allow-host"));
     else if (a == "--policy") o.policy_path = value("--policy");
     else if (a == "--log-level") o.log_level = value("--log-level");
     else if (a == "-h" || a == "--help") {
@@ -155,6 +168,10 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
       std::exit(0);
     } else throw std::runtime_error("unknown option for " + command + ": " + a + " (see throwbox --help)");
   }
+  if (!o.http && (!o.http_options.tokens_file.empty() || !o.http_options.tls_cert.empty() ||
+                  !o.http_options.tls_key.empty() || !o.http_options.allowed_origins.empty() ||
+                  !o.http_options.allowed_hosts.empty()))
+    throw std::runtime_error("--tokens, --tls-cert, --tls-key, --allow-origin and --allow-host need --http HOST:PORT");
   if (o.state_dir.empty()) o.state_dir = default_state_dir();
   if (o.policy_path.empty()) o.policy_path = policy::default_path();
   return o;
@@ -188,6 +205,14 @@ int serve(int argc, char** argv) {
   ::chmod(opt.state_dir.c_str(), 0700);
   // A dead client must not kill us mid-write; write() reports EPIPE instead.
   ::signal(SIGPIPE, SIG_IGN);
+  if (opt.http) {
+    // Before any thread exists: the HTTP server takes SIGINT/SIGTERM with sigtimedwait.
+    sigset_t stop;
+    ::sigemptyset(&stop);
+    ::sigaddset(&stop, SIGINT);
+    ::sigaddset(&stop, SIGTERM);
+    ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  }
 
   // Before any thread exists: the v2 delegated case moves this process into a leaf cgroup.
   sandbox::cgroups::Host cgroup_host = sandbox::cgroups::detect(/*move_self_into_leaf=*/true);
@@ -211,6 +236,14 @@ int serve(int argc, char** argv) {
   if (!task_ledger) throw std::runtime_error("task ledger: " + task_ledger.error().message);
   broker::Tasks tasks(std::move(*task_ledger), broker::tasks_options(*pol));
   protocol::mcp::ServerContext ctx{*pol, store, jobs, registry, &audit, &tasks};
+  if (opt.http) {
+    spdlog::info("throwbox {} serving MCP over Streamable HTTP; uid={} policy={} state={} runtimes={}",
+                 THROWBOX_VERSION, ::geteuid(), pol->source, opt.state_dir, pol->available_runtimes().size());
+    if (auto s = transport::http::serve(ctx, opt.http_options); !s) throw std::runtime_error(s.error().message);
+    tasks.drain();
+    spdlog::info("stopped");
+    return 0;
+  }
   transport::stdio::Writer writer(wire);
   spdlog::info("throwbox {} serving MCP on stdio; uid={} policy={} state={} runtimes={}", THROWBOX_VERSION,
                ::geteuid(), pol->source, opt.state_dir, pol->available_runtimes().size());

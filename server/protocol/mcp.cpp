@@ -135,6 +135,11 @@ bool Session::tasks_enabled() {
 
 void Session::drain() { pool_.drain(); }
 
+std::string Session::version() {
+  std::lock_guard lock(mu_);
+  return version_;
+}
+
 void Session::handle_oversized(size_t bytes) {
   outbox_.send(make_error(nullptr, jsonrpc::kInvalidRequest,
                           "Invalid Request: message of " + std::to_string(bytes) + " bytes exceeds " +

@@ -66,6 +66,8 @@ class Session {
   void handle_oversized(size_t bytes);
   // Waits for every in-flight tools/call to answer.
   void drain();
+  // The negotiated protocol version; "" before initialize was answered.
+  std::string version();
 
  private:
   using Reply = std::function<void(json)>;

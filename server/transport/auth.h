@@ -1,0 +1,37 @@
+// Bearer tokens for the HTTP transport: a tokens file maps the sha256 of each
+// token to a tenant. The file must not be readable by group or others. Tokens
+// themselves are never stored, logged or compared other than by digest, in
+// constant time over every entry.
+#pragma once
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/util/result.h"
+
+namespace transport::http {
+
+class Auth {
+ public:
+  // Lines: "<tenant> <64 hex digits: sha256 of the token>", '#' comments and
+  // blank lines ignored. Errors name the line.
+  static util::Result<Auth> load(const std::string& path);
+  static util::Result<Auth> parse(std::string_view text, const std::string& source);
+  // The tenant of a bearer token, or nullopt.
+  std::optional<std::string> tenant_for(std::string_view token) const;
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    std::string tenant;
+    std::array<unsigned char, 32> digest;
+  };
+  std::vector<Entry> entries_;
+};
+
+// "Bearer <token>" -> token; nullopt for a missing or malformed header.
+std::optional<std::string> bearer_token(std::string_view authorization);
+
+}  // namespace transport::http

@@ -1,0 +1,650 @@
+// Streamable HTTP transport. One protocol::mcp::Session per Mcp-Session-Id,
+// bound to the tenant of the token that created it; a Router sends each of the
+// session's outgoing messages to the HTTP stream waiting for it (a POST's JSON
+// or SSE answer by request id and progress token, else a GET stream).
+#include "server/transport/http.h"
+
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+#include "server/protocol/jsonrpc.h"
+#include "server/transport/auth.h"
+#if __has_include("server/transport/http_ops.h")
+#include "server/transport/http_ops.h"
+#define THROWBOX_HTTP_OPS 1
+#endif
+#include "server/util/random.h"
+
+namespace transport::http {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+namespace jsonrpc = protocol::jsonrpc;
+
+constexpr const char* kPath = "/mcp";
+constexpr size_t kWorkers = 64;             // requests served at once (SSE streams included)
+constexpr size_t kQueued = 256;             // accepted connections waiting for a worker; beyond: 503
+constexpr size_t kSessionsMax = 1024;
+constexpr size_t kSessionsPerTenantMax = 64;
+constexpr auto kSessionIdle = std::chrono::minutes(30);
+constexpr auto kKeepAlive = std::chrono::seconds(15);  // SSE comment lines; also finds gone clients
+constexpr int kReadTimeoutS = 10;           // a request's headers and body
+constexpr int kAnswerGraceS = 30;           // beyond the policy's longest job
+
+// Set while a connection is served by the overflow path: answer 503 at once.
+thread_local bool t_overloaded = false;
+
+// A fixed pool with a bounded queue. Beyond it a connection is still read
+// (cpp-httplib owns the socket) but only to be answered 503 by a small pool of
+// its own, so a flood neither grows memory nor starves the accept loop.
+class BoundedQueue : public httplib::TaskQueue {
+ public:
+  BoundedQueue(size_t workers, size_t max_queued) : max_(max_queued) {
+    for (size_t i = 0; i < workers; ++i) threads_.emplace_back([this] { work(queue_, false); });
+    for (size_t i = 0; i < 4; ++i) threads_.emplace_back([this] { work(rejects_, true); });
+  }
+  ~BoundedQueue() override { shutdown(); }
+  void enqueue(std::function<void()> fn) override {
+    {
+      std::lock_guard lock(mu_);
+      if (queue_.size() < max_) queue_.push_back(std::move(fn));
+      else if (rejects_.size() < max_) rejects_.push_back(std::move(fn));
+      else {
+        // Both full: the accept thread answers this one itself.
+        t_overloaded = true;
+        fn();
+        t_overloaded = false;
+        return;
+      }
+    }
+    cv_.notify_all();
+  }
+  void shutdown() override {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  void work(std::deque<std::function<void()>>& q, bool overloaded) {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !q.empty(); });
+        if (q.empty()) return;
+        fn = std::move(q.front());
+        q.pop_front();
+      }
+      t_overloaded = overloaded;
+      fn();
+      t_overloaded = false;
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_, rejects_;
+  size_t max_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// Messages for one HTTP stream.
+struct Stream {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<json> queue;
+  bool closed = false;
+  void push(json m) {
+    {
+      std::lock_guard lock(mu);
+      queue.push_back(std::move(m));
+    }
+    cv.notify_all();
+  }
+  // Next message, or nullopt at the deadline or once closed and empty.
+  std::optional<json> pop(Clock::time_point until) {
+    std::unique_lock lock(mu);
+    cv.wait_until(lock, until, [&] { return !queue.empty() || closed; });
+    if (queue.empty()) return std::nullopt;
+    json m = std::move(queue.front());
+    queue.pop_front();
+    return m;
+  }
+  void close() {
+    {
+      std::lock_guard lock(mu);
+      closed = true;
+    }
+    cv.notify_all();
+  }
+};
+
+// The session's outbox: each message goes to exactly one stream.
+class Router : public protocol::mcp::Outbox {
+ public:
+  void send(const json& m) override {
+    std::shared_ptr<Stream> to;
+    {
+      std::lock_guard lock(mu_);
+      const json* probe = &m;
+      if (m.is_array() && !m.empty()) probe = &m.front();  // a batch answer goes where its requests came from
+      if (probe->is_object() && probe->contains("id") && !probe->contains("method")) {
+        auto it = by_id_.find((*probe)["id"].dump());
+        if (it != by_id_.end()) to = it->second;
+      } else if (probe->is_object() && probe->value("method", "") == "notifications/progress" &&
+                 probe->contains("params") && (*probe)["params"].is_object() &&
+                 (*probe)["params"].contains("progressToken")) {
+        auto it = by_token_.find((*probe)["params"]["progressToken"].dump());
+        if (it != by_token_.end()) to = it->second;
+      }
+      if (!to && !gets_.empty()) to = gets_[next_get_++ % gets_.size()];
+    }
+    if (to) to->push(m);
+    else spdlog::debug("http: no open stream for a {} message; dropped", m.is_object() && m.contains("method") ? "notification" : "response");
+  }
+  void expect(const std::vector<std::string>& ids, const std::vector<std::string>& tokens,
+              const std::shared_ptr<Stream>& s) {
+    std::lock_guard lock(mu_);
+    for (auto& id : ids) by_id_[id] = s;
+    for (auto& t : tokens) by_token_[t] = s;
+  }
+  void forget(const std::vector<std::string>& ids, const std::vector<std::string>& tokens) {
+    std::lock_guard lock(mu_);
+    for (auto& id : ids) by_id_.erase(id);
+    for (auto& t : tokens) by_token_.erase(t);
+  }
+  void add_get(const std::shared_ptr<Stream>& s) {
+    std::lock_guard lock(mu_);
+    gets_.push_back(s);
+  }
+  void remove_get(const std::shared_ptr<Stream>& s) {
+    std::lock_guard lock(mu_);
+    std::erase(gets_, s);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Stream>> by_id_, by_token_;
+  std::vector<std::shared_ptr<Stream>> gets_;
+  size_t next_get_ = 0;
+};
+
+struct HttpSession {
+  std::string id, tenant;
+  Router router;
+  std::unique_ptr<protocol::mcp::Session> session;
+  std::atomic<int64_t> last_used_s{0};
+  std::atomic<int> active{0};
+};
+
+int64_t now_s() { return std::chrono::duration_cast<std::chrono::seconds>(Clock::now().time_since_epoch()).count(); }
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+void json_error(httplib::Response& res, int status, int code, const std::string& message) {
+  res.status = status;
+  res.set_content(jsonrpc::make_error(nullptr, code, message).dump(), "application/json");
+}
+
+std::string sse_event(const json& m) { return "event: message\ndata: " + m.dump() + "\n\n"; }
+
+class HttpServer {
+ public:
+  HttpServer(protocol::mcp::ServerContext& ctx, Options opt, std::optional<Auth> auth)
+      : ctx_(ctx), opt_(std::move(opt)), auth_(std::move(auth)) {}
+
+  util::Status run();
+
+ private:
+  // Host and Origin against the allowlists (DNS rebinding); 403 otherwise.
+  bool allowed(const httplib::Request& req, httplib::Response& res);
+  std::optional<std::string> authenticate(const httplib::Request& req, httplib::Response& res);
+  std::shared_ptr<HttpSession> find_session(const httplib::Request& req, const std::string& tenant,
+                                            httplib::Response& res);
+  void post(const httplib::Request& req, httplib::Response& res);
+  void get(const httplib::Request& req, httplib::Response& res);
+  void del(const httplib::Request& req, httplib::Response& res);
+  void expire_sessions();
+
+  protocol::mcp::ServerContext& ctx_;
+  Options opt_;
+  std::optional<Auth> auth_;
+  std::set<std::string> hosts_, origins_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<HttpSession>> sessions_;
+};
+
+bool HttpServer::allowed(const httplib::Request& req, httplib::Response& res) {
+  std::string host = lower(req.get_header_value("Host"));
+  if (!hosts_.count(host)) {
+    res.status = 403;
+    res.set_content("Forbidden: Host \"" + req.get_header_value("Host").substr(0, 200) +
+                        "\" is not an allowed host of this server (--allow-host)\n",
+                    "text/plain");
+    return false;
+  }
+  if (req.has_header("Origin") && !origins_.count(lower(req.get_header_value("Origin")))) {
+    res.status = 403;
+    res.set_content("Forbidden: Origin \"" + req.get_header_value("Origin").substr(0, 200) +
+                        "\" is not allowed (--allow-origin)\n",
+                    "text/plain");
+    return false;
+  }
+  return true;
+}
+
+std::optional<std::string> HttpServer::authenticate(const httplib::Request& req, httplib::Response& res) {
+  if (!auth_) return std::string("local");  // loopback only, checked at start
+  auto token = bearer_token(req.get_header_value("Authorization"));
+  std::optional<std::string> tenant = token ? auth_->tenant_for(*token) : std::nullopt;
+  if (tenant) return tenant;
+  res.status = 401;
+  res.set_header("WWW-Authenticate", req.has_header("Authorization")
+                                         ? R"(Bearer realm="throwbox", error="invalid_token")"
+                                         : R"(Bearer realm="throwbox")");
+  res.set_content(jsonrpc::make_error(nullptr, jsonrpc::kInvalidRequest,
+                                      req.has_header("Authorization") ? "Unauthorized: the bearer token is not valid"
+                                                                      : "Unauthorized: a bearer token is required")
+                      .dump(),
+                  "application/json");
+  return std::nullopt;
+}
+
+// A session of this tenant, or the answer for a missing (400) or unknown,
+// ended or foreign (404, the same) one.
+std::shared_ptr<HttpSession> HttpServer::find_session(const httplib::Request& req, const std::string& tenant,
+                                                      httplib::Response& res) {
+  if (!req.has_header("Mcp-Session-Id")) {
+    json_error(res, 400, jsonrpc::kInvalidRequest, "Bad Request: the Mcp-Session-Id header is required");
+    return nullptr;
+  }
+  std::string id = req.get_header_value("Mcp-Session-Id");
+  std::shared_ptr<HttpSession> s;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sessions_.find(id);
+    if (it != sessions_.end() && it->second->tenant == tenant) s = it->second;
+  }
+  if (!s) {
+    json_error(res, 404, jsonrpc::kInvalidRequest, "Not Found: no such session (it ended or never existed); initialize again");
+    return nullptr;
+  }
+  s->last_used_s = now_s();
+  return s;
+}
+
+void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
+  auto tenant = authenticate(req, res);
+  if (!tenant) return;
+  const std::string accept = lower(req.get_header_value("Accept"));
+  const bool accepts_sse = accept.find("text/event-stream") != std::string::npos;
+  if (!accept.empty() && accept.find("application/json") == std::string::npos && !accepts_sse &&
+      accept.find("*/*") == std::string::npos)
+    return json_error(res, 406, jsonrpc::kInvalidRequest,
+                      "Not Acceptable: the client must accept application/json and text/event-stream");
+  if (lower(req.get_header_value("Content-Type")).rfind("application/json", 0) != 0)
+    return json_error(res, 415, jsonrpc::kInvalidRequest, "Unsupported Media Type: send application/json");
+
+  const jsonrpc::Limits limits{ctx_.policy.server.message_max_bytes, ctx_.policy.server.json_max_depth};
+  jsonrpc::Parsed parsed = jsonrpc::parse_line(req.body, limits);
+  if (parsed.whole_line_failed) {
+    auto& f = std::get<jsonrpc::Failure>(parsed.items.front());
+    res.status = 400;
+    res.set_content(jsonrpc::make_error(f.id, f.code, f.message).dump(), "application/json");
+    return;
+  }
+  std::vector<std::string> ids, tokens;
+  bool initialize = false;
+  for (auto& item : parsed.items) {
+    auto* m = std::get_if<jsonrpc::Message>(&item);
+    if (!m) {
+      ids.push_back(std::get<jsonrpc::Failure>(item).id.dump());  // answered with an error
+      continue;
+    }
+    if (m->kind != jsonrpc::Message::Kind::kRequest) continue;
+    ids.push_back(m->id.dump());
+    if (m->method == "initialize") initialize = true;
+    if (m->params.is_object() && m->params.contains("_meta") && m->params["_meta"].is_object() &&
+        m->params["_meta"].contains("progressToken"))
+      tokens.push_back(m->params["_meta"]["progressToken"].dump());
+  }
+
+  std::shared_ptr<HttpSession> s;
+  bool created = false;
+  if (initialize && !parsed.is_batch && !req.has_header("Mcp-Session-Id")) {
+    std::lock_guard lock(mu_);
+    size_t mine = 0;
+    for (auto& [_, other] : sessions_) mine += other->tenant == *tenant;
+    if (sessions_.size() >= kSessionsMax || mine >= kSessionsPerTenantMax) {
+      res.set_header("Retry-After", "60");
+      return json_error(res, 503, jsonrpc::kInvalidRequest,
+                        "Service Unavailable: too many open sessions; end some with DELETE " + std::string(kPath));
+    }
+    s = std::make_shared<HttpSession>();
+    s->id = util::random_id();
+    s->tenant = *tenant;
+    s->session = std::make_unique<protocol::mcp::Session>(ctx_, s->router, *tenant);
+    s->last_used_s = now_s();
+    sessions_[s->id] = s;
+    created = true;
+  } else {
+    s = find_session(req, *tenant, res);
+    if (!s) return;
+    if (req.has_header("MCP-Protocol-Version")) {
+      std::string v = req.get_header_value("MCP-Protocol-Version");
+      bool known = false;
+      for (const char* supported : protocol::mcp::kSupportedVersions) known = known || v == supported;
+      if (!known)
+        return json_error(res, 400, jsonrpc::kInvalidRequest,
+                          "Bad Request: unsupported MCP-Protocol-Version \"" + v.substr(0, 40) + "\"");
+    }
+  }
+  s->active++;
+  struct Release {
+    HttpSession& s;
+    ~Release() {
+      s.last_used_s = now_s();
+      s.active--;
+    }
+  } release{*s};
+
+  if (ids.empty()) {
+    // Notifications and responses only: accepted, nothing to answer.
+    s->session->handle_line(req.body);
+    res.status = 202;
+    return;
+  }
+  auto stream = std::make_shared<Stream>();
+  s->router.expect(ids, tokens, stream);
+  s->session->handle_line(req.body);
+  if (created) res.set_header("Mcp-Session-Id", s->id);
+  const auto deadline =
+      Clock::now() + std::chrono::seconds(static_cast<int64_t>(ctx_.policy.limits.timeout_s_max) + kAnswerGraceS);
+
+  if (!tokens.empty() && accepts_sse) {
+    // Progress precedes the answer: an SSE stream that ends with it.
+    auto pending = std::make_shared<std::set<std::string>>(ids.begin(), ids.end());
+    res.set_header("Cache-Control", "no-store");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [stream, pending, deadline](size_t, httplib::DataSink& sink) {
+          while (!pending->empty() && Clock::now() < deadline) {
+            auto m = stream->pop(std::min(deadline, Clock::now() + kKeepAlive));
+            std::string chunk = ": keep-alive\n\n";
+            if (m) {
+              const json& probe = m->is_array() && !m->empty() ? m->front() : *m;
+              if (m->is_array())
+                for (auto& r : *m) pending->erase(r.value("id", json()).dump());
+              else if (probe.contains("id") && !probe.contains("method"))
+                pending->erase(probe["id"].dump());
+              chunk = sse_event(*m);
+            }
+            if (!sink.write(chunk.data(), chunk.size())) return false;  // the client went away
+          }
+          sink.done();
+          return true;
+        },
+        [s, ids, tokens](bool) { s->router.forget(ids, tokens); });
+    return;
+  }
+  // A plain JSON answer: the response (or the batch's array) once it is there.
+  std::optional<json> answer;
+  while (!answer && Clock::now() < deadline) {
+    auto m = stream->pop(deadline);
+    if (!m) break;
+    if (m->is_array() || (m->contains("id") && !m->contains("method"))) answer = std::move(m);
+    // Anything else has no place in a JSON answer (the client gave no progress token).
+  }
+  s->router.forget(ids, tokens);
+  if (!answer) {
+    return json_error(res, 504, jsonrpc::kInternalError, "Gateway Timeout: no answer within the server's limit");
+  }
+  if (created && answer->is_object() && answer->contains("error")) {
+    std::lock_guard lock(mu_);
+    sessions_.erase(s->id);  // a failed initialize opens no session
+    res.headers.erase("Mcp-Session-Id");
+  }
+  res.set_content(answer->dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
+  auto tenant = authenticate(req, res);
+  if (!tenant) return;
+  if (lower(req.get_header_value("Accept")).find("text/event-stream") == std::string::npos) {
+    res.status = 406;
+    res.set_content("Not Acceptable: GET " + std::string(kPath) + " opens an SSE stream (Accept: text/event-stream)\n",
+                    "text/plain");
+    return;
+  }
+  auto s = find_session(req, *tenant, res);
+  if (!s) return;
+  auto stream = std::make_shared<Stream>();
+  s->router.add_get(stream);
+  s->active++;
+  res.set_header("Cache-Control", "no-store");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [stream](size_t, httplib::DataSink& sink) {
+        // Server-initiated messages until the client leaves or the session ends.
+        for (;;) {
+          auto m = stream->pop(Clock::now() + kKeepAlive);
+          if (!m && stream->closed) break;
+          std::string chunk = m ? sse_event(*m) : ": keep-alive\n\n";
+          if (!sink.write(chunk.data(), chunk.size())) return false;
+        }
+        sink.done();
+        return true;
+      },
+      [s, stream](bool) {
+        s->router.remove_get(stream);
+        s->active--;
+        s->last_used_s = now_s();
+      });
+}
+
+void HttpServer::del(const httplib::Request& req, httplib::Response& res) {
+  auto tenant = authenticate(req, res);
+  if (!tenant) return;
+  auto s = find_session(req, *tenant, res);
+  if (!s) return;
+  {
+    std::lock_guard lock(mu_);
+    sessions_.erase(s->id);
+  }
+  spdlog::info("http: session ended by the client (tenant {})", s->tenant);
+  res.status = 204;
+}
+
+void HttpServer::expire_sessions() {
+  std::vector<std::shared_ptr<HttpSession>> gone;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t cutoff = now_s() - std::chrono::duration_cast<std::chrono::seconds>(kSessionIdle).count();
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (it->second->active == 0 && it->second->last_used_s < cutoff) {
+        gone.push_back(it->second);
+        it = sessions_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (!gone.empty()) spdlog::info("http: {} idle session(s) expired", gone.size());
+}
+
+util::Status HttpServer::run() {
+  std::unique_ptr<httplib::Server> srv;
+  const bool tls = !opt_.tls_cert.empty();
+  if (tls) {
+    auto ssl = std::make_unique<httplib::SSLServer>(opt_.tls_cert.c_str(), opt_.tls_key.c_str());
+    if (!ssl->is_valid())
+      return util::make_error("http", "TLS: cannot use certificate " + opt_.tls_cert + " with key " + opt_.tls_key);
+    srv = std::move(ssl);
+  } else {
+    srv = std::make_unique<httplib::Server>();
+  }
+  srv->new_task_queue = [] { return new BoundedQueue(kWorkers, kQueued); };
+  srv->set_payload_max_length(ctx_.policy.server.message_max_bytes);
+  srv->set_read_timeout(kReadTimeoutS, 0);
+  srv->set_write_timeout(kReadTimeoutS, 0);
+  srv->set_keep_alive_max_count(100);
+  srv->set_keep_alive_timeout(5);
+
+  // cpp-httplib: bind_to_port() returns a bool; bind_to_any_port() the port picked (or -1).
+  int port = opt_.port == 0 ? srv->bind_to_any_port(opt_.host.c_str())
+                            : (srv->bind_to_port(opt_.host.c_str(), opt_.port) ? opt_.port : -1);
+  if (port < 0) return util::make_error("http", "cannot listen on " + opt_.host + ":" + std::to_string(opt_.port));
+  if (opt_.port == 0) opt_.port = port;
+  const std::string hostport = (opt_.host.find(':') != std::string::npos ? "[" + opt_.host + "]" : opt_.host) + ":" +
+                               std::to_string(opt_.port);
+  if (is_loopback(opt_.host)) {
+    for (const char* h : {"127.0.0.1", "localhost", "[::1]"}) {
+      hosts_.insert(std::string(h) + ":" + std::to_string(opt_.port));
+      for (const char* scheme : {"http://", "https://"})
+        origins_.insert(std::string(scheme) + h + ":" + std::to_string(opt_.port));
+    }
+  } else {
+    hosts_.insert(lower(hostport));
+    origins_.insert(std::string(tls ? "https://" : "http://") + lower(hostport));
+  }
+  for (auto& h : opt_.allowed_hosts) hosts_.insert(lower(h));
+  for (auto& o : opt_.allowed_origins) origins_.insert(lower(o));
+
+  srv->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (t_overloaded) {
+      res.status = 503;
+      res.set_header("Retry-After", "1");
+      res.set_content("Service Unavailable: too many connections; retry shortly\n", "text/plain");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!allowed(req, res)) return httplib::Server::HandlerResponse::Handled;
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  srv->Post(kPath, [this](const httplib::Request& req, httplib::Response& res) { post(req, res); });
+  srv->Get(kPath, [this](const httplib::Request& req, httplib::Response& res) { get(req, res); });
+  srv->Delete(kPath, [this](const httplib::Request& req, httplib::Response& res) { del(req, res); });
+  auto not_allowed = [](const httplib::Request&, httplib::Response& res) {
+    res.status = 405;
+    res.set_header("Allow", "GET, POST, DELETE");
+  };
+  srv->Put(kPath, not_allowed);
+  srv->Patch(kPath, not_allowed);
+#ifdef THROWBOX_HTTP_OPS
+  OpsContext ops{ctx_, [this](const httplib::Request& req, httplib::Response& res) { return authenticate(req, res); }};
+  add_ops_routes(*srv, ops);
+#endif
+
+  // SIGINT/SIGTERM (blocked in every thread by the caller) stop the server.
+  std::jthread signals([&srv](std::stop_token stop) {
+    sigset_t set;
+    ::sigemptyset(&set);
+    ::sigaddset(&set, SIGINT);
+    ::sigaddset(&set, SIGTERM);
+    while (!stop.stop_requested()) {
+      struct timespec tick {0, 200 * 1000 * 1000};
+      int sig = ::sigtimedwait(&set, nullptr, &tick);
+      if (sig == SIGINT || sig == SIGTERM) {
+        spdlog::info("http: signal {}; stopping", sig);
+        srv->stop();
+        return;
+      }
+    }
+  });
+  std::jthread janitor([this](std::stop_token stop) {
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    while (!cv.wait_for(lock, stop, std::chrono::seconds(60), [] { return false; }))
+      if (stop.stop_requested()) return;
+      else expire_sessions();
+  });
+
+  std::fprintf(stderr, "throwbox: listening on %s://%s%s\n", tls ? "https" : "http", hostport.c_str(), kPath);
+  std::fflush(stderr);
+  spdlog::info("http: {} authentication, tenant from the token; Host allowlist {} entries, Origin allowlist {} entries",
+               auth_ ? std::to_string(auth_->size()) + " token(s)," : "no (loopback only),", hosts_.size(),
+               origins_.size());
+  srv->listen_after_bind();
+  signals.request_stop();
+  janitor.request_stop();
+  {
+    std::lock_guard lock(mu_);
+    sessions_.clear();  // each session finishes its in-flight calls as it goes
+  }
+  return util::ok_status();
+}
+
+}  // namespace
+
+bool is_loopback(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr a4{};
+  if (::inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  in6_addr a6{};
+  if (::inet_pton(AF_INET6, host.c_str(), &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+  return false;
+}
+
+util::Result<Options> parse_listen(const std::string& text, Options o) {
+  std::string host, port;
+  if (!text.empty() && text[0] == '[') {
+    auto close = text.find("]:");
+    if (close == std::string::npos) return util::make_error("http", "--http: expected [IPv6]:PORT, got \"" + text + "\"");
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos) return util::make_error("http", "--http: expected HOST:PORT, got \"" + text + "\"");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  if (!host.empty()) o.host = host;
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) > 65535)
+    return util::make_error("http", "--http: the port must be 0-65535, got \"" + port + "\"");
+  o.port = std::stoi(port);
+  return o;
+}
+
+util::Status serve(protocol::mcp::ServerContext& ctx, const Options& options) {
+  std::optional<Auth> auth;
+  if (!options.tokens_file.empty()) {
+    auto a = Auth::load(options.tokens_file);
+    if (!a) return a.error();
+    auth = std::move(*a);
+  } else if (!is_loopback(options.host)) {
+    return util::make_error("http", "refusing to listen on " + options.host +
+                                        " without authentication: pass --tokens FILE (or listen on 127.0.0.1)");
+  }
+  if (options.tls_cert.empty() != options.tls_key.empty())
+    return util::make_error("http", "--tls-cert and --tls-key go together");
+  if (!is_loopback(options.host) && options.tls_cert.empty())
+    spdlog::warn("http: listening on {} without TLS; bearer tokens cross the network in clear text", options.host);
+  HttpServer server(ctx, options, std::move(auth));
+  return server.run();
+}
+
+}  // namespace transport::http

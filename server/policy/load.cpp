@@ -281,6 +281,10 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         !r.u64(a, "retention", "tasks_ttl_max_s", o.tasks_ttl_max_s, 1, 1u << 30) ||
         !r.u64(a, "retention", "tasks_ttl_s", o.tasks_ttl_s, 1, o.tasks_ttl_max_s))
       return make_error("policy", source + ": " + r.error);
+    // A ceiling below the built-in default needs the default lowered too.
+    if (o.tasks_ttl_s > o.tasks_ttl_max_s)
+      return make_error("policy", source + ": retention.tasks_ttl_s: the default (" + std::to_string(o.tasks_ttl_s) +
+                                      ") exceeds retention.tasks_ttl_max_s");
   }
   if (doc.contains("artifacts")) {
     const json& a = doc["artifacts"];

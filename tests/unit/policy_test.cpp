@@ -417,6 +417,8 @@ TEST_CASE("task lifetimes: the default may not exceed the ceiling; the per-tenan
   CHECK(ok->retention.tasks_ttl_max_s == 1200);
   d["retention"] = {{"tasks_ttl_s", 1201u}, {"tasks_ttl_max_s", 1200u}};
   CHECK(error_of(d).find("retention.tasks_ttl_s") != std::string::npos);
+  d["retention"] = {{"tasks_ttl_max_s", 600u}};  // below the built-in default of 3600
+  CHECK(error_of(d).find("retention.tasks_ttl_s") != std::string::npos);
   d["retention"] = json::object();
   d["admission"] = {{"tasks_per_tenant_max", 0u}};
   CHECK(error_of(d).find("admission.tasks_per_tenant_max") != std::string::npos);

@@ -54,4 +54,9 @@ void Admission::release(const std::string& tenant, uint64_t cpu_ms) {
   cv_.notify_all();
 }
 
+Admission::Load Admission::load() {
+  std::lock_guard lock(mu_);
+  return {running_, queued_};
+}
+
 }  // namespace broker

@@ -25,6 +25,12 @@ class Admission {
   // Waits for a slot. Errors: "busy" (queue full, budget spent), "cancelled".
   util::Status acquire(const std::string& tenant, const std::shared_ptr<Cancellation>& cancel);
   void release(const std::string& tenant, uint64_t cpu_ms);
+  // Jobs holding a slot and jobs waiting for one, now (for /metrics).
+  struct Load {
+    uint64_t running = 0;
+    uint64_t queued = 0;
+  };
+  Load load();
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -122,6 +122,8 @@ JobResult from_ledger(const LedgerRow& row) {
 
 }  // namespace
 
+JobResult job_result_from_row(const LedgerRow& row) { return from_ledger(row); }
+
 struct Jobs::Finished {
   std::unique_ptr<RunnerProcess> runner;
   std::string scratch_dir;
@@ -609,6 +611,8 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
       !s)
     spdlog::error("job {}: ledger: {}", result.job_id, s.error().message);
   const int64_t t_end = now_us();
+  metrics_.job_ended(result.outcome.status, static_cast<double>(t_end - t_admitted) / 1e6);
+  for (auto& a : result.artifacts) metrics_.artifact_judged(a.verdict);
   spdlog::debug("job {} timings (us): resolve+admit {} ledger_start {} runner {} store {} ledger_end+cleanup {}",
                 result.job_id, t_admitted - t_begin, t_recorded - t_admitted,
                 (t_outcome ? t_outcome : t_stored) - t_recorded, t_outcome ? t_stored - t_outcome : 0, t_end - t_stored);

@@ -18,6 +18,7 @@
 #include "server/artifacts/gate.h"
 #include "server/broker/admission.h"
 #include "server/broker/ledger.h"
+#include "server/broker/metrics.h"
 #include "server/broker/pool.h"
 #include "server/policy/policy.h"
 #include "server/sandbox/spec.h"
@@ -70,6 +71,9 @@ struct JobResult {
   std::vector<ArtifactSummary> artifacts;
 };
 
+// An ended job's ledger row as the result run() returned.
+JobResult job_result_from_row(const LedgerRow& row);
+
 class Jobs {
  public:
   // cgroup_host: sandbox::cgroups::Host detected once at start-up, as JSON.
@@ -86,6 +90,13 @@ class Jobs {
   void start_pool();
   const artifacts::Gate& gate() const { return gate_; }
   PoolStats pool_stats();
+  Metrics& metrics() { return metrics_; }
+  Admission::Load admission_load() { return admission_.load(); }
+  const std::string& runner_exe() const { return runner_exe_; }
+  // The tenant's recorded job; a foreign or unknown id reads as none.
+  std::optional<LedgerRow> find_record(const std::string& tenant, const std::string& job_id) {
+    return ledger_->find(tenant, job_id);
+  }
   // One janitor pass: expired inputs, artifacts, blobs and ledger rows.
   size_t expire();
   ~Jobs();
@@ -120,6 +131,7 @@ class Jobs {
   artifacts::Gate gate_;
   std::unique_ptr<Ledger> ledger_;
   Admission admission_;
+  Metrics metrics_;
   // Runs in flight per (tenant, idempotency key): a concurrent repeat waits
   // for the first and shares its result instead of running again.
   std::mutex keys_mu_;

@@ -1,0 +1,336 @@
+// Non-MCP HTTP routes. Runs on cpp-httplib's worker threads. Never takes a
+// tenant from the request, never puts code text, input contents or tokens in
+// a log or audit record, never lets an exception's what() reach a client.
+#include "server/transport/http_ops.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <spdlog/spdlog.h>
+
+#include "server/broker/audit.h"
+#include "server/broker/jobs.h"
+#include "server/broker/metrics.h"
+#include "server/protocol/jsonrpc.h"
+#include "server/store/store.h"
+#include "server/util/text.h"
+#include "tools/registry.h"
+
+namespace transport::http {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kJsonType = "application/json";
+constexpr const char* kTextType = "text/plain; charset=utf-8";
+constexpr int kQueueFullRetryAfterS = 5;         // a slot frees when any running job ends
+constexpr uint64_t kStateDirFreeMinBytes = 1u << 20;  // below this, ledger and store writes fail
+constexpr size_t kJobIdChars = 32;               // util::random_id(): 128 bits, hex
+constexpr const char* kUnknownJob =
+    "unknown job_id (it does not exist, has expired, or belongs to another tenant)";
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), kJsonType);
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  send_json(res, status, {{"error", message}});
+}
+
+void send_text(httplib::Response& res, int status, const std::string& text, const char* type = kTextType) {
+  res.status = status;
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(text, type);
+}
+
+// The one place an exception from a route handler is caught: logged here,
+// a bare 500 to the client (httplib would otherwise echo what() in a header).
+httplib::Server::Handler guarded(const char* route, httplib::Server::Handler handler) {
+  return [route, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    try {
+      handler(req, res);
+    } catch (const std::exception& e) {
+      spdlog::error("http {}: {}", route, e.what());
+      send_error(res, 500, "internal error");
+    }
+  };
+}
+
+// A job result as the run_code tool's structuredContent (tools/run_code.cpp,
+// DESIGN.md's contract): seed 001's GET /jobs/{job_id} body, with more fields.
+json job_json(const broker::JobResult& r) {
+  const sandbox::Outcome& o = r.outcome;
+  json artifacts = json::array();
+  for (auto& a : r.artifacts)
+    artifacts.push_back({{"artifact_id", a.artifact_id ? json(*a.artifact_id) : json(nullptr)},
+                         {"name", a.name}, {"media_type", a.media_type}, {"size", a.size},
+                         {"sha256", a.sha256}, {"verdict", a.verdict}, {"reason", a.reason}});
+  json s{{"job_id", r.job_id},
+         {"status", o.status},
+         {"exit_code", o.exited ? json(o.exit_code) : json(nullptr)},
+         {"signal", o.signal ? json(util::signal_name(o.signal)) : json(nullptr)},
+         {"timed_out", o.timed_out},
+         {"stdout", o.stdout_text},
+         {"stderr", o.stderr_text},
+         {"stdout_truncated", o.stdout_truncated},
+         {"stderr_truncated", o.stderr_truncated},
+         {"duration_ms", o.duration_ms},
+         {"cpu_ms", o.cpu_ms},
+         {"peak_memory_bytes", o.peak_memory_bytes},
+         {"sandbox_layers", o.layers},
+         {"start", o.start},
+         {"artifacts", artifacts}};
+  if (!o.error.empty()) s["error"] = o.error;
+  return s;
+}
+
+bool is_job_id(const std::string& id) {
+  if (id.size() != kJobIdChars) return false;
+  for (char c : id)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+// "retry in N s" in an admission refusal (the CPU budget), else 0.
+long retry_after_s(const std::string& message) {
+  auto at = message.find("retry in ");
+  if (at == std::string::npos) return 0;
+  char* end = nullptr;
+  long n = std::strtol(message.c_str() + at + 9, &end, 10);
+  return end && std::string_view(end).starts_with(" s") && n > 0 ? n : 0;
+}
+
+// Why the server cannot take jobs, or "" when it can.
+std::string not_ready_reason(protocol::mcp::ServerContext& s) {
+  if (s.policy.available_runtimes().empty()) return "no runtime of the policy is available on this host";
+  if (::access(s.jobs.runner_exe().c_str(), X_OK) != 0) return "throwbox-runner is missing or not executable";
+  const std::string& dir = s.store.state_dir();
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return "the state directory is not writable";
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) == 0 && static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < kStateDirFreeMinBytes)
+    return "the state directory's file system is full";
+  return "";
+}
+
+class Ops {
+ public:
+  explicit Ops(OpsContext ctx) : ctx_(std::move(ctx)) {}
+
+  void healthz(const httplib::Request&, httplib::Response& res) { send_text(res, 200, "ok"); }
+
+  void readyz(const httplib::Request&, httplib::Response& res) {
+    std::string why = not_ready_reason(ctx_.server);
+    if (why.empty()) send_text(res, 200, "ready");
+    else send_text(res, 503, "not ready: " + why);
+  }
+
+  void metrics(const httplib::Request&, httplib::Response& res) {
+    broker::Jobs& jobs = ctx_.server.jobs;
+    broker::Admission::Load load = jobs.admission_load();
+    broker::PoolStats pool = jobs.pool_stats();
+    broker::Metrics::Live live{load.running, load.queued, pool.idle, pool.claimed};
+    send_text(res, 200, jobs.metrics().render(live), broker::metrics::kContentType);
+  }
+
+  // POST /inputs?name=<file name>, the file's bytes as the body. The same
+  // checks, limit and store as the upload_input tool.
+  void post_input(const httplib::Request& req, httplib::Response& res) {
+    auto tenant = ctx_.authenticate(req, res);
+    if (!tenant) return;
+    const auto started = Clock::now();
+    json out = json::object();
+    int status = upload(*tenant, req, res, out);
+    audit(*tenant, "upload_input", "POST /inputs", json::object(), status, out, started);
+  }
+
+  // POST /jobs {runtime, code, input_ids?, timeout_s?, idempotency_key?}:
+  // runs the job through the broker like run_code and answers its result.
+  void post_job(const httplib::Request& req, httplib::Response& res) {
+    auto tenant = ctx_.authenticate(req, res);
+    if (!tenant) return;
+    const auto started = Clock::now();
+    json args = json::object(), out = json::object();
+    int status = run(*tenant, req, res, args, out);
+    audit(*tenant, "run_code", "POST /jobs", args, status, out, started);
+  }
+
+  // GET /jobs/{job_id}: the recorded result; another tenant's id is unknown.
+  void get_job(const httplib::Request& req, httplib::Response& res) {
+    auto tenant = ctx_.authenticate(req, res);
+    if (!tenant) return;
+    const auto started = Clock::now();
+    const std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
+    std::optional<broker::LedgerRow> row;
+    if (is_job_id(id)) row = ctx_.server.jobs.find_record(*tenant, id);
+    json out = json::object();
+    int status = 404;
+    if (!row) {
+      send_error(res, status, kUnknownJob);
+    } else {
+      status = 200;
+      out = row->status == "running" ? json{{"job_id", row->job_id}, {"status", "running"}}
+                                     : job_json(broker::job_result_from_row(*row));
+      send_json(res, status, out);
+    }
+    json record = audit_base(*tenant, "get_job", "GET /jobs/{job_id}", json::object(), status, json::object(), started);
+    if (!record.is_null()) {
+      if (is_job_id(id)) record["job_id"] = id;  // a bounded hex id, never arbitrary request text
+      if (out.contains("status")) record["job_status"] = out["status"];
+      ctx_.server.audit->append(std::move(record));
+    }
+  }
+
+ private:
+  int upload(const std::string& tenant, const httplib::Request& req, httplib::Response& res, json& out) {
+    const uint64_t max_bytes = ctx_.server.policy.limits.input_max_bytes;
+    if (req.is_multipart_form_data()) {
+      send_error(res, 415, "body: send the file's bytes as the raw request body, not multipart/form-data");
+      return 415;
+    }
+    if (!req.has_param("name")) {
+      send_error(res, 400, "name: required query parameter, the file name inside /inputs (e.g. ?name=orders.csv)");
+      return 400;
+    }
+    const std::string name = req.get_param_value("name");
+    if (req.body.size() > max_bytes) {
+      send_error(res, 413, "body: larger than the policy's " + std::to_string(max_bytes) + " bytes per input");
+      return 413;
+    }
+    // Name first: libmagic should never see content under a name we refuse.
+    if (auto s = store::validate_input_name(name); !s) {
+      send_error(res, 400, s.error().message);
+      return 400;
+    }
+    store::Store& store = ctx_.server.store;
+    auto rec = store.put_input(tenant, name, req.body, ctx_.server.jobs.gate().input_media_type(name, req.body));
+    if (!rec) {
+      if (rec.error().code == "invalid_argument") {
+        send_error(res, 400, rec.error().message);
+        return 400;
+      }
+      spdlog::error("http POST /inputs: tenant {}: {}", tenant, rec.error().message);
+      send_error(res, 500, "internal error: the input could not be stored");
+      return 500;
+    }
+    out = {{"input_id", rec->input_id}, {"name", rec->name}, {"size", rec->size},
+           {"sha256", rec->sha256}, {"media_type", rec->media_type}};
+    send_json(res, 201, out);
+    return 201;
+  }
+
+  // Parses and checks the body into `args` (the fields run_code takes), runs
+  // the job, writes the response. Every refusal names the field.
+  int run(const std::string& tenant, const httplib::Request& req, httplib::Response& res, json& args, json& out) {
+    auto fail = [&](int status, const std::string& message) {
+      send_error(res, status, message);
+      return status;
+    };
+    const policy::Server& caps = ctx_.server.policy.server;
+    if (req.body.size() > caps.message_max_bytes)
+      return fail(413, "body: larger than " + std::to_string(caps.message_max_bytes) + " bytes");
+    // Depth before parsing: a deep document overflows the stack in copy and dump.
+    if (protocol::jsonrpc::nesting_depth(req.body, caps.json_max_depth) > caps.json_max_depth)
+      return fail(400, "body: JSON nested deeper than " + std::to_string(caps.json_max_depth) + " levels");
+    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded()) return fail(400, "body: not valid JSON");
+    if (!body.is_object())
+      return fail(400, "body: must be a JSON object {runtime, code, input_ids?, timeout_s?, idempotency_key?}");
+    if (auto s = tools::reject_unknown_fields(body, {"runtime", "code", "input_ids", "timeout_s", "idempotency_key"});
+        !s)
+      return fail(400, s.error().message);
+    args = std::move(body);
+
+    broker::JobRequest job;
+    job.tenant = tenant;
+    if (!args.contains("runtime") || !args["runtime"].is_string())
+      return fail(400, "runtime: required, must be a string naming a runtime");
+    job.runtime = args["runtime"].get<std::string>();
+    if (!args.contains("code") || !args["code"].is_string())
+      return fail(400, "code: required, must be a string holding the program");
+    job.code = args["code"].get<std::string>();
+    if (args.contains("input_ids")) {
+      const json& ids = args["input_ids"];
+      if (!ids.is_array()) return fail(400, "input_ids: must be an array of input_id strings");
+      for (auto& id : ids) {
+        if (!id.is_string()) return fail(400, "input_ids: must be an array of input_id strings");
+        job.input_ids.push_back(id.get<std::string>());
+      }
+    }
+    if (args.contains("timeout_s")) {
+      const json& t = args["timeout_s"];
+      if (!t.is_number()) return fail(400, "timeout_s: must be a number of seconds");
+      double v = t.get<double>();
+      if (!std::isfinite(v) || v <= 0) return fail(400, "timeout_s: must be greater than 0");
+      job.timeout_s = v;
+    }
+    if (args.contains("idempotency_key")) {
+      const json& k = args["idempotency_key"];
+      if (!k.is_string() || k.get_ref<const std::string&>().empty() || k.get_ref<const std::string&>().size() > 128)
+        return fail(400, "idempotency_key: must be a string of 1-128 characters");
+      job.idempotency_key = k.get<std::string>();
+    }
+
+    auto result = ctx_.server.jobs.run(job);
+    if (!result) {
+      const util::Error& e = result.error();
+      if (e.code == "busy") {
+        // The tenant's CPU budget is the tenant's limit (429); a full queue is the server's (503).
+        long after = retry_after_s(e.message);
+        res.set_header("Retry-After", std::to_string(after ? after : kQueueFullRetryAfterS));
+        return fail(after ? 429 : 503, e.message);
+      }
+      // A key reused for another request: the body's fields were checked above,
+      // so an idempotency_key complaint from the broker is this conflict.
+      if (e.code == "invalid_argument" && e.message.starts_with("idempotency_key:")) return fail(409, e.message);
+      if (e.code == "invalid_argument" || e.code == "not_found") return fail(400, e.message);
+      spdlog::error("http POST /jobs: tenant {}: {}", tenant, e.message);
+      return fail(500, "internal error: the job could not be run");
+    }
+    out = job_json(*result);
+    res.set_header("Location", "/jobs/" + result->job_id);
+    send_json(res, 200, out);
+    return 200;
+  }
+
+  // The record a tools/call of `tool` would write, plus the route and HTTP
+  // status; null when there is no audit log.
+  json audit_base(const std::string& tenant, const char* tool, const char* route, const json& args, int status,
+                  const json& structured, Clock::time_point started) {
+    if (!ctx_.server.audit) return nullptr;
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+    json wire{{"isError", status >= 400}, {"structuredContent", structured}};
+    json record = broker::audit_record(tenant, tool, args, wire, ms);
+    record["route"] = route;
+    record["http_status"] = status;
+    return record;
+  }
+
+  void audit(const std::string& tenant, const char* tool, const char* route, const json& args, int status,
+             const json& structured, Clock::time_point started) {
+    json record = audit_base(tenant, tool, route, args, status, structured, started);
+    if (!record.is_null()) ctx_.server.audit->append(std::move(record));
+  }
+
+  OpsContext ctx_;
+};
+
+}  // namespace
+
+void add_ops_routes(httplib::Server& srv, OpsContext ctx) {
+  // Shared by the handlers, which httplib keeps (and copies) for the server's life.
+  auto ops = std::make_shared<Ops>(std::move(ctx));
+  srv.Get("/healthz", guarded("GET /healthz", [ops](const auto& q, auto& r) { ops->healthz(q, r); }));
+  srv.Get("/readyz", guarded("GET /readyz", [ops](const auto& q, auto& r) { ops->readyz(q, r); }));
+  srv.Get("/metrics", guarded("GET /metrics", [ops](const auto& q, auto& r) { ops->metrics(q, r); }));
+  srv.Post("/inputs", guarded("POST /inputs", [ops](const auto& q, auto& r) { ops->post_input(q, r); }));
+  srv.Post("/jobs", guarded("POST /jobs", [ops](const auto& q, auto& r) { ops->post_job(q, r); }));
+  srv.Get(R"(/jobs/([^/]+))", guarded("GET /jobs/{job_id}", [ops](const auto& q, auto& r) { ops->get_job(q, r); }));
+}
+
+}  // namespace transport::http

@@ -36,7 +36,8 @@ using Clock = std::chrono::steady_clock;
 namespace jsonrpc = protocol::jsonrpc;
 
 constexpr const char* kPath = "/mcp";
-constexpr size_t kWorkers = 64;             // requests served at once (SSE streams included)
+constexpr size_t kWorkers = 96;             // requests served at once (SSE streams included)
+constexpr size_t kGetStreamsMax = 32;       // open GET streams, each holding a worker; beyond: 405
 constexpr size_t kQueued = 256;             // accepted connections waiting for a worker; beyond: 503
 constexpr size_t kSessionsMax = 1024;
 constexpr size_t kSessionsPerTenantMax = 64;
@@ -195,6 +196,7 @@ struct HttpSession {
   std::unique_ptr<protocol::mcp::Session> session;
   std::atomic<int64_t> last_used_s{0};
   std::atomic<int> active{0};
+  std::atomic<int> get_streams{0};
 };
 
 int64_t now_s() { return std::chrono::duration_cast<std::chrono::seconds>(Clock::now().time_since_epoch()).count(); }
@@ -235,6 +237,7 @@ class HttpServer {
   std::set<std::string> hosts_, origins_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<HttpSession>> sessions_;
+  std::atomic<size_t> get_streams_{0};
 };
 
 bool HttpServer::allowed(const httplib::Request& req, httplib::Response& res) {
@@ -441,9 +444,21 @@ void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
   }
   auto s = find_session(req, *tenant, res);
   if (!s) return;
+  // A GET stream holds a worker for as long as it is open: one per session and
+  // a bounded number in all, so they cannot starve requests. The stream is
+  // optional (clients then get everything on their POSTs): 405 says so.
+  if (s->get_streams.load() >= 1 || get_streams_.load() >= kGetStreamsMax) {
+    res.status = 405;
+    res.set_header("Allow", "POST, DELETE");
+    res.set_content("Method Not Allowed: no further SSE stream on this server now; requests are answered on their POSTs\n",
+                    "text/plain");
+    return;
+  }
   auto stream = std::make_shared<Stream>();
   s->router.add_get(stream);
   s->active++;
+  s->get_streams++;
+  get_streams_++;
   res.set_header("Cache-Control", "no-store");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -458,8 +473,10 @@ void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
         sink.done();
         return true;
       },
-      [s, stream](bool) {
+      [this, s, stream](bool) {
         s->router.remove_get(stream);
+        s->get_streams--;
+        get_streams_--;
         s->active--;
         s->last_used_s = now_s();
       });
@@ -510,8 +527,11 @@ util::Status HttpServer::run() {
   srv->set_payload_max_length(ctx_.policy.server.message_max_bytes);
   srv->set_read_timeout(kReadTimeoutS, 0);
   srv->set_write_timeout(kReadTimeoutS, 0);
-  srv->set_keep_alive_max_count(100);
+  srv->set_keep_alive_max_count(10000);
   srv->set_keep_alive_timeout(5);
+  // Headers and body go out in separate writes: without TCP_NODELAY the body
+  // waits for the client's delayed ACK (Nagle), about 40 ms per response.
+  srv->set_tcp_nodelay(true);
 
   // cpp-httplib: bind_to_port() returns a bool; bind_to_any_port() the port picked (or -1).
   int port = opt_.port == 0 ? srv->bind_to_any_port(opt_.host.c_str())

@@ -62,6 +62,9 @@ Registry make_registry(const policy::Policy& policy);
 Tool make_upload_input(const policy::Policy& policy);
 Tool make_run_code(const policy::Policy& policy);
 Tool make_fetch_artifact(const policy::Policy& policy);
+// A job result as run_code's structuredContent (DESIGN.md's contract); the
+// HTTP job API answers with the same shape.
+json job_result_json(const broker::JobResult& result);
 
 // Argument checks shared by the tools: each names the field it rejects.
 util::Status require_object(const json& args);

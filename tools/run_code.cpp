@@ -51,7 +51,10 @@ json output_schema() {
                     "peak_memory_bytes", "artifacts"}}};
 }
 
-json to_structured(const broker::JobResult& r) {
+
+}  // namespace
+
+json job_result_json(const broker::JobResult& r) {
   const sandbox::Outcome& o = r.outcome;
   json artifacts = json::array();
   for (auto& a : r.artifacts)
@@ -77,7 +80,6 @@ json to_structured(const broker::JobResult& r) {
   return s;
 }
 
-}  // namespace
 
 Tool make_run_code(const policy::Policy& policy) {
   const policy::Limits& lim = policy.limits;
@@ -159,7 +161,7 @@ Tool make_run_code(const policy::Policy& policy) {
     req.on_progress = ctx.progress;
     auto result = ctx.jobs.run(req);
     if (!result) return error_result(result.error().message);
-    json structured = to_structured(*result);
+    json structured = job_result_json(*result);
     ToolResult out = ok_result(structured, structured.dump());
     // One resource_link per artifact that left the gate: readable with
     // resources/read or fetch_artifact, under the same tenant check.

@@ -62,34 +62,6 @@ httplib::Server::Handler guarded(const char* route, httplib::Server::Handler han
   };
 }
 
-// A job result as the run_code tool's structuredContent (tools/run_code.cpp,
-// DESIGN.md's contract): seed 001's GET /jobs/{job_id} body, with more fields.
-json job_json(const broker::JobResult& r) {
-  const sandbox::Outcome& o = r.outcome;
-  json artifacts = json::array();
-  for (auto& a : r.artifacts)
-    artifacts.push_back({{"artifact_id", a.artifact_id ? json(*a.artifact_id) : json(nullptr)},
-                         {"name", a.name}, {"media_type", a.media_type}, {"size", a.size},
-                         {"sha256", a.sha256}, {"verdict", a.verdict}, {"reason", a.reason}});
-  json s{{"job_id", r.job_id},
-         {"status", o.status},
-         {"exit_code", o.exited ? json(o.exit_code) : json(nullptr)},
-         {"signal", o.signal ? json(util::signal_name(o.signal)) : json(nullptr)},
-         {"timed_out", o.timed_out},
-         {"stdout", o.stdout_text},
-         {"stderr", o.stderr_text},
-         {"stdout_truncated", o.stdout_truncated},
-         {"stderr_truncated", o.stderr_truncated},
-         {"duration_ms", o.duration_ms},
-         {"cpu_ms", o.cpu_ms},
-         {"peak_memory_bytes", o.peak_memory_bytes},
-         {"sandbox_layers", o.layers},
-         {"start", o.start},
-         {"artifacts", artifacts}};
-  if (!o.error.empty()) s["error"] = o.error;
-  return s;
-}
-
 bool is_job_id(const std::string& id) {
   if (id.size() != kJobIdChars) return false;
   for (char c : id)
@@ -175,7 +147,7 @@ class Ops {
     } else {
       status = 200;
       out = row->status == "running" ? json{{"job_id", row->job_id}, {"status", "running"}}
-                                     : job_json(broker::job_result_from_row(*row));
+                                     : tools::job_result_json(broker::job_result_from_row(*row));
       send_json(res, status, out);
     }
     json record = audit_base(*tenant, "get_job", "GET /jobs/{job_id}", json::object(), status, json::object(), started);
@@ -292,7 +264,7 @@ class Ops {
       spdlog::error("http POST /jobs: tenant {}: {}", tenant, e.message);
       return fail(500, "internal error: the job could not be run");
     }
-    out = job_json(*result);
+    out = tools::job_result_json(*result);
     res.set_header("Location", "/jobs/" + result->job_id);
     send_json(res, 200, out);
     return 200;

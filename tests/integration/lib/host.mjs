@@ -13,21 +13,9 @@ export function pgrep(pattern) {
 
 // Every live descendant of `root` (not `root` itself), from /proc/<pid>/stat.
 export function descendants(root) {
-  const parent = new Map();
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-      parent.set(Number(d), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch { /* gone */ }
-  }
-  const out = [];
-  for (const [pid] of parent) {
-    for (let p = parent.get(pid); p; p = parent.get(p)) {
-      if (p === root) { out.push(pid); break; }
-    }
-  }
-  return out;
+  const kids = processTable();
+  const all = (pid) => kids(pid).flatMap((c) => [c, ...all(c)]);
+  return all(root);
 }
 
 function processTable() {

@@ -5,6 +5,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -45,6 +46,10 @@ util::Result<std::unique_ptr<RunnerProcess>> RunnerProcess::spawn(const std::str
   // An empty environment: nothing of the server's (tokens, paths) reaches the runner.
   bp::environment empty_env;
   empty_env.clear();
+  // The one exception: the runner's step trace (THROWBOX_RUNNER_TRACE, a
+  // debugging aid for bench/), passed on when the server itself has it.
+  static const bool trace = ::getenv("THROWBOX_RUNNER_TRACE") != nullptr;
+  if (trace) empty_env["THROWBOX_RUNNER_TRACE"] = "1";
   // vfork: the child borrows the server's address space until it execs, so
   // starting a runner costs no copy of the server's page tables (several ms
   // per job with fork). Boost reports vfork launch errors as exceptions.

@@ -1,5 +1,5 @@
 // The sandbox's pid 1. Runs in the child after clone: waits for the id maps,
-// builds the filesystem, forks the program, reaps everything, kills the whole
+// builds the filesystem, starts the program, reaps everything, kills the whole
 // namespace when the program ends or the parent says so, and reports back.
 #pragma once
 #include <vector>

@@ -1,7 +1,8 @@
 // The ordered containment steps, parent side. The child side is init.cpp.
-// 1 plan mounts  2 compile seccomp, probe Landlock, make the cgroup, rlimit
-// table  3 scratch dirs  4 pipes and socket  5 clone into namespaces
-// 6 cgroup attach, id maps  7 go  8 supervise: capture, deadline
+// 1 plan mounts  2 compile seccomp, probe Landlock, rlimit table  3 scratch
+// dirs  4 pipes and socket  5 clone into namespaces (the child makes its
+// network namespace meanwhile)  6 make and attach the cgroup, id maps
+// 7 go  8 supervise: capture, deadline
 // 9 harvest /outputs  10 reap, account, remove the cgroup.
 // Any failed step before the program starts is a sandbox_error; the code never runs.
 #include "server/sandbox/launcher.h"
@@ -28,6 +29,7 @@
 #include "server/sandbox/landlock.h"
 #include "server/sandbox/rlimits.h"
 #include "server/sandbox/seccomp.h"
+#include "server/sandbox/trace.h"
 #include "server/util/base64.h"
 #include "server/sandbox/child_report.h"
 #include "server/sandbox/deliver.h"
@@ -51,21 +53,6 @@ int64_t now_ms() {
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
-
-// THROWBOX_RUNNER_TRACE=1 (runner started by hand, e.g. from bench/): step
-// timings on stderr. The broker starts the runner with an empty environment.
-struct Trace {
-  bool on = ::getenv("THROWBOX_RUNNER_TRACE") != nullptr;
-  int64_t start = now_ms_precise();
-  static int64_t now_ms_precise() {
-    struct timespec ts {};
-    ::clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-  }
-  void step(const char* name) const {
-    if (on) ::dprintf(2, "runner trace: %-22s %8.3f ms\n", name, static_cast<double>(now_ms_precise() - start) / 1000.0);
-  }
-};
 
 Outcome sandbox_error(std::string message) {
   Outcome o;
@@ -231,6 +218,39 @@ util::Result<Claim> await_claim(int sock, int cancel_fd, int ready_fd, int claim
   }
 }
 
+// Cold: the broker closes the runner's stdin once the job is in its ledger,
+// which it records while this runner builds the sandbox. Until that EOF the
+// program must not start. Input instead of EOF, a cancel or pid 1's death
+// (or an error from it) ends the wait with an error.
+util::Status await_start(int sock, int cancel_fd, int start_fd) {
+  if (start_fd < 0) return util::ok_status();
+  const int64_t deadline = now_ms() + kSetupTimeoutMs;
+  for (;;) {
+    int64_t left = deadline - now_ms();
+    if (left <= 0) return util::make_error("sandbox", "the broker did not release the job in time");
+    struct pollfd fds[3] = {{start_fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}, {sock, POLLIN, 0}};
+    int r = ::poll(fds, 3, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return util::make_error("sandbox", util::call_error("poll", "start", errno));
+    if (fds[1].revents) return util::make_error("cancelled", "cancelled before the program started");
+    if (fds[2].revents) {
+      char msg[1024];
+      ssize_t n = ::recv(sock, msg, sizeof msg - 1, MSG_DONTWAIT | MSG_PEEK);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) return util::make_error("sandbox", "sandbox init exited before the start");
+      // pid 1's error report: left for supervise() to read and report.
+      if (msg[0] == kMsgError) return util::ok_status();
+    }
+    if (fds[0].revents) {
+      char c;
+      long n = util::read_some(start_fd, &c, 1);
+      if (n == 0) return util::ok_status();
+      if (n < 0) return util::make_error("sandbox", util::call_error("read", "start", errno));
+      return util::make_error("sandbox", "unexpected input after the launch spec");
+    }
+  }
+}
+
 std::vector<char*> to_cstrings(const std::vector<std::string>& v) {
   std::vector<char*> out;
   for (auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
@@ -260,12 +280,11 @@ void Teardown::finish() {
 Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd) {
   // A warm spec becomes the job's once claimed (timeout, progress).
   LaunchSpec spec = warm_or_cold;
-  const Trace trace;
   // 1. Every path and string the child will need, built before clone.
   auto plan = mounts::plan_in_parent(spec);
   if (!plan) return sandbox_error(plan.error().message);
 
-  trace.step("plan");
+  trace::mark("plan");
   // 2. The other layers, prepared here so the child only makes syscalls.
   // Normally compiled once by the server; a runner started by hand compiles its own.
   auto filter = spec.seccomp_bpf_base64.empty()
@@ -284,21 +303,16 @@ Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd
   if (host.mode == "none" && spec.require_cgroups)
     return sandbox_error("the policy requires cgroups (sandbox.require.cgroups) but none are usable: " +
                          host.why_not);
-  auto made = cgroups::Job::create_in_parent(
-      host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
-  if (!made) return sandbox_error(made.error().message);
-  teardown.cgroup_ = *made;
-  const cgroups::Job& cgroup = teardown.cgroup_;
   // With a memory cgroup the cgroup is the limit (an OOM kill is reported as
   // memory_exceeded) and RLIMIT_DATA only a backstop at twice it; without one,
   // RLIMIT_DATA is the limit.
-  const uint64_t data_max = cgroup.mode() == "none" ? spec.memory_max_bytes : 2 * spec.memory_max_bytes;
+  const uint64_t data_max = host.mode == "none" ? spec.memory_max_bytes : 2 * spec.memory_max_bytes;
   const rlimits::Table limits = rlimits::build_in_parent(
       {spec.pids_max, spec.nofile_max,
        std::max({spec.work_max_bytes, spec.tmp_max_bytes, spec.outputs_max_bytes}), data_max,
        spec.timeout_ms});
   const int last_cap = capabilities::read_last_cap_in_parent();
-  trace.step("layers prepared");
+  trace::mark("layers prepared");
 
   // 3. The mount point of the new root and the host side of the harvest.
   if (::mkdir(plan->root.c_str(), 0700) != 0)
@@ -324,7 +338,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd
   pid_t pid = namespaces::clone_sandbox_in_parent();
   if (pid < 0) {
     int e = errno;
-    return sandbox_error(util::call_error("clone", "CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWNET|"
+    return sandbox_error(util::call_error("clone", "CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS|"
                                                    "CLONE_NEWIPC|CLONE_NEWUTS|CLONE_NEWCGROUP", e) +
                          (e == EPERM || e == ENOSPC
                               ? "; user namespaces may be disabled (sysctl user.max_user_namespaces, "
@@ -342,22 +356,33 @@ Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd
   err.write.reset();
   teardown.pid_ = pid;
   teardown.kill_ = true;  // until pid 1 reports, releasing it means killing it
-  trace.step("cloned");
+  trace::mark("cloned");
 
-  // 6-7. cgroup and identity first; the child waits for both before touching anything.
+  // 6-7. cgroup and identity first; the child waits for both before touching
+  // anything. The cgroup is made now, not before the clone: its mkdirs and
+  // limit writes overlap the child making its network namespace.
   Outcome o;
   Supervision sv;
   capture::Stream out_cap(spec.stdout_max_bytes), err_cap(spec.stderr_max_bytes);
-  if (auto s = cgroup.attach_in_parent(pid); !s) {
+  auto made = cgroups::Job::create_in_parent(
+      host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
+  if (made) teardown.cgroup_ = *made;
+  const cgroups::Job& cgroup = teardown.cgroup_;
+  if (!made) {
+    sv.setup_error = made.error().message;
+  } else if (auto s = cgroup.attach_in_parent(pid); !s) {
     sv.setup_error = s.error().message;
   } else if (auto m = namespaces::write_id_maps_in_parent(pid, spec.host_uid, spec.host_gid); !m) {
     sv.setup_error = m.error().message;
+  } else if (auto g = await_start(sock.get(), cancel_fd, spec.warm.empty() ? claim_fd : -1); !g) {
+    sv.setup_error = g.error().message;
+    sv.cancelled = g.error().code == "cancelled";
   } else {
     char go = kMsgGo;
     if (::send(sock.get(), &go, 1, MSG_NOSIGNAL) != 1) sv.setup_error = util::call_error("send", "go", errno);
   }
 
-  trace.step("id maps, go");
+  trace::mark("id maps, go");
   // 7b. Warm: idle until a job claims the sandbox, then put its code and
   // inputs in and release the program.
   if (sv.setup_error.empty() && !spec.warm.empty()) {
@@ -377,19 +402,19 @@ Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd
         if (::send(sock.get(), &go, 1, MSG_NOSIGNAL) != 1) sv.setup_error = util::call_error("send", "claim", errno);
       }
     }
-    trace.step("claimed");
+    trace::mark("claimed");
   }
   // 8. Run, capture, enforce the deadline.
   if (sv.setup_error.empty())
     supervise(spec, sock.get(), out.read, err.read, out_cap, err_cap, sv, cancel_fd,
               spec.progress ? progress_fd : -1);
-  trace.step("program done, drained");
+  trace::mark("program done, drained");
   if (sv.timed_out || sv.cancelled) cgroup.kill_all();
 
   // 9. Harvest while pid 1 still holds the sandbox's mounts.
   std::string harvest_error;
   if (sv.exited_report) o.files = harvest::copy_outputs(pid, spec, harvest_error);
-  trace.step("harvested");
+  trace::mark("harvested");
 
   // 10. Releasing pid 1 ends the namespaces (Teardown::finish, after the
   // outcome is reported); SIGKILL covers a pid 1 that never reported.
@@ -403,6 +428,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd
   if (!sv.setup_error.empty() || !sv.ready) {
     Outcome e = sandbox_error(!sv.setup_error.empty() ? sv.setup_error
                                                       : "sandbox set-up did not finish in time");
+    if (sv.cancelled && !sv.ready) e.status = "cancelled";  // the program never started
     return e;
   }
   if (!sv.exited_report) {

@@ -19,6 +19,8 @@ class Teardown;
 // progress_fd: where progress lines go when spec.progress (the runner's stdout).
 // A warm spec (spec.warm) also writes {"warm":"ready"} there once the sandbox
 // is built, then reads one Claim line (JSON) from claim_fd (the runner's stdin).
+// A cold spec starts its program only at EOF on claim_fd: the broker records
+// the job while the sandbox is built and closes the runner's stdin after.
 Outcome launch(const LaunchSpec& spec, Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd = -1);
 
 // What is left once the outcome is known: pid 1 (and with it every namespace),

@@ -23,10 +23,12 @@
 namespace sandbox::namespaces {
 
 pid_t clone_sandbox_in_parent() {
-  // Each flag removes one view of the host: users, pids, mounts, network,
-  // SysV IPC, hostname and the cgroup path.
-  unsigned long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
-                        CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD;
+  // Each flag removes one view of the host: users, pids, mounts, SysV IPC,
+  // hostname and the cgroup path. The network namespace, the costliest to make
+  // (about 0.6 ms), is made by the child first thing (unshare_network_in_child)
+  // while this process writes the cgroup and the id maps.
+  unsigned long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+                        CLONE_NEWCGROUP | SIGCHLD;
   // Raw clone with a null stack behaves like fork(); the runner is single-threaded.
   return static_cast<pid_t>(::syscall(SYS_clone, flags, nullptr, nullptr, nullptr, nullptr));
 }
@@ -52,6 +54,12 @@ util::Status write_id_maps_in_parent(pid_t child, uint32_t host_uid, uint32_t ho
     return s;
   return write_proc_file(child, "gid_map",
                          std::to_string(kSandboxGid) + " " + std::to_string(host_gid) + " 1\n");
+}
+
+void unshare_network_in_child(int report_sock) {
+  // Owned by the sandbox's user namespace, which holds CAP_SYS_ADMIN over it;
+  // nothing but this init code has run yet, and no program runs before it.
+  if (::unshare(CLONE_NEWNET) != 0) fail_in_child(report_sock, "unshare", "CLONE_NEWNET", errno);
 }
 
 void set_hostname_in_child(int report_sock) {

@@ -128,7 +128,7 @@ def children(pid):
 
 def idle_warm_sandboxes(server_pid):
     """PSS of each idle warm sandbox (runner, its pid 1 and loader) under the server."""
-    return [tree_pss_kib(r) for r in children(server_pid)]
+    return [tree_pss_kib(r) for r in children(server_pid) if not is_spare(r)]
 
 
 def bwrap_cmd(py):
@@ -154,13 +154,28 @@ def write_policy(work, name, no_site, pool):
     return path
 
 
-def wait_pool(server, want=2, timeout=20):
-    """Until the server has `want` runners, each an idle warm sandbox whose
-    loader has finished its start-up (it sleeps on its go pipe)."""
+def is_spare(runner):
+    """The runner the server starts ahead of the next cold job: no sandbox
+    yet, blocked reading its spec."""
+    if children(runner):
+        return False
+    try:
+        with open("/proc/%d/wchan" % runner) as f:
+            return "pipe_read" in f.read()
+    except OSError:
+        return False
+
+
+def wait_quiet(server, want=0, timeout=20):
+    """Until the server's children are its spare runner and `want` idle warm
+    sandboxes whose loaders have finished their start-up (each sleeps on its
+    go pipe): nothing is being built or torn down."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         runners = children(server.p.pid)
-        if len(runners) == want and all(idle_and_ready(r) for r in runners):
+        spares = [r for r in runners if is_spare(r)]
+        sandboxes = [r for r in runners if r not in spares]
+        if len(spares) == 1 and len(sandboxes) == want and all(idle_and_ready(r) for r in sandboxes):
             return
         time.sleep(0.002)
 
@@ -209,12 +224,7 @@ def main():
         # each call the pools have refilled and the last sandbox is torn down
         # (refilling and teardown are counted in the throughput figures).
         for name, s in servers.items():
-            if name.startswith("warm"):
-                wait_pool(s, want=2)
-            else:
-                deadline = time.time() + 5
-                while children(s.p.pid) and time.time() < deadline:
-                    time.sleep(0.002)
+            wait_quiet(s, want=2 if name.startswith("warm") else 0)
 
     variants = [
         ("bare", lambda: subprocess.run(bare + ["-c", CODE], check=True, stdout=subprocess.DEVNULL)),
@@ -255,17 +265,20 @@ def main():
     for name in ("cold", "warm"):
         for in_flight in (1, 2):
             if name == "warm":
-                wait_pool(servers[name])
+                wait_quiet(servers[name], want=2)
             rate = servers[name].pipelined(args.jobs, in_flight)
             print("%-5s %d in flight: %6.1f jobs/s" % (name, in_flight, rate))
 
     print("\nmemory")
     for name in ("cold", "warm"):
         print("%-5s server RSS after the runs: %d KiB" % (name, servers[name].rss_kib()))
-    wait_pool(servers["warm+site"])
+    wait_quiet(servers["warm+site"], want=2)
     idle = idle_warm_sandboxes(servers["warm+site"].p.pid)
     print("idle warm sandbox (default policy, python with site): %s KiB PSS each" %
           ", ".join(str(k) for k in idle))
+    spares = [r for r in children(servers["cold"].p.pid) if is_spare(r)]
+    print("spare runner (started ahead of the next cold job, no sandbox): %s KiB PSS" %
+          ", ".join(str(tree_pss_kib(r)) for r in spares))
     sc = servers["cold+site"].run_code()
     print("peak memory of a python job (cgroup or rusage): %d KiB" % (sc["peak_memory_bytes"] // 1024))
 

@@ -159,6 +159,11 @@ Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner
 }
 
 void Jobs::start_pool() {
+  {
+    std::lock_guard lock(reap_mu_);
+    spare_wanted_ = true;
+  }
+  reap_cv_.notify_one();
   if (pool_ || !policy_.pool.enabled || policy_.pool.runtimes.empty()) return;
   pool_ = std::make_unique<Pool>(
       policy_, runner_exe_, [this](const policy::Runtime& rt) { return warm_spec(rt); },
@@ -192,9 +197,31 @@ Jobs::~Jobs() {
   {
     std::lock_guard lock(reap_mu_);
     stopping_ = true;
+    // EOF instead of a spec: the spare writes a sandbox_error line and exits.
+    if (spare_) {
+      spare_->close_stdin();
+      reap_queue_.push_back(std::make_unique<Finished>(Finished{std::move(spare_), "", "spare runner"}));
+    }
   }
   reap_cv_.notify_all();
   reaper_ = std::jthread();  // joins after the queue is empty
+}
+
+util::Result<std::unique_ptr<RunnerProcess>> Jobs::take_runner() {
+  std::unique_ptr<RunnerProcess> runner;
+  {
+    std::lock_guard lock(reap_mu_);
+    runner = std::move(spare_);
+  }
+  // A spare that died while idle (killed from outside) has hung up its stdout.
+  struct pollfd p {runner ? runner->stdout_fd() : -1, POLLIN, 0};
+  if (runner && ::poll(&p, 1, 0) == 0) return runner;
+  if (runner) {
+    spdlog::warn("spare runner {} exited while idle; starting another", runner->pid());
+    runner->close_stdin();
+    retire(std::move(runner), "", "spare runner");
+  }
+  return RunnerProcess::spawn(runner_exe_);
 }
 
 void Jobs::reap_loop() {
@@ -202,8 +229,27 @@ void Jobs::reap_loop() {
     std::unique_ptr<Finished> f;
     {
       std::unique_lock lock(reap_mu_);
-      reap_cv_.wait(lock, [&] { return stopping_ || !reap_queue_.empty(); });
-      if (reap_queue_.empty()) return;
+      reap_cv_.wait(lock, [&] { return stopping_ || !reap_queue_.empty() || spare_wanted_; });
+      if (spare_wanted_ && !stopping_ && reap_queue_.empty()) {
+        // Only with nothing to reap: a job that took the spare is still
+        // running, and a new runner's exec (about 2 ms of CPU) next to its
+        // set-up would slow it down more than the spare saves.
+        spare_wanted_ = false;
+        lock.unlock();
+        auto spare = RunnerProcess::spawn(runner_exe_);
+        if (!spare) spdlog::warn("spare runner: {}", spare.error().message);
+        lock.lock();
+        if (spare && !stopping_ && !spare_) spare_ = std::move(*spare);
+        else if (spare) {
+          (*spare)->close_stdin();
+          reap_queue_.push_back(std::make_unique<Finished>(Finished{std::move(*spare), "", "spare runner"}));
+        }
+        continue;
+      }
+      if (reap_queue_.empty()) {
+        if (stopping_) return;
+        continue;
+      }
       f = std::move(reap_queue_.front());
       reap_queue_.pop_front();
     }
@@ -211,8 +257,11 @@ void Jobs::reap_loop() {
     // pid 1 dies with it through PR_SET_PDEATHSIG).
     if (!f->runner->wait_or_kill(10000))
       spdlog::warn("job {}: runner still tearing down after 10 s; killed it", f->job_id);
-    if (auto s = util::remove_tree(f->scratch_dir); !s)
-      spdlog::warn("job {}: cleanup: {}", f->job_id, s.error().message);
+    if (!f->scratch_dir.empty())
+      if (auto s = util::remove_tree(f->scratch_dir); !s)
+        spdlog::warn("job {}: cleanup: {}", f->job_id, s.error().message);
+    std::lock_guard lock(reap_mu_);
+    if (!spare_ && !stopping_) spare_wanted_ = true;
   }
 }
 
@@ -338,16 +387,32 @@ util::Result<sandbox::LaunchSpec> Jobs::warm_spec(const policy::Runtime& rt) con
 }
 
 util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spec, const JobRequest& request,
-                                                  std::unique_ptr<Finished>& finished) {
-  auto runner = RunnerProcess::spawn(runner_exe_);
+                                                  std::unique_ptr<Finished>& finished,
+                                                  const std::function<util::Status()>& before_start) {
+  auto runner = take_runner();
   if (!runner) return runner.error();
   // The runner reads its whole spec before writing anything, so this cannot deadlock.
-  bool wrote = (*runner)->write_line(to_json(spec).dump());
-  (*runner)->close_stdin();
+  const std::string line = to_json(spec).dump();
+  bool wrote = (*runner)->write_line(line);
   if (!wrote) {
-    finished = std::make_unique<Finished>(Finished{std::move(*runner), spec.scratch_dir, spec.job_id});
-    return util::make_error("internal", "writing the launch spec to the runner failed");
+    // A spare that died just now (its end of the pipe closed): once more, fresh.
+    (*runner)->close_stdin();
+    retire(std::move(*runner), "", "dead runner");
+    runner = RunnerProcess::spawn(runner_exe_);
+    if (!runner) return runner.error();
+    wrote = (*runner)->write_line(line);
   }
+  // The runner builds the sandbox now, and starts the program only at EOF on
+  // its stdin: what must happen first (the ledger record) happens here.
+  util::Status ready = wrote && before_start ? before_start() : util::ok_status();
+  if (!wrote || !ready) {
+    ::kill((*runner)->pid(), SIGKILL);  // its pid 1 dies with it; nothing ran
+    (*runner)->close_stdin();
+    finished = std::make_unique<Finished>(Finished{std::move(*runner), spec.scratch_dir, spec.job_id});
+    if (!wrote) return util::make_error("internal", "writing the launch spec to the runner failed");
+    return ready.error();
+  }
+  (*runner)->close_stdin();
   return exchange(std::move(*runner), spec.scratch_dir, spec.job_id, spec.timeout_ms, request, finished);
 }
 
@@ -553,8 +618,16 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   row.idempotency_key = req.idempotency_key;
   row.request_sha256 = request_sha256;
   const int64_t t_admitted = now_us();
-  if (auto s = ledger_->record_start(row); !s) return util::make_error("internal", s.error().message);
-  const int64_t t_recorded = now_us();
+  int64_t t_recorded = 0;
+  std::optional<util::Error> ledger_error;
+  // Before any of the job's code can run; a cold runner builds its sandbox meanwhile.
+  auto record_start = [&]() -> util::Status {
+    auto s = ledger_->record_start(row);
+    t_recorded = now_us();
+    if (s) return util::ok_status();
+    ledger_error = util::Error{"internal", s.error().message};
+    return util::make_error("internal", s.error().message);
+  };
 
   std::unique_ptr<Finished> finished;
   spec->progress = static_cast<bool>(req.on_progress);
@@ -565,6 +638,11 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   // and this job's deadline, and is destroyed afterwards like a cold one.
   if (std::unique_ptr<WarmSandbox> warm = pool_ ? pool_->claim(req.runtime) : nullptr) {
     sandbox::Claim claim{result.job_id, spec->code, spec->inputs, spec->timeout_ms, spec->progress};
+    if (auto s = record_start(); !s) {
+      warm->runner->close_stdin();  // released unclaimed
+      retire(std::move(warm->runner), warm->spec.scratch_dir, warm->spec.job_id);
+      return s.error();
+    }
     if (warm->runner->write_line(to_json(claim).dump())) {
       warm->runner->close_stdin();
       spdlog::debug("job {}: warm sandbox {}", result.job_id, warm->spec.job_id);
@@ -579,7 +657,12 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   }
   if (!started) {
     if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
-    outcome = start_runner(*spec, req, finished);
+    outcome = start_runner(*spec, req, finished, t_recorded ? std::function<util::Status()>() : record_start);
+  }
+  if (ledger_error) {
+    // Never recorded, never started: the call fails as a whole.
+    if (finished) retire(std::move(finished->runner), finished->scratch_dir, finished->job_id);
+    return *ledger_error;
   }
   if (outcome) {
     result.outcome = std::move(*outcome);

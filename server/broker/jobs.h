@@ -85,8 +85,8 @@ class Jobs {
   // At start-up: removes what a crashed server left (scratch directories under
   // <state>/run, empty job cgroups). Returns how many were removed.
   size_t reclaim_leftovers();
-  // Starts the warm pool when the policy has one (after reclaim_leftovers:
-  // the pool's sandboxes live under <state>/run too).
+  // Starts the spare runner, and the warm pool when the policy has one
+  // (after reclaim_leftovers: the pool's sandboxes live under <state>/run too).
   void start_pool();
   const artifacts::Gate& gate() const { return gate_; }
   PoolStats pool_stats();
@@ -105,6 +105,8 @@ class Jobs {
   struct Finished;
   struct KeyedRun;
   void reap_loop();
+  // The spare runner if there is one (another is then started), else a new one.
+  util::Result<std::unique_ptr<RunnerProcess>> take_runner();
   util::Result<JobResult> run_once(const JobRequest& request, const std::string& request_sha256);
   util::Result<sandbox::LaunchSpec> resolve(const JobRequest& request, const std::string& job_id);
   // What every sandbox of a runtime shares (policy limits, identity, layers).
@@ -114,8 +116,11 @@ class Jobs {
   void retire(std::unique_ptr<RunnerProcess> runner, const std::string& scratch_dir, const std::string& id);
   // The runner reports, then tears its sandbox down; `finished` receives the
   // process handle so that teardown is waited for off the caller's path.
+  // before_start runs while the runner builds the sandbox, before the program
+  // may start; its error kills the runner and is returned.
   util::Result<sandbox::Outcome> start_runner(const sandbox::LaunchSpec& spec, const JobRequest& request,
-                                              std::unique_ptr<Finished>& finished);
+                                              std::unique_ptr<Finished>& finished,
+                                              const std::function<util::Status()>& before_start);
   // Reads progress and the outcome of a runner that has its spec (or claim).
   util::Result<sandbox::Outcome> exchange(std::unique_ptr<RunnerProcess> runner, const std::string& scratch_dir,
                                           const std::string& job_id, uint64_t timeout_ms, const JobRequest& request,
@@ -143,6 +148,11 @@ class Jobs {
   std::condition_variable reap_cv_;
   std::deque<std::unique_ptr<Finished>> reap_queue_;
   bool stopping_ = false;
+  // One runner started ahead of the next cold job: exec'd, blocked reading
+  // its spec, no sandbox yet (that is built per job). The reaper thread
+  // starts a new one each time a job takes it.
+  std::unique_ptr<RunnerProcess> spare_;
+  bool spare_wanted_ = false;
   std::jthread reaper_;
   std::jthread janitor_;  // runs expire() every retention.janitor_interval_s
   std::unique_ptr<Pool> pool_;  // null when the policy's pool is off; destroyed first

@@ -80,10 +80,13 @@ test('20 jobs leave no process, scratch directory, cgroup or mount behind', { ti
 
   // Processes: nothing of a job left under the server (the warm pool's idle
   // sandboxes are not a job's), nothing else new with the sandbox's host uid.
-  const { warm, others } = poolAndLeftovers(serverPid);
-  t.diagnostic(`idle warm sandboxes: ${warm.length}`);
+  const { warm, spare, others } = poolAndLeftovers(serverPid);
+  t.diagnostic(`idle warm sandboxes: ${warm.length}; spare runners: ${spare.length}`);
   assert.deepEqual(others, [], 'processes of a job left under the server');
-  const poolPids = new Set(warm.flatMap((r) => [r, ...descendants(r)]));
+  assert.ok(spare.length <= 1, `at most one spare runner: ${spare}`);
+  // The pool's and the spare runner run as the server's uid, which is the
+  // sandbox's host uid when the server is not root.
+  const poolPids = new Set([...spare, ...warm.flatMap((r) => [r, ...descendants(r)])]);
   const leftover = [...pidsOfUid(sandboxHostUid)]
     .filter((pid) => !uidPidsBefore.has(pid) && pid !== process.pid && !poolPids.has(pid));
   const describe = (pid) => { try { return `${pid} ${fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ')}`; } catch { return `${pid} (gone)`; } };
@@ -127,11 +130,22 @@ test('a server killed mid-job leaves no process, and nothing once a new server h
   const jobCgroups = cgroupJobDirs().filter((d) => !cgroupsBefore.includes(d));
   t.diagnostic(`job ${jobIds[0]}; cgroup dirs during the job: ${jobCgroups.length}`);
 
+  // Everything under the server: the job's runner and sandbox, the spare
+  // runner, any idle warm sandbox.
+  const underServer = descendants(first.transport.pid);
+  const alive = (pid) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return stat[stat.lastIndexOf(')') + 2] !== 'Z';
+    } catch { return false; }
+  };
   process.kill(first.transport.pid, 'SIGKILL');
   // Within 3 s of the kill, not merely by the job's own 30 s deadline.
   const killedAt = Date.now();
-  while (pgrep(marker).length > 0 && Date.now() - killedAt < 3000) await sleep(50);
+  while ((pgrep(marker).length > 0 || underServer.some(alive)) && Date.now() - killedAt < 3000) await sleep(50);
   assert.deepEqual(pgrep(marker), [], 'the sandboxed program died with the server (within 3 s)');
+  assert.deepEqual(underServer.filter(alive), [], 'every process under the server died with it (within 3 s)');
+  t.diagnostic(`processes under the server at the kill: ${underServer.length}`);
   await pending;
   await first.close().catch(() => {});
   assert.ok(fs.existsSync(runDir), 'the state directory survives the first connection');

@@ -36,14 +36,24 @@ function cmdline(pid) {
   try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim(); } catch { return ''; }
 }
 
-// The server's descendants, split into the idle sandboxes of its warm pool and
-// everything else. An idle warm sandbox is a runner (a child of the server)
-// whose only child is its pid 1, whose only child, if any, is the python
-// loader still blocked before a job's code (it has no children of its own).
-// Anything else under an idle server is a leftover of some job.
+// A runner the server started ahead of the next cold job: a child of the
+// server with no sandbox (no children), blocked reading its spec from a pipe.
+export function isSpareRunner(pid) {
+  if (!cmdline(pid).endsWith('throwbox-runner')) return false;
+  if (processTable()(pid).length !== 0) return false;
+  try { return fs.readFileSync(`/proc/${pid}/wchan`, 'utf8').includes('pipe_read'); } catch { return false; }
+}
+
+// The server's descendants, split into the idle sandboxes of its warm pool,
+// its spare runner and everything else. An idle warm sandbox is a runner (a
+// child of the server) whose only child is its pid 1, whose only child, if
+// any, is the python loader still blocked before a job's code (it has no
+// children of its own). Anything else under an idle server is a leftover of
+// some job.
 export function poolAndLeftovers(serverPid) {
   const kids = processTable();
   const warm = [];
+  const spare = [];
   const others = [];
   const all = (pid) => [pid, ...kids(pid).flatMap(all)];
   for (const runner of kids(serverPid)) {
@@ -52,7 +62,8 @@ export function poolAndLeftovers(serverPid) {
     const idle = inits.length === 1 && progs.length <= 1 &&
       progs.every((p) => cmdline(p).includes('_throwbox_loader') && kids(p).length === 0);
     if (idle) warm.push(runner);
+    else if (isSpareRunner(runner)) spare.push(runner);
     else others.push(...all(runner).map((p) => `${p} ${cmdline(p)}`));
   }
-  return { warm, others };
+  return { warm, spare, others };
 }

@@ -1,0 +1,159 @@
+// The cold path's two hand-offs between broker and runner:
+//  - the spare runner: the server keeps one runner started ahead (exec'd,
+//    blocked reading its spec, no sandbox), hands it the next cold job and
+//    starts another only after that job;
+//  - the start gate: a cold runner builds the sandbox as soon as it has its
+//    spec, but starts the program only at EOF on its stdin (the broker closes
+//    it once the job is in the ledger).
+// The gate is driven here on throwbox-runner directly, as root.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { REPO_ROOT, connect } from './lib/client.mjs';
+import { isSpareRunner, poolAndLeftovers } from './lib/host.mjs';
+
+const BIN = process.env.THROWBOX_BIN;
+const RUNNER = path.join(path.dirname(BIN), 'throwbox-runner');
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'throwbox-spare-'));
+fs.chmodSync(work, 0o755);
+after(() => fs.rmSync(work, { recursive: true, force: true }));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function coldServer() {
+  const doc = JSON.parse(fs.readFileSync(process.env.THROWBOX_POLICY ?? path.join(REPO_ROOT, 'policies/default.json'), 'utf8'));
+  doc.pool = { ...doc.pool, enabled: false };
+  const file = path.join(work, `policy-${Math.random().toString(16).slice(2)}.json`);
+  fs.writeFileSync(file, JSON.stringify(doc));
+  return connect({ policy: file });
+}
+
+async function spareOf(pid) {
+  for (let i = 0; i < 200; i += 1) {
+    const { spare, others } = poolAndLeftovers(pid);
+    if (spare.length === 1 && others.length === 0) return spare[0];
+    await sleep(25);
+  }
+  assert.fail(`no spare runner under ${pid}: ${JSON.stringify(poolAndLeftovers(pid))}`);
+}
+
+async function py(c, code) {
+  const r = await c.client.callTool({ name: 'run_code', arguments: { runtime: 'python', code } });
+  return r.structuredContent;
+}
+
+test('the server keeps one spare runner, hands it to the next cold job and starts another after', { timeout: 60_000 }, async () => {
+  const c = await coldServer();
+  try {
+    const pid = c.transport.pid;
+    const first = await spareOf(pid);
+    assert.ok(isSpareRunner(first));
+    const sc = await py(c, 'import os\nprint(os.getpid())');
+    assert.equal(sc.status, 'completed');
+    assert.equal(sc.start, 'cold');
+    const second = await spareOf(pid);
+    assert.notEqual(second, first, 'the job used the spare; a new one took its place');
+    assert.equal(fs.existsSync(`/proc/${first}`), false, 'the used runner is gone');
+  } finally {
+    await c.close();
+  }
+});
+
+test('a spare runner killed while idle costs nothing but a fresh start', { timeout: 60_000 }, async () => {
+  const c = await coldServer();
+  try {
+    const pid = c.transport.pid;
+    const spare = await spareOf(pid);
+    process.kill(spare, 'SIGKILL');
+    // Dead (a zombie, its pipes closed, or reaped), not merely dying.
+    const dead = () => {
+      try {
+        const stat = fs.readFileSync(`/proc/${spare}/stat`, 'utf8');
+        return stat[stat.lastIndexOf(')') + 2] === 'Z';
+      } catch { return true; }
+    };
+    for (let i = 0; i < 100 && !dead(); i += 1) await sleep(20);
+    const sc = await py(c, 'print(6 * 7)');
+    assert.equal(sc.status, 'completed', JSON.stringify(sc));
+    assert.equal(sc.stdout, '42\n');
+    const next = await spareOf(pid);
+    assert.notEqual(next, spare);
+  } finally {
+    await c.close();
+  }
+});
+
+// A launch spec as the broker writes it, for a job of python printing the
+// wall-clock time at which it ran.
+function spec(dir) {
+  const id = Math.random().toString(16).slice(2).padEnd(32, '0').slice(0, 32);
+  const scratch = path.join(dir, id);
+  fs.mkdirSync(scratch, { mode: 0o700 });
+  return {
+    job_id: id, argv: ['/usr/bin/python3', '-I', '-S', '/work/main.py'],
+    env: ['PATH=/usr/bin:/bin', 'LANG=C.UTF-8'],
+    code: 'import time\nprint(repr(time.time()))', code_path: '/work/main.py', inputs: [],
+    readonly_paths: ['/usr', '/etc/ld.so.cache'],
+    work_max_bytes: 1 << 24, tmp_max_bytes: 1 << 24, outputs_max_bytes: 1 << 20, outputs_max_files: 8,
+    stdout_max_bytes: 65536, stderr_max_bytes: 65536, timeout_ms: 20000,
+    host_uid: 65534, host_gid: 65534, scratch_dir: scratch, harvest_dir: path.join(scratch, 'outputs'),
+    memory_max_bytes: 256 << 20, pids_max: 32, nofile_max: 64, cpu_max_cores: 1,
+    cgroup_host: { mode: 'none', why_not: 'not needed for this test' },
+    require_landlock: false, require_cgroups: false,
+  };
+}
+
+function startRunner() {
+  const p = spawn(RUNNER, [], { env: {}, stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  p.stdout.on('data', (d) => { out += d; });
+  const done = new Promise((resolve) => p.on('close', () => resolve(JSON.parse(out.trim().split('\n').pop()))));
+  return { p, done };
+}
+
+function gateSkip(t) {
+  if (process.geteuid() !== 0) { t.skip('drives throwbox-runner directly as root'); return true; }
+  return false;
+}
+
+test('a cold runner starts the program only once its stdin is closed', { timeout: 60_000 }, async (t) => {
+  if (gateSkip(t)) return;
+  const dir = fs.mkdtempSync(path.join(work, 'gate-'));
+  const { p, done } = startRunner();
+  p.stdin.write(`${JSON.stringify(spec(dir))}\n`);
+  await sleep(1500);  // far longer than building the sandbox takes
+  const releasedAt = Date.now() / 1000;
+  p.stdin.end();
+  const o = await done;
+  assert.equal(o.status, 'completed', JSON.stringify(o));
+  const ranAt = Number(o.stdout.trim());
+  t.diagnostic(`program ran ${(ranAt - releasedAt).toFixed(4)} s after the release`);
+  assert.ok(ranAt >= releasedAt - 0.005, `the program ran at ${ranAt}, before its release at ${releasedAt}`);
+});
+
+test('input after the spec, instead of EOF, fails the job before the program starts', { timeout: 60_000 }, async (t) => {
+  if (gateSkip(t)) return;
+  const dir = fs.mkdtempSync(path.join(work, 'gate-'));
+  const { p, done } = startRunner();
+  p.stdin.write(`${JSON.stringify(spec(dir))}\nmore\n`);
+  p.stdin.end();
+  const o = await done;
+  assert.equal(o.status, 'sandbox_error');
+  assert.match(o.error, /unexpected input after the launch spec/);
+  assert.equal(o.stdout, '');
+});
+
+test('a runner cancelled at the gate reports cancelled and never starts the program', { timeout: 60_000 }, async (t) => {
+  if (gateSkip(t)) return;
+  const dir = fs.mkdtempSync(path.join(work, 'gate-'));
+  const { p, done } = startRunner();
+  p.stdin.write(`${JSON.stringify(spec(dir))}\n`);
+  await sleep(1000);
+  p.kill('SIGTERM');
+  const o = await done;
+  assert.equal(o.status, 'cancelled', JSON.stringify(o));
+  assert.equal(o.stdout, '');
+  p.stdin.destroy();
+});

@@ -406,8 +406,10 @@ util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spe
   // its stdin: what must happen first (the ledger record) happens here.
   util::Status ready = wrote && before_start ? before_start() : util::ok_status();
   if (!wrote || !ready) {
-    ::kill((*runner)->pid(), SIGKILL);  // its pid 1 dies with it; nothing ran
-    (*runner)->close_stdin();
+    // A cancel at the start gate: the program never starts, and the runner
+    // removes its cgroup and mount point as after any job (a SIGKILL would
+    // leave them to the next start-up's reclaim). stdin stays open.
+    ::kill((*runner)->pid(), SIGTERM);
     finished = std::make_unique<Finished>(Finished{std::move(*runner), spec.scratch_dir, spec.job_id});
     if (!wrote) return util::make_error("internal", "writing the launch spec to the runner failed");
     return ready.error();

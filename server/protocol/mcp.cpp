@@ -146,8 +146,18 @@ void Session::handle_oversized(size_t bytes) {
                               std::to_string(limits_.max_message_bytes) + " bytes"));
 }
 
-void Session::handle_line(std::string_view line) {
-  jsonrpc::Parsed parsed = jsonrpc::parse_line(line, limits_);
+void Session::handle_line(std::string_view line) { handle_parsed(jsonrpc::parse_line(line, limits_)); }
+
+const json& Session::tools_list(bool with_task_support) {
+  // The registry and policy are fixed: build the schemas once per session,
+  // not on every tools/list.
+  std::lock_guard lock(mu_);
+  json& list = tools_list_[with_task_support ? 1 : 0];
+  if (list.is_null()) list = server_.tools.list(with_task_support);
+  return list;
+}
+
+void Session::handle_parsed(jsonrpc::Parsed parsed) {
   if (parsed.whole_line_failed) {
     auto& f = std::get<jsonrpc::Failure>(parsed.items.front());
     outbox_.send(make_error(f.id, f.code, f.message));
@@ -240,7 +250,11 @@ void Session::handle_message(const jsonrpc::Message& m, const Reply& reply) {
                               "Invalid Request: the session is not initialized; send initialize first"));
     }
   }
-  if (m.method == "tools/list") return reply(make_result(m.id, {{"tools", server_.tools.list(tasks_enabled())}}));
+  if (m.method == "tools/list") {
+    json result = json::object();
+    result["tools"] = tools_list(tasks_enabled());
+    return reply(make_result(m.id, std::move(result)));
+  }
   if (m.method == "tools/call") return handle_tools_call(m, reply);
   // Older protocol versions have no tasks: Method not found below.
   if (m.method.rfind("tasks/", 0) == 0 && tasks_enabled()) return handle_tasks(m, reply);

@@ -63,6 +63,8 @@ class Session {
   ~Session();
 
   void handle_line(std::string_view line);
+  // The same for a message the transport already parsed (with the same limits).
+  void handle_parsed(jsonrpc::Parsed parsed);
   void handle_oversized(size_t bytes);
   // Waits for every in-flight tools/call to answer.
   void drain();
@@ -97,6 +99,9 @@ class Session {
   // tasks/result requests waiting for their task to end, by JSON id.
   std::map<std::string, PendingResult> pending_results_;
   std::shared_ptr<Liveness> liveness_ = std::make_shared<Liveness>();
+  // tools/list's array, without and with taskSupport; null until first asked.
+  const json& tools_list(bool with_task_support);
+  json tools_list_[2];
   util::WorkerPool pool_;
 };
 

@@ -109,13 +109,20 @@ class BoundedQueue : public httplib::TaskQueue {
   std::vector<std::thread> threads_;
 };
 
+// One outgoing message, serialised once where the session sends it.
+struct Outgoing {
+  std::string text;
+  std::vector<std::string> answers;  // ids of the requests it answers (a response, or a batch of them)
+  bool is_error = false;             // a single error response
+};
+
 // Messages for one HTTP stream.
 struct Stream {
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<json> queue;
+  std::deque<Outgoing> queue;
   bool closed = false;
-  void push(json m) {
+  void push(Outgoing m) {
     {
       std::lock_guard lock(mu);
       queue.push_back(std::move(m));
@@ -123,11 +130,11 @@ struct Stream {
     cv.notify_all();
   }
   // Next message, or nullopt at the deadline or once closed and empty.
-  std::optional<json> pop(Clock::time_point until) {
+  std::optional<Outgoing> pop(Clock::time_point until) {
     std::unique_lock lock(mu);
     cv.wait_until(lock, until, [&] { return !queue.empty() || closed; });
     if (queue.empty()) return std::nullopt;
-    json m = std::move(queue.front());
+    Outgoing m = std::move(queue.front());
     queue.pop_front();
     return m;
   }
@@ -140,28 +147,44 @@ struct Stream {
   }
 };
 
-// The session's outbox: each message goes to exactly one stream.
+bool is_response(const json& m) { return m.is_object() && m.contains("id") && !m.contains("method"); }
+
+// The session's outbox: each message goes to exactly one stream, serialised
+// here once (no copy of the message is kept).
 class Router : public protocol::mcp::Outbox {
  public:
   void send(const json& m) override {
+    Outgoing out;
+    if (m.is_array()) {
+      for (auto& r : m)
+        if (is_response(r)) out.answers.push_back(r["id"].dump());
+    } else if (is_response(m)) {
+      out.answers.push_back(m["id"].dump());
+      out.is_error = m.contains("error");
+    }
+    std::string token;
+    if (m.is_object() && m.value("method", "") == "notifications/progress" && m.contains("params") &&
+        m["params"].is_object() && m["params"].contains("progressToken"))
+      token = m["params"]["progressToken"].dump();
     std::shared_ptr<Stream> to;
     {
       std::lock_guard lock(mu_);
-      const json* probe = &m;
-      if (m.is_array() && !m.empty()) probe = &m.front();  // a batch answer goes where its requests came from
-      if (probe->is_object() && probe->contains("id") && !probe->contains("method")) {
-        auto it = by_id_.find((*probe)["id"].dump());
+      // A batch answer goes where its requests came from.
+      if (!out.answers.empty()) {
+        auto it = by_id_.find(out.answers.front());
         if (it != by_id_.end()) to = it->second;
-      } else if (probe->is_object() && probe->value("method", "") == "notifications/progress" &&
-                 probe->contains("params") && (*probe)["params"].is_object() &&
-                 (*probe)["params"].contains("progressToken")) {
-        auto it = by_token_.find((*probe)["params"]["progressToken"].dump());
+      } else if (!token.empty()) {
+        auto it = by_token_.find(token);
         if (it != by_token_.end()) to = it->second;
       }
       if (!to && !gets_.empty()) to = gets_[next_get_++ % gets_.size()];
     }
-    if (to) to->push(m);
-    else spdlog::debug("http: no open stream for a {} message; dropped", m.is_object() && m.contains("method") ? "notification" : "response");
+    if (!to) {
+      spdlog::debug("http: no open stream for a {} message; dropped", out.answers.empty() ? "notification" : "response");
+      return;
+    }
+    out.text = m.dump(-1, ' ', false, json::error_handler_t::replace);
+    to->push(std::move(out));
   }
   void expect(const std::vector<std::string>& ids, const std::vector<std::string>& tokens,
               const std::shared_ptr<Stream>& s) {
@@ -211,7 +234,7 @@ void json_error(httplib::Response& res, int status, int code, const std::string&
   res.set_content(jsonrpc::make_error(nullptr, code, message).dump(), "application/json");
 }
 
-std::string sse_event(const json& m) { return "event: message\ndata: " + m.dump() + "\n\n"; }
+std::string sse_event(const Outgoing& m) { return "event: message\ndata: " + m.text + "\n\n"; }
 
 class HttpServer {
  public:
@@ -376,13 +399,13 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
 
   if (ids.empty()) {
     // Notifications and responses only: accepted, nothing to answer.
-    s->session->handle_line(req.body);
+    s->session->handle_parsed(std::move(parsed));
     res.status = 202;
     return;
   }
   auto stream = std::make_shared<Stream>();
   s->router.expect(ids, tokens, stream);
-  s->session->handle_line(req.body);
+  s->session->handle_parsed(std::move(parsed));  // parsed once, with the session's own limits
   if (created) res.set_header("Mcp-Session-Id", s->id);
   const auto deadline =
       Clock::now() + std::chrono::seconds(static_cast<int64_t>(ctx_.policy.limits.timeout_s_max) + kAnswerGraceS);
@@ -398,11 +421,7 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
             auto m = stream->pop(std::min(deadline, Clock::now() + kKeepAlive));
             std::string chunk = ": keep-alive\n\n";
             if (m) {
-              const json& probe = m->is_array() && !m->empty() ? m->front() : *m;
-              if (m->is_array())
-                for (auto& r : *m) pending->erase(r.value("id", json()).dump());
-              else if (probe.contains("id") && !probe.contains("method"))
-                pending->erase(probe["id"].dump());
+              for (auto& id : m->answers) pending->erase(id);
               chunk = sse_event(*m);
             }
             if (!sink.write(chunk.data(), chunk.size())) return false;  // the client went away
@@ -414,23 +433,24 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
     return;
   }
   // A plain JSON answer: the response (or the batch's array) once it is there.
-  std::optional<json> answer;
+  std::optional<Outgoing> answer;
   while (!answer && Clock::now() < deadline) {
     auto m = stream->pop(deadline);
     if (!m) break;
-    if (m->is_array() || (m->contains("id") && !m->contains("method"))) answer = std::move(m);
+    if (!m->answers.empty()) answer = std::move(m);
     // Anything else has no place in a JSON answer (the client gave no progress token).
   }
   s->router.forget(ids, tokens);
   if (!answer) {
     return json_error(res, 504, jsonrpc::kInternalError, "Gateway Timeout: no answer within the server's limit");
   }
-  if (created && answer->is_object() && answer->contains("error")) {
+  if (created && answer->is_error) {
     std::lock_guard lock(mu_);
     sessions_.erase(s->id);  // a failed initialize opens no session
     res.headers.erase("Mcp-Session-Id");
   }
-  res.set_content(answer->dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  res.body = std::move(answer->text);  // set_content() would copy it
+  res.set_header("Content-Type", "application/json");
 }
 
 void HttpServer::get(const httplib::Request& req, httplib::Response& res) {

@@ -490,6 +490,33 @@ TEST_CASE("tasks: the capability and execution.taskSupport only on 2025-11-25") 
   }
 }
 
+TEST_CASE("tools/list is the registry's list on every call, built once per session and version") {
+  for (std::string version : {"2025-06-18", "2025-11-25"}) {
+    Fixture f;
+    f.initialize(version);
+    const json expected = f.registry->list(version == "2025-11-25");
+    for (int id = 1; id <= 3; ++id) {
+      json r = f.one(request(id, "tools/list"));
+      CHECK(r["id"] == id);
+      CHECK(r["result"] == json{{"tools", expected}});
+    }
+  }
+}
+
+TEST_CASE("handle_parsed answers like handle_line for the same text") {
+  Fixture f;
+  f.initialize();
+  const protocol::jsonrpc::Limits limits{f.policy->server.message_max_bytes, f.policy->server.json_max_depth};
+  f.session->handle_parsed(protocol::jsonrpc::parse_line(request(7, "ping"), limits));
+  f.session->handle_parsed(protocol::jsonrpc::parse_line("{not json", limits));
+  f.session->drain();
+  auto msgs = f.out.take();
+  REQUIRE(msgs.size() == 2);
+  CHECK(msgs[0] == json::parse(R"({"jsonrpc":"2.0","id":7,"result":{}})"));
+  CHECK(msgs[1]["error"]["code"] == -32700);
+  CHECK(msgs[1]["id"].is_null());
+}
+
 TEST_CASE("tasks: a task on a tool that forbids it is -32601, a malformed task -32602") {
   Fixture f;
   f.initialize("2025-11-25");

@@ -4,7 +4,9 @@
 Start-up (interleaved, python printing 1, --runs each):
   bare         /usr/bin/python3 -I -S -c 'print(1)'        (DESIGN.md's baseline)
   bwrap        the same under bubblewrap, a typical locked-down set-up
-  cold         run_code over MCP stdio, pool off, runtime `python3 -I -S`
+  cold         run_code over MCP stdio, pool off, runtime `python3 -I -S` (the
+               sandbox is built per call; the server's spare runner process,
+               exec'd ahead, has no sandbox)
   warm         run_code over MCP stdio, warm pool on, same runtime
   bare+site    /usr/bin/python3 -I -c 'print(1)'           (the default runtime's command)
   cold+site    run_code, the bundled default policy with the pool off

@@ -23,6 +23,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -44,8 +45,8 @@ def stats(samples):
 class Stdio:
     """A line-delimited JSON-RPC client for a server on stdio."""
 
-    def __init__(self, argv, version="2025-06-18"):
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    def __init__(self, argv, version="2025-06-18", env=None, stderr=subprocess.DEVNULL):
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
         self.next_id = 0
         self.lock = threading.Lock()
         self.call("initialize", {"protocolVersion": version, "capabilities": {},
@@ -319,7 +320,59 @@ def main():
         ref.close()
     for s in servers.values():
         s.close()
+
+    cold_breakdown(binary, work, args.runs)
     shutil.rmtree(work, ignore_errors=True)
+
+
+TRACE_LINE = re.compile(r"runner trace: (.+?)\s+pid \S+\s+([\d.]+) ms")
+TIMINGS_LINE = re.compile(r"timings \(us\): resolve\+admit (\d+) ledger_start (\d+) runner (\d+) store (\d+) "
+                          r"ledger_end\+cleanup (\d+)")
+
+
+def cold_breakdown(binary, work, runs):
+    """Where a cold job's time goes: a separate cold server (same policy as
+    `cold`) with the runner's step trace on (THROWBOX_RUNNER_TRACE, which the
+    server passes to its runners) and its debug log, chat-paced calls. Each
+    step is the median time from the runner reading its spec to that step."""
+    policy = write_policy(work, "trace", True, False)
+    log_path = os.path.join(work, "trace.log")
+    with open(log_path, "w") as log:
+        env = dict(os.environ, THROWBOX_RUNNER_TRACE="1")
+        s = Stdio([binary, "serve", "--state-dir", os.path.join(work, "trace"), "--policy", policy,
+                   "--log-level", "debug"], env=env, stderr=log)
+        for _ in range(runs):
+            wait_quiet(s, want=0)
+            s.run_code()
+        s.close()
+    jobs, job, broker = [], None, []
+    with open(log_path) as f:
+        for line in f:
+            m = TRACE_LINE.search(line)
+            if m:
+                if m.group(1) == "runner main":  # a runner's dump starts (the spare's main came long before)
+                    job = {}
+                    jobs.append(job)
+                elif job is not None:
+                    job[m.group(1)] = float(m.group(2))
+                continue
+            m = TIMINGS_LINE.search(line)
+            if m:
+                broker.append([int(g) / 1000 for g in m.groups()])
+    jobs = [j for j in jobs if "spec read" in j and "outcome written" in j]
+    if not jobs:
+        print("\n(no runner trace captured)")
+        return
+    print("\ncold job, step by step (%d jobs; median ms after the runner read its spec)" % len(jobs))
+    order = sorted(jobs[0], key=lambda k: jobs[0][k])
+    for step in order:
+        offsets = [j[step] - j["spec read"] for j in jobs if step in j]
+        print("  %-34s %8.3f" % (step, statistics.median(offsets)))
+    if broker:
+        names = ("resolve+admit", "spec written, ledger start", "runner until its outcome", "artifacts stored",
+                 "ledger end")
+        print("broker, median ms per job: " +
+              ", ".join("%s %.3f" % (n, statistics.median(col)) for n, col in zip(names, zip(*broker))))
 
 
 if __name__ == "__main__":

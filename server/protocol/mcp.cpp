@@ -17,7 +17,14 @@ using jsonrpc::make_error;
 using jsonrpc::make_result;
 
 constexpr size_t kResourcesListMax = 1000;
-constexpr int kResourceNotFound = -32002;  // MCP spec, resources: error handling
+constexpr int kResourceNotFound = -32002;  // MCP spec, resources: error handling (up to 2025-11-25)
+// How long a stateless client may cache a list (CacheableResult.ttlMs): the
+// tools and templates are fixed for the server's life; artifacts are
+// immutable; the artifact list changes with every job.
+constexpr int64_t kToolsTtlMs = 300000;
+constexpr int64_t kArtifactTtlMs = 60000;
+// Every answer depends on the caller's token (tenant): no shared cache.
+constexpr const char* kCacheScope = "private";
 
 struct BatchCollector {
   std::mutex mu;
@@ -80,7 +87,51 @@ json task_result_json(const broker::TaskRow& row) {
   return r;
 }
 
+json server_info() {
+  return {{"name", "throwbox"}, {"title", "throwbox sandbox"}, {"version", THROWBOX_VERSION}};
+}
+
+json resources_list_result(store::Store& store, const std::string& tenant) {
+  json list = json::array();
+  for (auto& a : store.list_artifacts(tenant, kResourcesListMax))
+    list.push_back({{"uri", store::artifact_uri(a.artifact_id)}, {"name", a.name},
+                    {"mimeType", a.media_type}, {"size", a.size},
+                    {"description", "artifact of job " + a.job_id + " (" + a.verdict + ")"}});
+  return {{"resources", list}};
+}
+
+json resource_templates_result() {
+  return {{"resourceTemplates",
+           {{{"uriTemplate", "throwbox://artifacts/{artifact_id}"},
+             {"name", "artifact"},
+             {"description", "A file a run_code job wrote to /outputs"}}}}};
+}
+
 }  // namespace
+
+json supported_versions() {
+  json v = json::array({kStatelessVersion});
+  for (size_t i = std::size(kSupportedVersions); i-- > 0;) v.push_back(kSupportedVersions[i]);
+  return v;
+}
+
+json request_version(const json& params) {
+  if (!params.is_object()) return nullptr;
+  auto meta = params.find("_meta");
+  if (meta == params.end() || !meta->is_object()) return nullptr;
+  auto v = meta->find(kMetaProtocolVersion);
+  return v == meta->end() ? json(nullptr) : *v;
+}
+
+json unsupported_version_error(const json& id, const json& requested) {
+  std::string message = "Unsupported protocol version";
+  if (requested.is_string())
+    for (const char* legacy : kSupportedVersions)
+      if (requested == legacy)
+        message += ": " + std::string(legacy) + " is served after an initialize handshake, not per request";
+  return make_error(id, kUnsupportedProtocolVersion, message,
+                    {{"supported", supported_versions()}, {"requested", requested}});
+}
 
 std::string negotiate_version(const std::string& requested) {
   for (const char* v : kSupportedVersions)
@@ -106,13 +157,14 @@ std::string instructions_text(const policy::Policy& p) {
          " files. A non-zero exit is status failed, with stderr telling why: read it and fix the program.";
 }
 
-Session::Session(ServerContext& server, Outbox& outbox, std::string tenant)
+Session::Session(ServerContext& server, Outbox& outbox, std::string tenant, int worker_threads)
     : server_(server),
       outbox_(outbox),
       tenant_(std::move(tenant)),
       limits_{server.policy.server.message_max_bytes, server.policy.server.json_max_depth},
-      pool_(server.policy.server.concurrent_calls_max,
-            static_cast<size_t>(server.policy.server.concurrent_calls_max) * 4) {}
+      pool_(worker_threads > 0 ? worker_threads : server.policy.server.concurrent_calls_max,
+            static_cast<size_t>(worker_threads > 0 ? worker_threads : server.policy.server.concurrent_calls_max) *
+                4) {}
 
 Session::~Session() {
   pool_.drain();
@@ -242,6 +294,16 @@ void Session::handle_message(const jsonrpc::Message& m, const Reply& reply) {
     return;
   }
   if (m.method == "initialize") return handle_initialize(m, reply);
+  {
+    // A dual-era server (2026-07-28, basic/versioning): per-request _meta is
+    // served statelessly until an initialize selects the legacy protocol for
+    // this session; after that the _meta version is just metadata.
+    std::unique_lock lock(mu_);
+    if (!initialize_answered_ && !request_version(m.params).is_null()) {
+      lock.unlock();
+      return handle_stateless(m, reply);
+    }
+  }
   if (m.method == "ping") return reply(make_result(m.id, json::object()));
   {
     std::lock_guard lock(mu_);
@@ -258,20 +320,62 @@ void Session::handle_message(const jsonrpc::Message& m, const Reply& reply) {
   if (m.method == "tools/call") return handle_tools_call(m, reply);
   // Older protocol versions have no tasks: Method not found below.
   if (m.method.rfind("tasks/", 0) == 0 && tasks_enabled()) return handle_tasks(m, reply);
-  if (m.method == "resources/read") return handle_resources_read(m, reply);
-  if (m.method == "resources/list") {
-    json list = json::array();
-    for (auto& a : server_.store.list_artifacts(tenant_, kResourcesListMax))
-      list.push_back({{"uri", store::artifact_uri(a.artifact_id)}, {"name", a.name},
-                      {"mimeType", a.media_type}, {"size", a.size},
-                      {"description", "artifact of job " + a.job_id + " (" + a.verdict + ")"}});
-    return reply(make_result(m.id, {{"resources", list}}));
+  if (m.method == "resources/read") return handle_resources_read(m, reply, kResourceNotFound);
+  if (m.method == "resources/list") return reply(make_result(m.id, resources_list_result(server_.store, tenant_)));
+  if (m.method == "resources/templates/list") return reply(make_result(m.id, resource_templates_result()));
+  reply(make_error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method));
+}
+
+// One 2026-07-28 request: everything it needs is in it (basic/index,
+// statelessness). Tenant scoping is the session's, as for any other request.
+// No tasks: they moved to the io.modelcontextprotocol/tasks extension, which
+// this server does not offer, so a `task` param is ignored (basic/versioning,
+// extension negotiation: revert to core behaviour). ping and logging/setLevel
+// were removed: Method not found, like any unknown method.
+void Session::handle_stateless(const jsonrpc::Message& m, const Reply& reply) {
+  const json& meta = m.params["_meta"];
+  const json& version = meta[kMetaProtocolVersion];
+  if (version != kStatelessVersion) return reply(unsupported_version_error(m.id, version));
+  auto caps = meta.find(kMetaClientCapabilities);
+  if (caps == meta.end() || !caps->is_object())
+    return reply(make_error(m.id, jsonrpc::kInvalidParams,
+                            std::string("Invalid params: _meta[\"") + kMetaClientCapabilities +
+                                "\"] must be an object"));
+  // Every result: resultType (basic/index, ResultType) and who answered.
+  Reply complete = [reply](json r) {
+    if (r.is_object() && r.contains("result") && r["result"].is_object()) {
+      r["result"]["resultType"] = "complete";
+      r["result"]["_meta"][kMetaServerInfo] = server_info();
+    }
+    reply(std::move(r));
+  };
+  auto cacheable = [](json result, int64_t ttl_ms) {
+    result["ttlMs"] = ttl_ms;
+    result["cacheScope"] = kCacheScope;
+    return result;
+  };
+  if (m.method == "server/discover") {
+    json capabilities{{"tools", {{"listChanged", false}}},
+                      {"resources", {{"listChanged", false}, {"subscribe", false}}}};
+    return complete(make_result(m.id, cacheable({{"supportedVersions", supported_versions()},
+                                                 {"capabilities", capabilities},
+                                                 {"instructions", instructions_text(server_.policy)}},
+                                                kToolsTtlMs)));
   }
+  if (m.method == "tools/list")
+    return complete(make_result(m.id, cacheable({{"tools", tools_list(false)}}, kToolsTtlMs)));
+  if (m.method == "tools/call") return handle_tools_call(m, complete);
+  if (m.method == "resources/read") {
+    // Not found is -32602 from 2026-07-28 on (changelog, minor change 6).
+    return handle_resources_read(m, [complete, cacheable](json r) {
+      if (r.contains("result")) r["result"] = cacheable(std::move(r["result"]), kArtifactTtlMs);
+      complete(std::move(r));
+    }, jsonrpc::kInvalidParams);
+  }
+  if (m.method == "resources/list")
+    return complete(make_result(m.id, cacheable(resources_list_result(server_.store, tenant_), 0)));
   if (m.method == "resources/templates/list")
-    return reply(make_result(m.id, {{"resourceTemplates",
-                                     {{{"uriTemplate", "throwbox://artifacts/{artifact_id}"},
-                                       {"name", "artifact"},
-                                       {"description", "A file a run_code job wrote to /outputs"}}}}}));
+    return complete(make_result(m.id, cacheable(resource_templates_result(), kToolsTtlMs)));
   reply(make_error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method));
 }
 
@@ -302,8 +406,7 @@ void Session::handle_initialize(const jsonrpc::Message& m, const Reply& reply) {
                              {"requests", {{"tools", {{"call", json::object()}}}}}};
   reply(make_result(m.id, {{"protocolVersion", version},
                            {"capabilities", capabilities},
-                           {"serverInfo", {{"name", "throwbox"}, {"title", "throwbox sandbox"},
-                                           {"version", THROWBOX_VERSION}}},
+                           {"serverInfo", server_info()},
                            {"instructions", instructions_text(server_.policy)}}));
 }
 
@@ -490,7 +593,7 @@ void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
 
 namespace protocol::mcp {
 
-void Session::handle_resources_read(const jsonrpc::Message& m, const Reply& reply) {
+void Session::handle_resources_read(const jsonrpc::Message& m, const Reply& reply, int not_found_code) {
   const json& p = m.params;
   if (!p.is_object() || !p.contains("uri") || !p["uri"].is_string())
     return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: resources/read needs a string \"uri\""));
@@ -499,7 +602,7 @@ void Session::handle_resources_read(const jsonrpc::Message& m, const Reply& repl
   // Unknown, malformed and foreign URIs give one and the same answer.
   auto rec = id.empty() ? util::Result<store::ArtifactRecord>(util::make_error("not_found", ""))
                         : server_.store.get_artifact(tenant_, id);
-  if (!rec) return reply(make_error(m.id, kResourceNotFound, "Resource not found", {{"uri", uri}}));
+  if (!rec) return reply(make_error(m.id, not_found_code, "Resource not found", {{"uri", uri}}));
   const uint64_t max = server_.policy.limits.artifact_inline_max_bytes;
   if (rec->size > max)
     return reply(make_error(m.id, jsonrpc::kInvalidParams,

@@ -1,7 +1,7 @@
-// One MCP session: lifecycle, tools/list, tools/call and tasks/* dispatch.
-// Called by a transport's reader thread; tools/call runs on the session's pool
-// (a task-augmented one on the task registry's) so a slow run_code never holds
-// up ping or tools/list. Responses may leave out of order.
+// One MCP session: lifecycle, tools/*, resources/* and tasks/* dispatch, and the
+// stateless 2026-07-28 requests of a session never initialized. Called by a
+// transport's reader thread; tools/call runs on the session's pool so a slow
+// run_code never holds up tools/list. Responses may leave out of order.
 #pragma once
 #include <atomic>
 #include <functional>
@@ -23,11 +23,29 @@ namespace protocol::mcp {
 
 using nlohmann::json;
 
+// Legacy revisions: a session opened by the initialize handshake.
 inline constexpr const char* kSupportedVersions[] = {"2025-03-26", "2025-06-18", "2025-11-25"};
 inline constexpr const char* kLatestVersion = "2025-11-25";
+// Modern revision: no handshake, the version and client capabilities ride in
+// every request's _meta (MCP 2026-07-28, basic/versioning).
+inline constexpr const char* kStatelessVersion = "2026-07-28";
+inline constexpr const char* kMetaProtocolVersion = "io.modelcontextprotocol/protocolVersion";
+inline constexpr const char* kMetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities";
+inline constexpr const char* kMetaServerInfo = "io.modelcontextprotocol/serverInfo";
+
+// MCP 2026-07-28 error codes (basic/index, error codes).
+constexpr int kHeaderMismatch = -32020;
+constexpr int kUnsupportedProtocolVersion = -32022;
 
 // Chooses the client's version when supported, else the newest we speak.
 std::string negotiate_version(const std::string& requested);
+// Every version this server speaks, newest first (server/discover, -32022's data).
+nlohmann::json supported_versions();
+// The request's _meta protocol version (any JSON type), or null when absent:
+// present means a stateless 2026-07-28-style request.
+nlohmann::json request_version(const nlohmann::json& params);
+// UnsupportedProtocolVersionError for `requested` (a JSON value, shown as sent).
+nlohmann::json unsupported_version_error(const nlohmann::json& id, const nlohmann::json& requested);
 std::string instructions_text(const policy::Policy& policy);
 
 // Where a session's outgoing messages go; thread-safe.
@@ -59,7 +77,9 @@ struct Liveness {
 
 class Session {
  public:
-  Session(ServerContext& server, Outbox& outbox, std::string tenant);
+  // `worker_threads` 0: the policy's concurrent_calls_max (a per-request
+  // session of the HTTP transport needs one).
+  Session(ServerContext& server, Outbox& outbox, std::string tenant, int worker_threads = 0);
   ~Session();
 
   void handle_line(std::string_view line);
@@ -75,8 +95,9 @@ class Session {
   using Reply = std::function<void(json)>;
   void handle_message(const jsonrpc::Message& m, const Reply& reply);
   void handle_initialize(const jsonrpc::Message& m, const Reply& reply);
+  void handle_stateless(const jsonrpc::Message& m, const Reply& reply);
   void handle_tools_call(const jsonrpc::Message& m, const Reply& reply);
-  void handle_resources_read(const jsonrpc::Message& m, const Reply& reply);
+  void handle_resources_read(const jsonrpc::Message& m, const Reply& reply, int not_found_code);
   void start_task(const jsonrpc::Message& m, const tools::Tool& tool, const std::string& name, json args,
                   const Reply& reply);
   void handle_tasks(const jsonrpc::Message& m, const Reply& reply);

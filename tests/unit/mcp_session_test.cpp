@@ -775,3 +775,162 @@ TEST_CASE("a blank final line without newline is ignored") {
   auto msgs = serve_input(f, request(1, "ping") + "\n   ", 4096);
   CHECK(msgs.size() == 1);
 }
+
+// ---- 2026-07-28: stateless requests beside the legacy handshake ----
+
+namespace {
+
+json modern_meta(const std::string& version) {
+  return {{"io.modelcontextprotocol/protocolVersion", version},
+          {"io.modelcontextprotocol/clientCapabilities", json::object()},
+          {"io.modelcontextprotocol/clientInfo", {{"name", "unit"}, {"version", "1"}}}};
+}
+
+std::string modern(int id, const std::string& method, json params = json::object(),
+                   const std::string& version = "2026-07-28") {
+  params["_meta"] = modern_meta(version);
+  return request(id, method, params);
+}
+
+std::string modern_call(int id, const std::string& tool, const json& args) {
+  return modern(id, "tools/call", {{"name", tool}, {"arguments", args}});
+}
+
+void check_complete(const json& msg, const json& id) {
+  CAPTURE(msg.dump());
+  CHECK(msg["jsonrpc"] == "2.0");
+  CHECK(msg["id"] == id);
+  REQUIRE(msg.contains("result"));
+  CHECK(msg["result"]["resultType"] == "complete");
+  CHECK(msg["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "throwbox");
+  CHECK(msg["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["version"].is_string());
+}
+
+void check_cacheable(const json& result) {
+  CAPTURE(result.dump());
+  REQUIRE(result.contains("ttlMs"));
+  CHECK(result["ttlMs"].is_number_integer());
+  CHECK(result["ttlMs"].get<int64_t>() >= 0);
+  CHECK(result["cacheScope"] == "private");
+}
+
+}  // namespace
+
+TEST_CASE("2026-07-28: server/discover needs no initialize and names every version, newest first") {
+  Fixture f;
+  json r = f.one(modern(1, "server/discover"));
+  check_complete(r, 1);
+  const json& res = r["result"];
+  CHECK(res["supportedVersions"] == json::array({"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"}));
+  CHECK(res["supportedVersions"] == mcp::supported_versions());
+  CHECK(res["capabilities"]["tools"] == json{{"listChanged", false}});
+  CHECK(res["capabilities"].contains("resources"));
+  // Tasks are an extension in 2026-07-28 and this server offers none.
+  CHECK_FALSE(res["capabilities"].contains("tasks"));
+  CHECK_FALSE(res["capabilities"].contains("extensions"));
+  CHECK(res["instructions"] == mcp::instructions_text(*f.policy));
+  check_cacheable(res);
+  // Nothing was negotiated: the session is still open to either era.
+  CHECK(f.session->version() == "");
+}
+
+TEST_CASE("2026-07-28: tools/list is the registry's list without taskSupport, cacheable") {
+  Fixture f;
+  json r = f.one(modern(2, "tools/list"));
+  check_complete(r, 2);
+  CHECK(r["result"]["tools"] == f.registry->list(false));
+  for (auto& t : r["result"]["tools"]) CHECK_FALSE(t.contains("execution"));
+  check_cacheable(r["result"]);
+}
+
+TEST_CASE("2026-07-28: tools/call is served per request for the session's tenant") {
+  Fixture f;
+  json up = f.one(modern_call(3, "upload_input", {{"name", "a.txt"}, {"content", "hello"}}));
+  check_complete(up, 3);
+  CHECK(up["result"]["isError"] == false);
+  const std::string input_id = up["result"]["structuredContent"]["input_id"].get<std::string>();
+  CHECK(f.store->get_input("alice", input_id).ok());
+  CHECK_FALSE(f.store->get_input("bob", input_id).ok());
+
+  // A failure inside a tool is still an isError result, in the same envelope.
+  json bad = f.one(modern_call(4, "upload_input", {{"name", "../x"}, {"content", "x"}}));
+  check_complete(bad, 4);
+  CHECK(bad["result"]["isError"] == true);
+
+  // An unknown tool stays a JSON-RPC error: no envelope on errors.
+  json unknown = f.one(modern_call(5, "rm_rf", json::object()));
+  check_error(unknown, 5, -32602);
+}
+
+TEST_CASE("2026-07-28: a task param is ignored and tasks/* are unknown methods") {
+  Fixture f(true);
+  f.gate.release();
+  json params{{"name", "gated"}, {"arguments", json::object()}, {"task", {{"ttl", 60000}}}};
+  json r = f.one(modern(6, "tools/call", params));
+  check_complete(r, 6);
+  CHECK_FALSE(r["result"].contains("task"));
+  CHECK(r["result"]["structuredContent"]["status"] == "completed");
+  for (std::string method : {"tasks/get", "tasks/list", "tasks/result", "tasks/cancel"}) {
+    CAPTURE(method);
+    check_error(f.one(modern(7, method, {{"taskId", "t"}})), 7, -32601);
+  }
+}
+
+TEST_CASE("2026-07-28: ping and logging/setLevel were removed: -32601") {
+  Fixture f;
+  check_error(f.one(modern(8, "ping")), 8, -32601);
+  check_error(f.one(modern(9, "logging/setLevel", {{"level", "info"}})), 9, -32601);
+  check_error(f.one(modern(10, "tools/destroy")), 10, -32601);
+}
+
+TEST_CASE("2026-07-28: an unsupported version is -32022 with the supported list and the requested one") {
+  Fixture f;
+  for (std::string v : {"1900-01-01", "2026-07-29", "2025-11-25"}) {
+    CAPTURE(v);
+    json r = f.one(modern(11, "tools/list", json::object(), v));
+    check_error(r, 11, -32022);
+    CHECK(r["error"]["data"]["supported"] == mcp::supported_versions());
+    CHECK(r["error"]["data"]["requested"] == v);
+  }
+  // A version that is not even a string is reported as sent.
+  json params{{"_meta", {{"io.modelcontextprotocol/protocolVersion", 20260728},
+                         {"io.modelcontextprotocol/clientCapabilities", json::object()}}}};
+  json r = f.one(request(12, "tools/list", params));
+  check_error(r, 12, -32022);
+  CHECK(r["error"]["data"]["requested"] == 20260728);
+}
+
+TEST_CASE("2026-07-28: clientCapabilities is required") {
+  Fixture f;
+  json params{{"_meta", {{"io.modelcontextprotocol/protocolVersion", "2026-07-28"}}}};
+  json r = f.one(request(13, "tools/list", params));
+  check_error(r, 13, -32602);
+  CHECK(r["error"]["message"].get<std::string>().find("clientCapabilities") != std::string::npos);
+}
+
+TEST_CASE("2026-07-28: resources/read of an unknown uri is -32602, never -32002") {
+  Fixture f;
+  json r = f.one(modern(14, "resources/read", {{"uri", "throwbox://artifacts/0123456789abcdef0123456789abcdef"}}));
+  check_error(r, 14, -32602);
+  json list = f.one(modern(15, "resources/list"));
+  check_complete(list, 15);
+  check_cacheable(list["result"]);
+  CHECK(list["result"]["resources"] == json::array());
+}
+
+TEST_CASE("2026-07-28 beside legacy: stateless requests, then initialize selects the legacy protocol") {
+  Fixture f;
+  check_complete(f.one(modern(1, "server/discover")), 1);
+  // Without _meta and without initialize a request is still refused as before.
+  check_error(f.one(request(2, "tools/list")), 2, -32600);
+  json init = f.initialize("2025-11-25");
+  CHECK(init["result"]["protocolVersion"] == "2025-11-25");
+  CHECK(init["result"]["capabilities"].contains("tasks"));
+  CHECK(f.session->version() == "2025-11-25");
+  // From now on this session is legacy: _meta is metadata, results have no envelope.
+  json list = f.one(modern(3, "tools/list"));
+  CAPTURE(list.dump());
+  CHECK_FALSE(list["result"].contains("resultType"));
+  CHECK(list["result"]["tools"] == f.registry->list(true));
+  CHECK(f.one(modern(4, "ping"))["result"] == json::object());
+}

@@ -1,7 +1,8 @@
 // Streamable HTTP transport. One protocol::mcp::Session per Mcp-Session-Id,
 // bound to the tenant of the token that created it; a Router sends each of the
 // session's outgoing messages to the HTTP stream waiting for it (a POST's JSON
-// or SSE answer by request id and progress token, else a GET stream).
+// or SSE answer by request id and progress token, else a GET stream). A
+// session-less 2026-07-28 POST gets a session of its own, for that request only.
 #include "server/transport/http.h"
 
 #include <arpa/inet.h>
@@ -26,6 +27,7 @@
 #include "server/transport/http_ops.h"
 #define THROWBOX_HTTP_OPS 1
 #endif
+#include "server/util/base64.h"
 #include "server/util/random.h"
 
 namespace transport::http {
@@ -114,6 +116,7 @@ struct Outgoing {
   std::string text;
   std::vector<std::string> answers;  // ids of the requests it answers (a response, or a batch of them)
   bool is_error = false;             // a single error response
+  int error_code = 0;                // its JSON-RPC code
 };
 
 // Messages for one HTTP stream.
@@ -161,6 +164,7 @@ class Router : public protocol::mcp::Outbox {
     } else if (is_response(m)) {
       out.answers.push_back(m["id"].dump());
       out.is_error = m.contains("error");
+      if (out.is_error && m["error"].is_object()) out.error_code = m["error"].value("code", 0);
     }
     std::string token;
     if (m.is_object() && m.value("method", "") == "notifications/progress" && m.contains("params") &&
@@ -222,6 +226,56 @@ struct HttpSession {
   std::atomic<int> get_streams{0};
 };
 
+// A session-less 2026-07-28 request: its own session (nothing carries over
+// between requests), with one worker for its one call. Destroyed after the
+// answer, the session first (it drains its call), then its router.
+struct StatelessCall {
+  Router router;
+  protocol::mcp::Session session;
+  StatelessCall(protocol::mcp::ServerContext& ctx, const std::string& tenant) : session(ctx, router, tenant, 1) {}
+};
+
+// Served statelessly: no session id, and either the body's _meta names a
+// version (2026-07-28, basic/versioning: dual-era servers) or the
+// MCP-Protocol-Version header names none of the legacy ones. Anything else
+// keeps the legacy answers (an initialize opens a session; else 400).
+bool is_stateless(const httplib::Request& req, const jsonrpc::Parsed& parsed) {
+  if (req.has_header("Mcp-Session-Id")) return false;
+  for (auto& item : parsed.items)
+    if (auto* m = std::get_if<jsonrpc::Message>(&item); m && !protocol::mcp::request_version(m->params).is_null())
+      return true;
+  if (!req.has_header("MCP-Protocol-Version")) return false;
+  const std::string v = req.get_header_value("MCP-Protocol-Version");
+  for (const char* legacy : protocol::mcp::kSupportedVersions)
+    if (v == legacy) return false;
+  return true;
+}
+
+// An Mcp-Name value: plain visible ASCII, or "=?base64?...?=" for anything
+// else (2026-07-28 transports/streamable-http, value encoding); nullopt when
+// malformed.
+std::optional<std::string> decode_header_value(const std::string& v) {
+  for (unsigned char c : v)
+    if ((c < 0x20 && c != '\t') || c > 0x7e) return std::nullopt;
+  constexpr std::string_view kPrefix = "=?base64?", kSuffix = "?=";
+  if (v.size() >= kPrefix.size() + kSuffix.size() && v.starts_with(kPrefix) && v.ends_with(kSuffix))
+    return util::base64_decode(std::string_view(v).substr(kPrefix.size(), v.size() - kPrefix.size() - kSuffix.size()));
+  return v;
+}
+
+std::string clip(const std::string& s) { return s.size() > 100 ? s.substr(0, 100) + "..." : s; }
+
+// The HTTP status of a stateless answer (2026-07-28 transports/streamable-http):
+// unknown method 404, version and header errors 400, anything else 200.
+int stateless_status(const Outgoing& answer) {
+  if (!answer.is_error) return 200;
+  if (answer.error_code == jsonrpc::kMethodNotFound) return 404;
+  if (answer.error_code == protocol::mcp::kHeaderMismatch ||
+      answer.error_code == protocol::mcp::kUnsupportedProtocolVersion)
+    return 400;
+  return 200;
+}
+
 int64_t now_s() { return std::chrono::duration_cast<std::chrono::seconds>(Clock::now().time_since_epoch()).count(); }
 
 std::string lower(std::string s) {
@@ -250,6 +304,8 @@ class HttpServer {
   std::shared_ptr<HttpSession> find_session(const httplib::Request& req, const std::string& tenant,
                                             httplib::Response& res);
   void post(const httplib::Request& req, httplib::Response& res);
+  void post_stateless(const httplib::Request& req, httplib::Response& res, const std::string& tenant,
+                      jsonrpc::Parsed parsed, bool accepts_sse);
   void get(const httplib::Request& req, httplib::Response& res);
   void del(const httplib::Request& req, httplib::Response& res);
   void expire_sessions();
@@ -360,6 +416,8 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
 
   std::shared_ptr<HttpSession> s;
   bool created = false;
+  if (!(initialize && !parsed.is_batch) && is_stateless(req, parsed))
+    return post_stateless(req, res, *tenant, std::move(parsed), accepts_sse);
   if (initialize && !parsed.is_batch && !req.has_header("Mcp-Session-Id")) {
     std::lock_guard lock(mu_);
     size_t mine = 0;
@@ -453,9 +511,129 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
   res.set_header("Content-Type", "application/json");
 }
 
+// A 2026-07-28 POST: authenticated (tenant from the token) and within the
+// body cap like any other; the headers must mirror the body; one request, its
+// own session; closing the SSE answer of a tools/call cancels the call.
+void HttpServer::post_stateless(const httplib::Request& req, httplib::Response& res, const std::string& tenant,
+                                jsonrpc::Parsed parsed, bool accepts_sse) {
+  namespace mcp = protocol::mcp;
+  if (parsed.is_batch)
+    return json_error(res, 400, jsonrpc::kInvalidRequest,
+                      "Bad Request: a 2026-07-28 POST carries one JSON-RPC message, not a batch");
+  if (auto* f = std::get_if<jsonrpc::Failure>(&parsed.items.front())) {
+    res.status = 400;
+    res.set_content(jsonrpc::make_error(f->id, f->code, f->message).dump(), "application/json");
+    return;
+  }
+  const jsonrpc::Message& m = std::get<jsonrpc::Message>(parsed.items.front());
+  if (m.kind == jsonrpc::Message::Kind::kResponse)
+    return json_error(res, 400, jsonrpc::kInvalidRequest, "Bad Request: this server sent no request to answer");
+  // 2026-07-28 defines no client notification over HTTP (cancelling is
+  // closing the answer's stream): accepted and ignored.
+  if (m.kind == jsonrpc::Message::Kind::kNotification) {
+    res.status = 202;
+    return;
+  }
+  const json id = m.id;
+  const std::string method = m.method;
+  auto mismatch = [&](const std::string& message) {
+    res.status = 400;
+    res.set_content(jsonrpc::make_error(id, mcp::kHeaderMismatch, "Header mismatch: " + message).dump(),
+                    "application/json");
+  };
+  // Server validation: what intermediaries route on must be what the body
+  // says, or the two could be made to disagree.
+  if (!req.has_header("Mcp-Method")) return mismatch("the Mcp-Method header is required");
+  const std::string method_h = req.get_header_value("Mcp-Method");
+  if (method_h != method)
+    return mismatch("Mcp-Method header value '" + clip(method_h) + "' does not match body value '" + clip(method) +
+                    "'");
+  if (!req.has_header("MCP-Protocol-Version")) return mismatch("the MCP-Protocol-Version header is required");
+  const std::string version_h = req.get_header_value("MCP-Protocol-Version");
+  const json version_b = mcp::request_version(m.params);
+  if (!version_b.is_string() || version_b.get<std::string>() != version_h)
+    return mismatch("MCP-Protocol-Version header value '" + clip(version_h) + "' does not match body value " +
+                    clip(version_b.is_null() ? std::string("(absent)") : version_b.dump()) + " of _meta[\"" +
+                    mcp::kMetaProtocolVersion + "\"]");
+  if (method == "tools/call" || method == "resources/read" || method == "prompts/get") {
+    const std::string field = method == "resources/read" ? "uri" : "name";
+    if (!req.has_header("Mcp-Name")) return mismatch("the Mcp-Name header is required for " + method);
+    auto name_h = decode_header_value(req.get_header_value("Mcp-Name"));
+    if (!name_h) return mismatch("the Mcp-Name header value is malformed");
+    auto body = m.params.is_object() ? m.params.find(field) : m.params.end();
+    if (!m.params.is_object() || body == m.params.end() || !body->is_string() || *name_h != body->get<std::string>())
+      return mismatch("Mcp-Name header value '" + clip(*name_h) + "' does not match body value params." + field);
+  }
+  if (version_h != mcp::kStatelessVersion) {
+    res.status = 400;
+    res.set_content(mcp::unsupported_version_error(id, version_b).dump(), "application/json");
+    return;
+  }
+  std::vector<std::string> ids{id.dump()}, tokens;
+  if (m.params.is_object() && m.params.contains("_meta") && m.params["_meta"].is_object() &&
+      m.params["_meta"].contains("progressToken"))
+    tokens.push_back(m.params["_meta"]["progressToken"].dump());
+
+  auto call = std::make_shared<StatelessCall>(ctx_, tenant);
+  auto stream = std::make_shared<Stream>();
+  call->router.expect(ids, tokens, stream);
+  call->session.handle_parsed(std::move(parsed));
+  const auto deadline =
+      Clock::now() + std::chrono::seconds(static_cast<int64_t>(ctx_.policy.limits.timeout_s_max) + kAnswerGraceS);
+  // tools/call answers on an SSE stream when the client takes one: its
+  // keep-alives find a client that went away, and that cancels the call.
+  if (method == "tools/call" && accepts_sse) {
+    auto done = std::make_shared<bool>(false);
+    const std::string cancel_line =
+        json{{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", id}}}}.dump();
+    res.set_header("Cache-Control", "no-store");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [call, stream, done, deadline, cancel_line](size_t, httplib::DataSink& sink) {
+          while (!*done && Clock::now() < deadline) {
+            auto m = stream->pop(std::min(deadline, Clock::now() + kKeepAlive));
+            std::string chunk = ": keep-alive\n\n";
+            if (m) {
+              *done = !m->answers.empty();
+              chunk = sse_event(*m);
+            }
+            if (!sink.write(chunk.data(), chunk.size())) {
+              call->session.handle_line(cancel_line);
+              return false;
+            }
+          }
+          if (!*done) call->session.handle_line(cancel_line);
+          sink.done();
+          return true;
+        },
+        [call, ids, tokens](bool) { call->router.forget(ids, tokens); });
+    return;
+  }
+  std::optional<Outgoing> answer;
+  while (!answer && Clock::now() < deadline) {
+    auto next = stream->pop(deadline);
+    if (!next) break;
+    if (!next->answers.empty()) answer = std::move(next);
+  }
+  call->router.forget(ids, tokens);
+  if (!answer)
+    return json_error(res, 504, jsonrpc::kInternalError, "Gateway Timeout: no answer within the server's limit");
+  res.status = stateless_status(*answer);
+  res.body = std::move(answer->text);
+  res.set_header("Content-Type", "application/json");
+}
+
 void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
   auto tenant = authenticate(req, res);
   if (!tenant) return;
+  // 2026-07-28 has no GET stream (subscriptions/listen replaced it; not offered here).
+  if (!req.has_header("Mcp-Session-Id") &&
+      req.get_header_value("MCP-Protocol-Version") == protocol::mcp::kStatelessVersion) {
+    res.status = 405;
+    res.set_header("Allow", "POST");
+    return;
+  }
   if (lower(req.get_header_value("Accept")).find("text/event-stream") == std::string::npos) {
     res.status = 406;
     res.set_content("Not Acceptable: GET " + std::string(kPath) + " opens an SSE stream (Accept: text/event-stream)\n",
@@ -505,6 +683,13 @@ void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
 void HttpServer::del(const httplib::Request& req, httplib::Response& res) {
   auto tenant = authenticate(req, res);
   if (!tenant) return;
+  // 2026-07-28 has no session to end.
+  if (!req.has_header("Mcp-Session-Id") &&
+      req.get_header_value("MCP-Protocol-Version") == protocol::mcp::kStatelessVersion) {
+    res.status = 405;
+    res.set_header("Allow", "POST");
+    return;
+  }
   auto s = find_session(req, *tenant, res);
   if (!s) return;
   {

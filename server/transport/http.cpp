@@ -592,11 +592,11 @@ void HttpServer::post_stateless(const httplib::Request& req, httplib::Response& 
         "text/event-stream",
         [call, stream, done, deadline, cancel_line](size_t, httplib::DataSink& sink) {
           while (!*done && Clock::now() < deadline) {
-            auto m = stream->pop(std::min(deadline, Clock::now() + kKeepAlive));
+            auto next = stream->pop(std::min(deadline, Clock::now() + kKeepAlive));
             std::string chunk = ": keep-alive\n\n";
-            if (m) {
-              *done = !m->answers.empty();
-              chunk = sse_event(*m);
+            if (next) {
+              *done = !next->answers.empty();
+              chunk = sse_event(*next);
             }
             if (!sink.write(chunk.data(), chunk.size())) {
               call->session.handle_line(cancel_line);

@@ -5,7 +5,8 @@
 namespace sandbox {
 
 // Message tags on the parent<->child SOCK_SEQPACKET socket.
-constexpr char kMsgGo = 'G';       // parent -> child: id maps written, continue
+constexpr char kMsgGo = 'G';       // parent -> child: id maps written, build the root
+constexpr char kMsgStart = 'S';    // parent -> child: in the job's cgroup (and, cold, released): start the program
 constexpr char kMsgKill = 'K';     // parent -> child: deadline or cancel, kill the tree
 constexpr char kMsgReady = 'R';    // child -> parent: program exec'd
 constexpr char kMsgError = 'E';    // child -> parent: a setup step failed (text follows)

@@ -222,6 +222,12 @@ void run_in_child(const ChildContext& ctx) {
   }
 
   trace::mark("pid 1: landlock ruleset");
+  // The runner made and attached the job's cgroup while the root was built
+  // (and a cold job's ledger record exists): nothing of the program's may
+  // start before that.
+  if (::recv(sock, &msg, 1, 0) != 1 || msg != kMsgStart) ::_exit(1);  // parent failed the cgroup or died
+  trace::mark("pid 1: start received");
+  mounts::fill_inputs_in_child(*ctx.plan, *ctx.spec, sock);
   sigset_t chld, old_mask;
   ::sigemptyset(&chld);
   ::sigaddset(&chld, SIGCHLD);

@@ -1,8 +1,9 @@
 // The ordered containment steps, parent side. The child side is init.cpp.
 // 1 plan mounts  2 compile seccomp, probe Landlock, rlimit table  3 scratch
 // dirs  4 pipes and socket  5 clone into namespaces (the child makes its
-// network namespace meanwhile)  6 make and attach the cgroup, id maps
-// 7 go  8 supervise: capture, deadline
+// network namespace meanwhile)  6 id maps, go (the child builds its root
+// meanwhile)  7 make and attach the cgroup, the start gate, start
+// 8 supervise: capture, deadline
 // 9 harvest /outputs  10 reap, account, remove the cgroup.
 // Any failed step before the program starts is a sandbox_error; the code never runs.
 #include "server/sandbox/launcher.h"
@@ -358,31 +359,39 @@ Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd
   teardown.kill_ = true;  // until pid 1 reports, releasing it means killing it
   trace::mark("cloned");
 
-  // 6-7. cgroup and identity first; the child waits for both before touching
-  // anything. The cgroup is made now, not before the clone: its mkdirs and
-  // limit writes overlap the child making its network namespace.
+  // 6-7. Identity first: pid 1 builds its root once the id maps exist (go).
+  // Meanwhile this process makes the job's cgroup and attaches pid 1 (a v1
+  // attach waits out an RCU grace period, about 1 ms here), and a cold job
+  // waits for the broker's release (the start gate). Only then may pid 1
+  // start the program (start): nothing of it runs outside the cgroup or
+  // before the job is recorded.
   Outcome o;
   Supervision sv;
   capture::Stream out_cap(spec.stdout_max_bytes), err_cap(spec.stderr_max_bytes);
+  // A failed send means pid 1 is gone: supervise() then reads its error report or EOF.
+  auto send_byte = [&](char byte) { (void)::send(sock.get(), &byte, 1, MSG_NOSIGNAL); };
+  if (auto m = namespaces::write_id_maps_in_parent(pid, spec.host_uid, spec.host_gid); !m)
+    sv.setup_error = m.error().message;
+  else
+    send_byte(kMsgGo);
+  trace::mark("id maps, go");
   auto made = cgroups::Job::create_in_parent(
       host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
   if (made) teardown.cgroup_ = *made;
   const cgroups::Job& cgroup = teardown.cgroup_;
-  if (!made) {
-    sv.setup_error = made.error().message;
-  } else if (auto s = cgroup.attach_in_parent(pid); !s) {
-    sv.setup_error = s.error().message;
-  } else if (auto m = namespaces::write_id_maps_in_parent(pid, spec.host_uid, spec.host_gid); !m) {
-    sv.setup_error = m.error().message;
-  } else if (auto g = await_start(sock.get(), cancel_fd, spec.warm.empty() ? claim_fd : -1); !g) {
-    sv.setup_error = g.error().message;
-    sv.cancelled = g.error().code == "cancelled";
-  } else {
-    char go = kMsgGo;
-    if (::send(sock.get(), &go, 1, MSG_NOSIGNAL) != 1) sv.setup_error = util::call_error("send", "go", errno);
+  if (sv.setup_error.empty()) {
+    if (!made) {
+      sv.setup_error = made.error().message;
+    } else if (auto s = cgroup.attach_in_parent(pid); !s) {
+      sv.setup_error = s.error().message;
+    } else if (auto g = await_start(sock.get(), cancel_fd, spec.warm.empty() ? claim_fd : -1); !g) {
+      sv.setup_error = g.error().message;
+      sv.cancelled = g.error().code == "cancelled";
+    } else {
+      send_byte(kMsgStart);
+    }
   }
-
-  trace::mark("id maps, go");
+  trace::mark("cgroup attached, start");
   // 7b. Warm: idle until a job claims the sandbox, then put its code and
   // inputs in and release the program.
   if (sv.setup_error.empty() && !spec.warm.empty()) {
@@ -446,6 +455,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd
   // every process it reaped, which is all of them; some v1 hosts leave
   // cpuacct at 0, so the larger of the two is reported.
   cgroups::Stats stats = cgroup.read_stats();
+  trace::mark("cgroup stats read");
   o.cpu_ms = std::max(stats.valid ? stats.cpu_ms : 0, static_cast<uint64_t>(sv.report.cpu_us / 1000));
   o.peak_memory_bytes = stats.valid && stats.peak_memory_bytes
                             ? stats.peak_memory_bytes

@@ -266,11 +266,8 @@ void build_root_in_child(const Plan& p, const LaunchSpec& spec, int sock) {
       b.fd = -1;
     }
 
-  // /inputs: each stored input copied in (0444), then the tmpfs made read-only.
+  // /inputs: filled by fill_inputs_in_child (cold) or the runner (warm).
   mount_tmpfs(p.inputs, p.inputs_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
-  for (const Bind& b : p.input_copies) copy_input_in_child(b, sock);
-  // Warm: the runner copies the claim's inputs in later; pid 1 then freezes it.
-  if (spec.warm.empty()) remount_readonly(p.inputs, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
 
   // Scratch and outputs: size- and inode-capped tmpfs, no exec of dropped binaries.
   mount_tmpfs(p.work, p.work_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
@@ -289,6 +286,14 @@ void build_root_in_child(const Plan& p, const LaunchSpec& spec, int sock) {
 
   // Freeze the skeleton: nothing outside /work, /tmp and /outputs is writable.
   remount_readonly(".", MS_NOSUID | MS_NODEV, sock);
+}
+
+void fill_inputs_in_child(const Plan& p, const LaunchSpec& spec, int sock) {
+  // Each stored input copied in (0444), then the tmpfs made read-only. Warm:
+  // the runner copies the claim's inputs in later; pid 1 then freezes it.
+  if (!spec.warm.empty()) return;
+  for (const Bind& b : p.input_copies) copy_input_in_child(b, sock);
+  remount_readonly(p.inputs, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
 }
 
 void pivot_into_root_in_child(const Plan& p, int sock) {

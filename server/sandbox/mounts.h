@@ -60,5 +60,9 @@ void mount_root_in_child(const Plan& plan, int report_sock);
 // Everything else, relative to the cwd: runs as the sandbox user.
 void build_root_in_child(const Plan& plan, const LaunchSpec& spec, int report_sock);
 void pivot_into_root_in_child(const Plan& plan, int report_sock);
+// Cold: copies the inputs (opened by mount_root_in_child) into /inputs and
+// makes it read-only. After pid 1 joined the job's cgroup, which is charged
+// for the copies.
+void fill_inputs_in_child(const Plan& plan, const LaunchSpec& spec, int report_sock);
 
 }  // namespace sandbox::mounts

@@ -113,6 +113,7 @@ int runner_main() {
   util::UniqueFd cancel_fd(::signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK));
   launcher::Teardown teardown;
   Outcome outcome = launcher::launch(*spec, teardown, cancel_fd.get(), 1, 0);
+  trace::mark("outcome built");
   std::string text = to_json(outcome).dump() + "\n";
   bool written = util::write_all(1, text.data(), text.size());
   // EOF tells the broker the outcome is complete; the namespaces go down after.

@@ -257,34 +257,43 @@ void Jobs::reap_loop() {
     // pid 1 dies with it through PR_SET_PDEATHSIG).
     if (!f->runner->wait_or_kill(10000))
       spdlog::warn("job {}: runner still tearing down after 10 s; killed it", f->job_id);
-    if (!f->scratch_dir.empty())
+    if (!f->scratch_dir.empty()) {
       if (auto s = util::remove_tree(f->scratch_dir); !s)
         spdlog::warn("job {}: cleanup: {}", f->job_id, s.error().message);
+      // A runner that was killed never removed its cgroup (named after the
+      // scratch directory); one that finished did, and this is ENOENT.
+      remove_cgroups(std::filesystem::path(f->scratch_dir).filename().string());
+    }
     std::lock_guard lock(reap_mu_);
     if (!spare_ && !stopping_) spare_wanted_ = true;
   }
+}
+
+size_t Jobs::remove_cgroups(const std::string& sandbox_id) const {
+  sandbox::cgroups::Host host = sandbox::cgroups::host_from_json(cgroup_host_);
+  std::vector<std::string> bases;
+  if (host.mode == "v2") bases.push_back(host.v2_base);
+  for (auto& [_, base] : host.v1_base) bases.push_back(base);
+  size_t removed = 0;
+  // rmdir only succeeds on an empty cgroup; ENOENT when the runner removed it.
+  for (auto& base : bases)
+    if (::rmdir((base + "/job-" + sandbox_id).c_str()) == 0) ++removed;
+  return removed;
 }
 
 size_t Jobs::reclaim_leftovers() {
   size_t removed = 0;
   std::error_code ec;
   // A crashed server's runners died with it (PR_SET_PDEATHSIG), and their
-  // sandboxes with them; only their directories remain.
+  // sandboxes with them; only their scratch directories and (empty) cgroups
+  // remain, both named after the sandbox. Only this state directory's: the
+  // cgroup base may be shared with other servers, whose runners create empty
+  // cgroups a moment before they attach to them.
   for (auto& e : std::filesystem::directory_iterator(store_.state_dir() + "/run", ec)) {
+    const std::string id = e.path().filename().string();
     if (auto s = util::remove_tree(e.path().string()); s) ++removed;
     else spdlog::warn("reclaim: {}", s.error().message);
-  }
-  sandbox::cgroups::Host host = sandbox::cgroups::host_from_json(cgroup_host_);
-  std::vector<std::string> bases;
-  if (host.mode == "v2") bases.push_back(host.v2_base);
-  for (auto& [_, base] : host.v1_base) bases.push_back(base);
-  for (auto& base : bases) {
-    for (auto& e : std::filesystem::directory_iterator(base, ec)) {
-      std::string name = e.path().filename().string();
-      if (name.rfind("job-", 0) != 0 || !e.is_directory(ec)) continue;
-      // rmdir only succeeds on an empty cgroup: a live job of another server stays.
-      if (::rmdir(e.path().c_str()) == 0) ++removed;
-    }
+    removed += remove_cgroups(id);
   }
   if (removed) spdlog::info("reclaimed {} leftovers of an earlier run", removed);
   if (size_t failed = ledger_->fail_interrupted("the server stopped while the job ran"); failed) {

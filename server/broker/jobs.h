@@ -105,6 +105,8 @@ class Jobs {
   struct Finished;
   struct KeyedRun;
   void reap_loop();
+  // rmdir of the sandbox's (empty) job cgroups; how many were removed.
+  size_t remove_cgroups(const std::string& sandbox_id) const;
   // The spare runner if there is one (another is then started), else a new one.
   util::Result<std::unique_ptr<RunnerProcess>> take_runner();
   util::Result<JobResult> run_once(const JobRequest& request, const std::string& request_sha256);

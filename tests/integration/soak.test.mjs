@@ -34,11 +34,15 @@ test(`${JOBS} short jobs leave nothing behind`, { timeout: 600_000 }, async (t) 
   const t0 = Date.now();
   let next = 0, failures = 0;
   const jobIds = new Set();
+  const failed = [];
   async function worker() {
     while (next < JOBS) {
       next++;
       const r = await runCode(conn.client, { runtime: 'bash', code: 'echo $((6*7)) > /outputs/x.txt; echo ok' });
-      if (r.structuredContent?.status !== 'completed' || r.structuredContent.stdout !== 'ok\n') failures++;
+      if (r.structuredContent?.status !== 'completed' || r.structuredContent.stdout !== 'ok\n') {
+        failures++;
+        if (failed.length < 5) failed.push(JSON.stringify(r.structuredContent ?? r).slice(0, 600));
+      }
       else jobIds.add(`job-${r.structuredContent.job_id}`);
     }
   }
@@ -49,7 +53,7 @@ test(`${JOBS} short jobs leave nothing behind`, { timeout: 600_000 }, async (t) 
   t.diagnostic(`${JOBS} jobs in ${seconds.toFixed(1)} s (${(JOBS / seconds).toFixed(1)} jobs/s, 2 clients); ` +
     `server RSS ${rssBefore} KiB before, ${rssAfter} KiB after`);
   console.log(`soak: ${JOBS} jobs, ${(JOBS / seconds).toFixed(1)} jobs/s, server RSS ${rssBefore} -> ${rssAfter} KiB`);
-  assert.equal(failures, 0);
+  assert.equal(failures, 0, `failed jobs, the first ones: ${failed.join('\n')}`);
   // What may remain is the warm pool's idle sandboxes (never a job's): one
   // runner, scratch directory and cgroup each.
   const { warm, others } = poolAndLeftovers(pid);

@@ -148,6 +148,10 @@ struct Stream {
     }
     cv.notify_all();
   }
+  bool is_closed() {
+    std::lock_guard lock(mu);
+    return closed;
+  }
 };
 
 bool is_response(const json& m) { return m.is_object() && m.contains("id") && !m.contains("method"); }
@@ -664,7 +668,7 @@ void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
         // Server-initiated messages until the client leaves or the session ends.
         for (;;) {
           auto m = stream->pop(Clock::now() + kKeepAlive);
-          if (!m && stream->closed) break;
+          if (!m && stream->is_closed()) break;
           std::string chunk = m ? sse_event(*m) : ": keep-alive\n\n";
           if (!sink.write(chunk.data(), chunk.size())) return false;
         }

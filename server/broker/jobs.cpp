@@ -197,14 +197,16 @@ Jobs::~Jobs() {
   {
     std::lock_guard lock(reap_mu_);
     stopping_ = true;
-    // EOF instead of a spec: the spare writes a sandbox_error line and exits.
-    if (spare_) {
-      spare_->close_stdin();
-      reap_queue_.push_back(std::make_unique<Finished>(Finished{std::move(spare_), "", "spare runner"}));
-    }
+    if (spare_) reap_queue_.push_back(unused_spare(std::move(spare_)));
   }
   reap_cv_.notify_all();
   reaper_ = std::jthread();  // joins after the queue is empty
+}
+
+std::unique_ptr<Jobs::Finished> Jobs::unused_spare(std::unique_ptr<RunnerProcess> spare) {
+  // EOF instead of a spec: the spare writes a sandbox_error line and exits.
+  spare->close_stdin();
+  return std::make_unique<Finished>(Finished{std::move(spare), "", "spare runner"});
 }
 
 util::Result<std::unique_ptr<RunnerProcess>> Jobs::take_runner() {
@@ -218,8 +220,11 @@ util::Result<std::unique_ptr<RunnerProcess>> Jobs::take_runner() {
   if (runner && ::poll(&p, 1, 0) == 0) return runner;
   if (runner) {
     spdlog::warn("spare runner {} exited while idle; starting another", runner->pid());
-    runner->close_stdin();
-    retire(std::move(runner), "", "spare runner");
+    {
+      std::lock_guard lock(reap_mu_);
+      reap_queue_.push_back(unused_spare(std::move(runner)));
+    }
+    reap_cv_.notify_one();
   }
   return RunnerProcess::spawn(runner_exe_);
 }
@@ -240,10 +245,7 @@ void Jobs::reap_loop() {
         if (!spare) spdlog::warn("spare runner: {}", spare.error().message);
         lock.lock();
         if (spare && !stopping_ && !spare_) spare_ = std::move(*spare);
-        else if (spare) {
-          (*spare)->close_stdin();
-          reap_queue_.push_back(std::make_unique<Finished>(Finished{std::move(*spare), "", "spare runner"}));
-        }
+        else if (spare) reap_queue_.push_back(unused_spare(std::move(*spare)));
         continue;
       }
       if (reap_queue_.empty()) {

@@ -109,6 +109,8 @@ class Jobs {
   size_t remove_cgroups(const std::string& sandbox_id) const;
   // The spare runner if there is one (another is then started), else a new one.
   util::Result<std::unique_ptr<RunnerProcess>> take_runner();
+  // A spare runner that gets no spec, ready for the reap queue.
+  static std::unique_ptr<Finished> unused_spare(std::unique_ptr<RunnerProcess> spare);
   util::Result<JobResult> run_once(const JobRequest& request, const std::string& request_sha256);
   util::Result<sandbox::LaunchSpec> resolve(const JobRequest& request, const std::string& job_id);
   // What every sandbox of a runtime shares (policy limits, identity, layers).

@@ -39,9 +39,6 @@ int fail(const std::string& message) {
 // job the page faults of a first run through the spec parser and the launcher
 // (several hundred on a cold image; tens of microseconds each under a VM).
 void prefault_image() {
-  struct Ctx {
-    int n = 0;
-  } ctx;
   ::dl_iterate_phdr(
       [](struct dl_phdr_info* info, size_t, void*) -> int {
         for (int i = 0; i < info->dlpi_phnum; ++i) {
@@ -54,7 +51,7 @@ void prefault_image() {
         }
         return 1;  // the executable only
       },
-      &ctx);
+      nullptr);
 }
 
 }  // namespace

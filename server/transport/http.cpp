@@ -152,6 +152,17 @@ struct Stream {
     std::lock_guard lock(mu);
     return closed;
   }
+  // A plain JSON answer: the first message that answers a request (a
+  // response or a batch's array), or nullopt at the deadline. Anything else
+  // has no place in a JSON answer (the client gave no progress token).
+  std::optional<Outgoing> await_answer(Clock::time_point deadline) {
+    while (Clock::now() < deadline) {
+      auto m = pop(deadline);
+      if (!m) break;
+      if (!m->answers.empty()) return m;
+    }
+    return std::nullopt;
+  }
 };
 
 bool is_response(const json& m) { return m.is_object() && m.contains("id") && !m.contains("method"); }
@@ -494,14 +505,7 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
         [s, ids, tokens](bool) { s->router.forget(ids, tokens); });
     return;
   }
-  // A plain JSON answer: the response (or the batch's array) once it is there.
-  std::optional<Outgoing> answer;
-  while (!answer && Clock::now() < deadline) {
-    auto m = stream->pop(deadline);
-    if (!m) break;
-    if (!m->answers.empty()) answer = std::move(m);
-    // Anything else has no place in a JSON answer (the client gave no progress token).
-  }
+  std::optional<Outgoing> answer = stream->await_answer(deadline);
   s->router.forget(ids, tokens);
   if (!answer) {
     return json_error(res, 504, jsonrpc::kInternalError, "Gateway Timeout: no answer within the server's limit");
@@ -614,12 +618,7 @@ void HttpServer::post_stateless(const httplib::Request& req, httplib::Response& 
         [call, ids, tokens](bool) { call->router.forget(ids, tokens); });
     return;
   }
-  std::optional<Outgoing> answer;
-  while (!answer && Clock::now() < deadline) {
-    auto next = stream->pop(deadline);
-    if (!next) break;
-    if (!next->answers.empty()) answer = std::move(next);
-  }
+  std::optional<Outgoing> answer = stream->await_answer(deadline);
   call->router.forget(ids, tokens);
   if (!answer)
     return json_error(res, 504, jsonrpc::kInternalError, "Gateway Timeout: no answer within the server's limit");

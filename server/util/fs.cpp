@@ -67,6 +67,9 @@ Status write_file_atomic(const std::string& path, std::string_view data, unsigne
 }
 
 Status make_dirs(const std::string& path, unsigned mode) {
+  // Usually only the last component is new (a job's scratch dir): one call.
+  if (::mkdir(path.c_str(), mode) == 0 || errno == EEXIST) return ok_status();
+  if (errno != ENOENT) return make_error("io", call_error("mkdir", path, errno));
   std::string partial;
   size_t pos = 0;
   while (pos != std::string::npos) {

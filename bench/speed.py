@@ -159,14 +159,23 @@ def write_policy(work, name, no_site, pool):
 
 def is_spare(runner):
     """The runner the server starts ahead of the next cold job: no sandbox
-    yet, blocked reading its spec."""
-    if children(runner):
-        return False
+    yet, blocked reading its spec; its one child, the zygote that will make
+    pid 1, blocked reading the spec from the runner."""
+    kids = children(runner)
     try:
         with open("/proc/%d/wchan" % runner) as f:
-            return "pipe_read" in f.read()
+            if "pipe_read" not in f.read():
+                return False
+        for z in kids:
+            with open("/proc/%d/comm" % z) as f:
+                if f.read().strip() != "throwbox-zygote" or children(z):
+                    return False
+            with open("/proc/%d/wchan" % z) as f:
+                if "read" not in f.read():
+                    return False
     except OSError:
         return False
+    return len(kids) <= 1  # none: a build from before the zygote, kept for A/B runs
 
 
 def wait_quiet(server, want=0, timeout=20):

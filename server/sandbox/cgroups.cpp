@@ -1,4 +1,4 @@
-// cgroup v2 and v1 handling. Trusted side only (server start-up, runner parent).
+// cgroup v2 and v1 handling. Trusted side only (server start-up, runner and zygote).
 // Every limit write that fails makes the job a sandbox_error: a cgroup without
 // its limit is not a boundary.
 #include "server/sandbox/cgroups.h"
@@ -285,6 +285,21 @@ Stats Job::read_stats() const {
 
 void Job::kill_all() const {
   if (mode_ == "v2") (void)write_file(by_ctl_.at("v2") + "/cgroup.kill", "1");
+}
+
+Job Job::named_in_parent(const Host& host, const std::string& job_id) {
+  Job job;
+  job.mode_ = host.mode;
+  if (host.mode == "v2") {
+    job.dirs_.push_back(host.v2_base + "/job-" + job_id);
+    job.by_ctl_["v2"] = job.dirs_.back();
+  } else if (host.mode == "v1") {
+    for (auto& [ctl, base] : host.v1_base) {
+      job.dirs_.push_back(base + "/job-" + job_id);
+      job.by_ctl_[ctl] = job.dirs_.back();
+    }
+  }
+  return job;
 }
 
 void Job::destroy() const {

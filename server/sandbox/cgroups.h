@@ -1,7 +1,7 @@
 // cgroups for one job: memory (no swap), pids and CPU limits, accounting, OOM
 // detection and whole-tree kill. v2 where a delegated subtree is writable, v1
 // where that is what the host has. Detection runs in the server at start-up
-// (and in `throwbox doctor`); the per-job cgroup is made by the runner parent.
+// (and in `throwbox doctor`); the per-job cgroup is made by the runner's zygote.
 #pragma once
 #include <sys/types.h>
 
@@ -43,8 +43,11 @@ struct Stats {
 
 class Job {
  public:
-  // Creates the job's cgroup(s) and writes the limits (runner parent).
+  // Creates the job's cgroup(s) and writes the limits (the runner's zygote).
   static util::Result<Job> create_in_parent(const Host& host, const std::string& job_id, const Limits& limits);
+  // The job's cgroup as create_in_parent names it, made elsewhere (the zygote)
+  // or not at all: for statistics, kill and destroy.
+  static Job named_in_parent(const Host& host, const std::string& job_id);
   Job() = default;
   util::Status attach_in_parent(pid_t pid) const;
   Stats read_stats() const;

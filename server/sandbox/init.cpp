@@ -174,6 +174,8 @@ void kill_all_and_reap(pid_t program, int& program_status, bool& program_reaped)
 void run_in_child(const ChildContext& ctx) {
   const int sock = ctx.report_sock;
   trace::mark("pid 1: started");
+  // Named for ps and the tests (it inherited the zygote's name).
+  (void)::prctl(PR_SET_NAME, "throwbox-init", 0, 0, 0);
   namespaces::unshare_network_in_child(sock);
   trace::mark("pid 1: network namespace");
   // The runner's stdin/stdout/stderr are the broker's pipes: pid 1 must not
@@ -191,6 +193,7 @@ void run_in_child(const ChildContext& ctx) {
   ssize_t n = ::recv(sock, &msg, 1, 0);
   if (n != 1 || msg != kMsgGo) ::_exit(1);  // parent failed the id maps or died
 
+  placement::restore_in_child(*ctx.cpus);
   trace::mark("pid 1: go received");
   mounts::mount_root_in_child(*ctx.plan, sock);
   trace::mark("pid 1: sources opened");
@@ -222,7 +225,8 @@ void run_in_child(const ChildContext& ctx) {
   }
 
   trace::mark("pid 1: landlock ruleset");
-  // The runner made and attached the job's cgroup while the root was built
+  // The zygote made and attached the job's cgroup while the root was built,
+  // and the runner reaped it (no process outside shares this memory now)
   // (and a cold job's ledger record exists): nothing of the program's may
   // start before that.
   if (::recv(sock, &msg, 1, 0) != 1 || msg != kMsgStart) ::_exit(1);  // parent failed the cgroup or died

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "server/sandbox/mounts.h"
+#include "server/sandbox/placement.h"
 #include "server/sandbox/rlimits.h"
 #include "server/sandbox/seccomp.h"
 #include "server/sandbox/spec.h"
@@ -23,6 +24,7 @@ struct ChildContext {
   const rlimits::Table* rlimits;
   int last_cap;                      // highest capability number on this kernel
   int landlock_abi;                  // 0: Landlock not used
+  const placement::Cpus* cpus;       // the runner's CPUs, restored after go
 };
 
 [[noreturn]] void run_in_child(const ChildContext& ctx);

@@ -1,8 +1,10 @@
 // The ordered containment steps, parent side. The child side is init.cpp.
+// In the zygote (build_in_zygote), forked by the runner before its job came:
 // 1 plan mounts  2 compile seccomp, probe Landlock, rlimit table  3 scratch
-// dirs  4 pipes and socket  5 clone into namespaces (the child makes its
-// network namespace meanwhile)  6 id maps, go (the child builds its root
-// meanwhile)  7 make and attach the cgroup, the start gate, start
+// dirs  4 (pipes and socket: made before the fork)  5 clone into namespaces
+// (the child makes its network namespace meanwhile)  6 id maps, go (the child
+// builds its root meanwhile)  7 make and attach the cgroup, report, exit.
+// In the runner (launch): reap the zygote, the start gate, start
 // 8 supervise: capture, deadline
 // 9 harvest /outputs  10 reap, account, remove the cgroup.
 // Any failed step before the program starts is a sandbox_error; the code never runs.
@@ -28,6 +30,7 @@
 #include "server/sandbox/capture.h"
 #include "server/sandbox/cgroups.h"
 #include "server/sandbox/landlock.h"
+#include "server/sandbox/placement.h"
 #include "server/sandbox/rlimits.h"
 #include "server/sandbox/seccomp.h"
 #include "server/sandbox/trace.h"
@@ -38,6 +41,7 @@
 #include "server/sandbox/init.h"
 #include "server/sandbox/mounts.h"
 #include "server/sandbox/namespaces.h"
+#include "server/sandbox/zygote.h"
 #include "server/util/fd.h"
 #include "server/util/text.h"
 
@@ -278,13 +282,30 @@ void Teardown::finish() {
   cgroup_ = cgroups::Job();
 }
 
-Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd) {
-  // A warm spec becomes the job's once claimed (timeout, progress).
-  LaunchSpec spec = warm_or_cold;
+namespace {
+
+// pid 1's first steps on its own stack: drop the runner's ends, then init.
+struct Pid1Args {
+  const init::ChildContext* ctx;
+  int runner_fds[4];  // the control socket's runner end, the pipes' reading ends, the zygote's report pipe
+};
+
+int pid1_entry(void* p) {
+  auto* a = static_cast<Pid1Args*>(p);
+  for (int fd : a->runner_fds) ::close(fd);
+  init::run_in_child(*a->ctx);
+}
+
+}  // namespace
+
+void build_in_zygote(const LaunchSpec& spec, zygote::Channels& ch, int report_fd, zygote::Report report) {
+  auto fail = [&](std::string message) {
+    report.error = std::move(message);
+    zygote::report_and_exit_in_zygote(report_fd, report);
+  };
   // 1. Every path and string the child will need, built before clone.
   auto plan = mounts::plan_in_parent(spec);
-  if (!plan) return sandbox_error(plan.error().message);
-
+  if (!plan) fail(plan.error().message);
   trace::mark("plan");
   // 2. The other layers, prepared here so the child only makes syscalls.
   // Normally compiled once by the server; a runner started by hand compiles its own.
@@ -295,15 +316,15 @@ Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd
     if (!raw) return util::make_error("sandbox", "seccomp program in the launch spec is not base64");
     return seccomp::from_bytes(*raw);
   }();
-  if (!filter) return sandbox_error(filter.error().message);
+  if (!filter) fail(filter.error().message);
   const int landlock_abi = landlock::abi_version();
+  report.landlock_abi = landlock_abi;
   if (landlock_abi == 0 && spec.require_landlock)
-    return sandbox_error("the policy requires Landlock (sandbox.require.landlock) but this kernel has none "
-                         "(needs Linux 5.13+ with landlock in the lsm= boot list)");
+    fail("the policy requires Landlock (sandbox.require.landlock) but this kernel has none "
+         "(needs Linux 5.13+ with landlock in the lsm= boot list)");
   cgroups::Host host = cgroups::host_from_json(spec.cgroup_host);
   if (host.mode == "none" && spec.require_cgroups)
-    return sandbox_error("the policy requires cgroups (sandbox.require.cgroups) but none are usable: " +
-                         host.why_not);
+    fail("the policy requires cgroups (sandbox.require.cgroups) but none are usable: " + host.why_not);
   // With a memory cgroup the cgroup is the limit (an OOM kill is reported as
   // memory_exceeded) and RLIMIT_DATA only a backstop at twice it; without one,
   // RLIMIT_DATA is the limit.
@@ -313,89 +334,102 @@ Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd
        std::max({spec.work_max_bytes, spec.tmp_max_bytes, spec.outputs_max_bytes}), data_max,
        spec.timeout_ms});
   const int last_cap = capabilities::read_last_cap_in_parent();
+  const placement::Cpus cpus = placement::allowed_in_parent();
   trace::mark("layers prepared");
 
   // 3. The mount point of the new root and the host side of the harvest.
-  if (::mkdir(plan->root.c_str(), 0700) != 0)
-    return sandbox_error(util::call_error("mkdir", plan->root, errno));
-  teardown.root_ = plan->root;
+  if (::mkdir(plan->root.c_str(), 0700) != 0) fail(util::call_error("mkdir", plan->root, errno));
   if (::mkdir(spec.harvest_dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return sandbox_error(util::call_error("mkdir", spec.harvest_dir, errno));
+    fail(util::call_error("mkdir", spec.harvest_dir, errno));
 
-  // 4. Capture pipes and the control socket.
-  util::Pipe out, err;
-  if (!util::make_pipe(out) || !util::make_pipe(err))
-    return sandbox_error(util::call_error("pipe2", "stdout/stderr", errno));
-  int sv_fds[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv_fds) != 0)
-    return sandbox_error(util::call_error("socketpair", "control", errno));
-  util::UniqueFd sock(sv_fds[0]), child_sock(sv_fds[1]);
-
-  init::ChildContext ctx{&spec, &*plan, child_sock.get(), out.write.get(), err.write.get(),
-                         to_cstrings(spec.argv), to_cstrings(spec.env), &*filter, &limits, last_cap,
-                         landlock_abi};
-
-  // 5. Clone into fresh namespaces.
-  pid_t pid = namespaces::clone_sandbox_in_parent();
+  // 4-5. Clone into fresh namespaces, on the zygote's memory (the child makes
+  // its network namespace first thing). Nothing here is freed: pid 1 reads
+  // the plan and the context until the zygote's exit, and after it.
+  std::vector<std::string> argv_strings = spec.argv, env_strings = spec.env;
+  init::ChildContext ctx{&spec, &*plan, ch.child_sock.get(), ch.out_write.get(), ch.err_write.get(),
+                         to_cstrings(argv_strings), to_cstrings(env_strings), &*filter, &limits, last_cap,
+                         landlock_abi, &cpus};
+  Pid1Args args{&ctx, {ch.sock.get(), ch.out_read.get(), ch.err_read.get(), report_fd}};
+  pid_t pid = zygote::clone_pid1_in_zygote(pid1_entry, &args, namespaces::kSandboxCloneFlags);
   if (pid < 0) {
     int e = errno;
-    return sandbox_error(util::call_error("clone", "CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS|"
-                                                   "CLONE_NEWIPC|CLONE_NEWUTS|CLONE_NEWCGROUP", e) +
-                         (e == EPERM || e == ENOSPC
-                              ? "; user namespaces may be disabled (sysctl user.max_user_namespaces, "
-                                "kernel.apparmor_restrict_unprivileged_userns)"
-                              : ""));
+    fail(util::call_error("clone", "CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWIPC|CLONE_NEWUTS|"
+                                   "CLONE_NEWCGROUP|CLONE_VM|CLONE_PARENT", e) +
+         (e == EPERM || e == ENOSPC
+              ? "; user namespaces may be disabled (sysctl user.max_user_namespaces, "
+                "kernel.apparmor_restrict_unprivileged_userns)"
+              : ""));
   }
-  if (pid == 0) {
-    sock.reset();
-    out.read.reset();
-    err.read.reset();
-    init::run_in_child(ctx);
-  }
-  child_sock.reset();
-  out.write.reset();
-  err.write.reset();
-  teardown.pid_ = pid;
-  teardown.kill_ = true;  // until pid 1 reports, releasing it means killing it
+  report.pid = pid;
+  placement::keep_child_here_in_parent(pid, cpus);
   trace::mark("cloned");
 
-  // 6-7. Identity first: pid 1 builds its root once the id maps exist (go).
-  // Meanwhile this process makes the job's cgroup and attaches pid 1 (a v1
-  // attach waits out an RCU grace period, about 1 ms here), and a cold job
-  // waits for the broker's release (the start gate). Only then may pid 1
-  // start the program (start): nothing of it runs outside the cgroup or
-  // before the job is recorded.
+  // 6. Identity first: pid 1 builds its root once the id maps exist (go).
+  if (auto m = namespaces::write_id_maps_in_parent(pid, spec.host_uid, spec.host_gid); !m) fail(m.error().message);
+  char go = kMsgGo;
+  if (::send(ch.sock.get(), &go, 1, MSG_NOSIGNAL) != 1) fail(util::call_error("send", "go", errno));
+  placement::move_self_away_in_parent(cpus);
+  trace::mark("id maps, go");
+
+  // 7. Meanwhile the job's cgroup, with pid 1 in it (a v1 attach waits out
+  // an RCU grace period, about 1 ms here). The runner sends "start" after this
+  // report, once the zygote is reaped (and, cold, the job released).
+  auto made = cgroups::Job::create_in_parent(
+      host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
+  if (!made) fail(made.error().message);
+  if (auto a = made->attach_in_parent(pid); !a) fail(a.error().message);
+  trace::mark("cgroup attached");
+  zygote::report_and_exit_in_zygote(report_fd, report);
+}
+
+Outcome abandon(const zygote::Report& built, const LaunchSpec* spec, std::string message) {
+  Teardown teardown;
+  if (built.pid > 0) {
+    teardown.pid_ = built.pid;
+    teardown.kill_ = true;
+  }
+  if (spec) {
+    teardown.root_ = mounts::root_path(*spec);
+    teardown.cgroup_ = cgroups::Job::named_in_parent(cgroups::host_from_json(spec->cgroup_host), spec->job_id);
+  }
+  teardown.finish();
+  return sandbox_error(std::move(message));
+}
+
+Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygote::Report& built,
+               Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd) {
+  // A warm spec becomes the job's once claimed (timeout, progress).
+  LaunchSpec spec = warm_or_cold;
+  const cgroups::Host host = cgroups::host_from_json(spec.cgroup_host);
+  // What the zygote makes, named here for the teardown whatever it reports.
+  teardown.root_ = mounts::root_path(spec);
+  teardown.cgroup_ = cgroups::Job::named_in_parent(host, spec.job_id);
+  const cgroups::Job& cgroup = teardown.cgroup_;
+  // 1-7 were the zygote's (build_in_zygote).
+  if (built.pid > 0) {
+    teardown.pid_ = built.pid;
+    teardown.kill_ = true;  // until pid 1 reports, releasing it means killing it
+  }
+  const pid_t pid = built.pid;
+  const int landlock_abi = built.landlock_abi;
   Outcome o;
   Supervision sv;
   capture::Stream out_cap(spec.stdout_max_bytes), err_cap(spec.stderr_max_bytes);
-  // A failed send means pid 1 is gone: supervise() then reads its error report or EOF.
-  auto send_byte = [&](char byte) { (void)::send(sock.get(), &byte, 1, MSG_NOSIGNAL); };
-  if (auto m = namespaces::write_id_maps_in_parent(pid, spec.host_uid, spec.host_gid); !m)
-    sv.setup_error = m.error().message;
-  else
-    send_byte(kMsgGo);
-  trace::mark("id maps, go");
-  auto made = cgroups::Job::create_in_parent(
-      host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
-  if (made) teardown.cgroup_ = *made;
-  const cgroups::Job& cgroup = teardown.cgroup_;
-  if (sv.setup_error.empty()) {
-    if (!made) {
-      sv.setup_error = made.error().message;
-    } else if (auto s = cgroup.attach_in_parent(pid); !s) {
-      sv.setup_error = s.error().message;
-    } else if (auto g = await_start(sock.get(), cancel_fd, spec.warm.empty() ? claim_fd : -1); !g) {
-      sv.setup_error = g.error().message;
-      sv.cancelled = g.error().code == "cancelled";
-    } else {
-      send_byte(kMsgStart);
-    }
+  auto send_byte = [&](char byte) { (void)::send(ch.sock.get(), &byte, 1, MSG_NOSIGNAL); };
+  if (!built.error.empty()) {
+    sv.setup_error = built.error;
+  } else if (auto g = await_start(ch.sock.get(), cancel_fd, spec.warm.empty() ? claim_fd : -1); !g) {
+    // Cold: nothing of the program runs before the broker's release.
+    sv.setup_error = g.error().message;
+    sv.cancelled = g.error().code == "cancelled";
+  } else {
+    send_byte(kMsgStart);
   }
-  trace::mark("cgroup attached, start");
+  trace::mark("zygote reaped, start");
   // 7b. Warm: idle until a job claims the sandbox, then put its code and
   // inputs in and release the program.
   if (sv.setup_error.empty() && !spec.warm.empty()) {
-    auto claim = await_claim(sock.get(), cancel_fd, progress_fd, claim_fd);
+    auto claim = await_claim(ch.sock.get(), cancel_fd, progress_fd, claim_fd);
     if (!claim) {
       sv.setup_error = claim.error().message;
     } else {
@@ -408,14 +442,14 @@ Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd
         sv.setup_error = "the server exited while the job was being claimed";
       } else {
         char go = kMsgClaim;
-        if (::send(sock.get(), &go, 1, MSG_NOSIGNAL) != 1) sv.setup_error = util::call_error("send", "claim", errno);
+        if (::send(ch.sock.get(), &go, 1, MSG_NOSIGNAL) != 1) sv.setup_error = util::call_error("send", "claim", errno);
       }
     }
     trace::mark("claimed");
   }
   // 8. Run, capture, enforce the deadline.
   if (sv.setup_error.empty())
-    supervise(spec, sock.get(), out.read, err.read, out_cap, err_cap, sv, cancel_fd,
+    supervise(spec, ch.sock.get(), ch.out_read, ch.err_read, out_cap, err_cap, sv, cancel_fd,
               spec.progress ? progress_fd : -1);
   trace::mark("program done, drained");
   if (sv.timed_out || sv.cancelled) cgroup.kill_all();
@@ -428,7 +462,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, Teardown& teardown, int cancel_fd
   // 10. Releasing pid 1 ends the namespaces (Teardown::finish, after the
   // outcome is reported); SIGKILL covers a pid 1 that never reported.
   teardown.kill_ = !sv.exited_report;
-  teardown.sock_ = std::move(sock);
+  teardown.sock_ = std::move(ch.sock);
 
   o.stdout_text = out_cap.text();
   o.stderr_text = err_cap.text();

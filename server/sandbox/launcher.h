@@ -8,6 +8,7 @@
 
 #include "server/sandbox/cgroups.h"
 #include "server/sandbox/spec.h"
+#include "server/sandbox/zygote.h"
 #include "server/util/fd.h"
 
 namespace sandbox::launcher {
@@ -21,7 +22,21 @@ class Teardown;
 // is built, then reads one Claim line (JSON) from claim_fd (the runner's stdin).
 // A cold spec starts its program only at EOF on claim_fd: the broker records
 // the job while the sandbox is built and closes the runner's stdin after.
-Outcome launch(const LaunchSpec& spec, Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd = -1);
+// The zygote (forked at the runner's start) got the same spec, built pid 1
+// and reported (built); the runner reaped it.
+Outcome launch(const LaunchSpec& spec, zygote::Channels& channels, const zygote::Report& built, Teardown& teardown,
+               int cancel_fd, int progress_fd, int claim_fd = -1);
+
+// The runner refuses a job whose spec the zygote already had: removes what it
+// made (pid 1, the cgroup, the root mount point; spec null when the runner
+// could not parse it, nor then could the zygote) and returns the sandbox_error.
+Outcome abandon(const zygote::Report& built, const LaunchSpec* spec, std::string message);
+
+// Steps 1-7 in the zygote: plan, layers, clone pid 1, id maps, go, the job's
+// cgroup; then the report to the runner and the zygote's exit.
+// report: what the zygote read (the spec text), completed here.
+[[noreturn]] void build_in_zygote(const LaunchSpec& spec, zygote::Channels& channels, int report_fd,
+                                  zygote::Report report);
 
 // What is left once the outcome is known: pid 1 (and with it every namespace),
 // the root mount point and the cgroup. The runner reports first and then
@@ -35,7 +50,9 @@ class Teardown {
   void finish();
 
  private:
-  friend Outcome launch(const LaunchSpec& spec, Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd);
+  friend Outcome launch(const LaunchSpec& spec, zygote::Channels& channels, const zygote::Report& built,
+                        Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd);
+  friend Outcome abandon(const zygote::Report& built, const LaunchSpec* spec, std::string message);
   pid_t pid_ = -1;
   bool kill_ = false;       // pid 1 never reported: SIGKILL it
   util::UniqueFd sock_;     // closing it releases a pid 1 that did report

@@ -1,4 +1,4 @@
-// Sandbox mounts. plan_in_parent runs in the runner parent; everything else runs
+// Sandbox mounts. plan_in_parent runs in the runner's zygote; everything else runs
 // in the child between clone and execve (syscalls only, failures reported via
 // fail_in_child). The order matters and is the order of build_root_in_child.
 #include "server/sandbox/mounts.h"
@@ -130,9 +130,11 @@ void copy_input_in_child(const Bind& b, int sock) {
 
 }  // namespace
 
+std::string root_path(const LaunchSpec& spec) { return spec.scratch_dir + "/root"; }
+
 util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
   Plan p;
-  p.root = spec.scratch_dir + "/root";
+  p.root = root_path(spec);
   // Owned by the sandbox user so it can populate it after dropping host ids;
   // frozen read-only before the program runs.
   p.root_opts = tmpfs_opts(kRootTmpfsBytes, 4096, "0755", true);

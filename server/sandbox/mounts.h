@@ -52,6 +52,8 @@ struct Plan {
 };
 
 util::Result<Plan> plan_in_parent(const LaunchSpec& spec);
+// The mount point of the new root (Plan::root), a directory in the scratch dir.
+std::string root_path(const LaunchSpec& spec);
 // Every step fails closed through fail_in_child(report_sock, ...).
 // With the host identity still in place: opens every bind source (O_PATH, in
 // this mount namespace), mounts the root tmpfs and makes it the cwd. The

@@ -22,17 +22,6 @@
 
 namespace sandbox::namespaces {
 
-pid_t clone_sandbox_in_parent() {
-  // Each flag removes one view of the host: users, pids, mounts, SysV IPC,
-  // hostname and the cgroup path. The network namespace, the costliest to make
-  // (about 0.6 ms), is made by the child first thing (unshare_network_in_child)
-  // while this process writes the cgroup and the id maps.
-  unsigned long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-                        CLONE_NEWCGROUP | SIGCHLD;
-  // Raw clone with a null stack behaves like fork(); the runner is single-threaded.
-  return static_cast<pid_t>(::syscall(SYS_clone, flags, nullptr, nullptr, nullptr, nullptr));
-}
-
 namespace {
 util::Status write_proc_file(pid_t pid, const char* file, const std::string& content) {
   std::string path = "/proc/" + std::to_string(pid) + "/" + file;

@@ -4,7 +4,6 @@
 #include "server/sandbox/runner_main.h"
 
 #include <grp.h>
-#include <link.h>
 #include <sys/mman.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -14,46 +13,32 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <malloc.h>
 #include <string>
 
 #include "server/sandbox/launcher.h"
 #include "server/sandbox/spec.h"
 #include "server/sandbox/trace.h"
+#include "server/sandbox/zygote.h"
 #include "server/util/fd.h"
 #include "server/util/text.h"
 
 namespace sandbox {
 namespace {
-constexpr size_t kSpecMaxBytes = 512 * 1024 * 1024;
+
+int report(const Outcome& o) {
+  std::string text = to_json(o).dump();
+  util::write_all(1, text.data(), text.size());
+  return 0;
+}
 
 int fail(const std::string& message) {
   Outcome o;
   o.status = "sandbox_error";
   o.error = message;
-  std::string text = to_json(o).dump();
-  util::write_all(1, text.data(), text.size());
-  return 0;
+  return report(o);
 }
-// A runner usually waits, already started, for its job (the broker keeps a
-// spare). Mapping its code and read-only data now, while it waits, saves the
-// job the page faults of a first run through the spec parser and the launcher
-// (several hundred on a cold image; tens of microseconds each under a VM).
-void prefault_image() {
-  ::dl_iterate_phdr(
-      [](struct dl_phdr_info* info, size_t, void*) -> int {
-        for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-          if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W)) continue;
-          const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-          uintptr_t start = (info->dlpi_addr + ph.p_vaddr) & ~(page - 1);
-          uintptr_t end = (info->dlpi_addr + ph.p_vaddr + ph.p_memsz + page - 1) & ~(page - 1);
-          (void)::madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_READ);  // best effort
-        }
-        return 1;  // the executable only
-      },
-      nullptr);
-}
-
 }  // namespace
 
 int runner_main() {
@@ -72,34 +57,30 @@ int runner_main() {
   if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0)
     return fail(util::call_error("setgroups", "0", errno));
 
-  prefault_image();
-  // The spec is the first line (or all) of stdin. A warm spec's claim comes
-  // later on the same stdin, and only after the runner said it is ready.
-  std::string input;
-  char buf[65536];
-  size_t nl = std::string::npos;
-  while (nl == std::string::npos) {
-    long n = util::read_some(0, buf, sizeof buf);
-    if (n < 0) return fail(util::call_error("read", "stdin", errno));
-    if (n == 0) break;
-    input.append(buf, static_cast<size_t>(n));
-    if (input.size() > kSpecMaxBytes) return fail("launch spec too large");
-    nl = input.find('\n');
-  }
-  trace::mark("spec read");
-  std::string rest;
-  if (nl != std::string::npos) {
-    rest = input.substr(nl + 1);
-    input.resize(nl);
-  }
-  auto doc = nlohmann::json::parse(input, nullptr, false);
-  if (doc.is_discarded()) return fail("launch spec is not JSON");
-  auto spec = spec_from_json(doc);
-  if (!spec) return fail(spec.error().message);
+  zygote::prefault_image();
+  // Freed memory stays in the heap: what the runner and the zygote write
+  // while they wait is not faulted in again for the job (zygote.h).
+  ::mallopt(M_TRIM_THRESHOLD, 16 << 20);
+  ::mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  // The zygote forks now, while the runner waits for its job: it makes pid 1.
+  auto zygote = zygote::Zygote::start_in_parent();
+  if (!zygote) return fail(zygote.error().message);
+  // The zygote reads the spec from stdin (the first line, or all of it),
+  // parses it and builds pid 1 (launcher::build_in_zygote); this process waits
+  // for its report, parses the same spec while pid 1 builds its root, and has
+  // reaped the zygote before anything of the program may start.
+  auto built = zygote->await_report_in_parent();
+  if (!built) return fail(built.error().message);  // any pid 1 dies with this process (PR_SET_PDEATHSIG)
+  auto doc = nlohmann::json::parse(built->spec_text, nullptr, false);
+  auto spec = doc.is_discarded() ? util::make_error("sandbox", "launch spec is not JSON") : spec_from_json(doc);
+  if (!spec) return report(launcher::abandon(*built, nullptr, built->error.empty() ? spec.error().message : built->error));
   trace::mark("spec parsed");
-  if (!spec->warm.empty() && !rest.empty()) return fail("a claim arrived before the warm sandbox was ready");
-  // Cold: nothing may follow the spec but EOF, the broker's release (launch's start gate).
-  if (spec->warm.empty() && !rest.empty()) return fail("unexpected input after the launch spec");
+  // Cold: nothing may follow the spec but EOF, the broker's release (launch's
+  // start gate). Warm: the claim comes once the runner said it is ready.
+  if (!built->rest.empty())
+    return report(launcher::abandon(*built, &*spec,
+                                    spec->warm.empty() ? "unexpected input after the launch spec"
+                                                       : "a claim arrived before the warm sandbox was ready"));
 
   // SIGTERM from the broker means "cancel this job": read through a signalfd
   // in the supervision loop (blocked here; the program gets an empty mask).
@@ -109,7 +90,7 @@ int runner_main() {
   ::sigprocmask(SIG_BLOCK, &term, nullptr);
   util::UniqueFd cancel_fd(::signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK));
   launcher::Teardown teardown;
-  Outcome outcome = launcher::launch(*spec, teardown, cancel_fd.get(), 1, 0);
+  Outcome outcome = launcher::launch(*spec, zygote->channels(), *built, teardown, cancel_fd.get(), 1, 0);
   trace::mark("outcome built");
   std::string text = to_json(outcome).dump() + "\n";
   bool written = util::write_all(1, text.data(), text.size());

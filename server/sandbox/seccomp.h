@@ -1,4 +1,4 @@
-// The syscall filter: compiled with libseccomp in the runner parent, installed
+// The syscall filter: compiled with libseccomp on the runner's side (the zygote), installed
 // by the program child as the very last step before execve.
 #pragma once
 #include <linux/filter.h>

@@ -84,9 +84,9 @@ test('20 jobs leave no process, scratch directory, cgroup or mount behind', { ti
   t.diagnostic(`idle warm sandboxes: ${warm.length}; spare runners: ${spare.length}`);
   assert.deepEqual(others, [], 'processes of a job left under the server');
   assert.ok(spare.length <= 1, `at most one spare runner: ${spare}`);
-  // The pool's and the spare runner run as the server's uid, which is the
-  // sandbox's host uid when the server is not root.
-  const poolPids = new Set([...spare, ...warm.flatMap((r) => [r, ...descendants(r)])]);
+  // The pool's and the spare runner (with its zygote) run as the server's
+  // uid, which is the sandbox's host uid when the server is not root.
+  const poolPids = new Set([...spare, ...warm].flatMap((r) => [r, ...descendants(r)]));
   const leftover = [...pidsOfUid(sandboxHostUid)]
     .filter((pid) => !uidPidsBefore.has(pid) && pid !== process.pid && !poolPids.has(pid));
   const describe = (pid) => { try { return `${pid} ${fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ')}`; } catch { return `${pid} (gone)`; } };

@@ -1,7 +1,10 @@
-// The cold path's two hand-offs between broker and runner:
+// The cold path's hand-offs between broker, runner and zygote:
 //  - the spare runner: the server keeps one runner started ahead (exec'd,
-//    blocked reading its spec, no sandbox), hands it the next cold job and
-//    starts another only after that job;
+//    no sandbox, its zygote forked and blocked reading the spec), hands it
+//    the next cold job and starts another only after that job;
+//  - the zygote: it makes pid 1 on its own memory (CLONE_VM) and is gone
+//    before the program runs: no process outside the sandbox shares pid 1's
+//    memory then (kcmp(KCMP_VM) over every process on the host);
 //  - the start gate: a cold runner builds the sandbox as soon as it has its
 //    spec, but starts the program only at EOF on its stdin (the broker closes
 //    it once the job is in the ledger).
@@ -13,7 +16,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { REPO_ROOT, connect } from './lib/client.mjs';
-import { isSpareRunner, poolAndLeftovers } from './lib/host.mjs';
+import { spawnSync } from 'node:child_process';
+import { childrenOf, isSpareRunner, poolAndLeftovers } from './lib/host.mjs';
 
 const BIN = process.env.THROWBOX_BIN;
 const RUNNER = path.join(path.dirname(BIN), 'throwbox-runner');
@@ -79,6 +83,87 @@ test('a spare runner killed while idle costs nothing but a fresh start', { timeo
     assert.equal(sc.status, 'completed', JSON.stringify(sc));
     assert.equal(sc.stdout, '42\n');
     const next = await spareOf(pid);
+    assert.notEqual(next, spare);
+  } finally {
+    await c.close();
+  }
+});
+
+// kcmp(KCMP_VM) of `pid` against every process on the host: the pids that
+// share its memory (itself included), or null without kcmp (ENOSYS).
+function sharingMemoryWith(pid) {
+  const probe = `
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_kcmp, KCMP_VM = 312, 1
+target = int(sys.argv[1])
+same = []
+for d in os.listdir('/proc'):
+    if not d.isdigit():
+        continue
+    r = libc.syscall(SYS_kcmp, target, int(d), KCMP_VM, 0, 0)
+    if r == 0:
+        same.append(int(d))
+    elif r < 0 and ctypes.get_errno() == 38:
+        print('ENOSYS'); sys.exit(0)
+print(' '.join(map(str, sorted(same))))
+`;
+  const r = spawnSync('/usr/bin/python3', ['-I', '-c', probe, String(pid)], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  if (r.stdout.trim() === 'ENOSYS') return null;
+  return r.stdout.trim().split(' ').filter(Boolean).map(Number);
+}
+
+const comm = (pid) => { try { return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim(); } catch { return ''; } };
+
+test('pid 1 runs on memory no process outside the sandbox shares once the program runs', { timeout: 60_000 }, async (t) => {
+  if (process.geteuid() !== 0) { t.skip('kcmp over other users\' processes needs root'); return; }
+  const c = await coldServer();
+  try {
+    const server = c.transport.pid;
+    const spare = await spareOf(server);
+    const [zygote] = childrenOf(spare);
+    assert.equal(comm(zygote), 'throwbox-zygote');
+    const job = py(c, 'import time\nprint("started", flush=True)\ntime.sleep(2)\nprint("done")');
+    // The spare took the job: its zygote made pid 1 and is gone; pid 1 is the
+    // runner's child (CLONE_PARENT) and the program pid 1's.
+    let init = null;
+    let program = null;
+    for (let i = 0; i < 200 && program === null; i += 1) {
+      const kids = fs.existsSync(`/proc/${spare}`) ? childrenOf(spare) : [];
+      if (kids.length === 1 && comm(kids[0]) === 'throwbox-init') {
+        const progs = childrenOf(kids[0]);
+        if (progs.length === 1 && comm(progs[0]) === 'python3') [init, program] = [kids[0], progs[0]];
+      }
+      if (program === null) await sleep(10);
+    }
+    assert.ok(program, `no running job under the runner ${spare}`);
+    assert.equal(fs.existsSync(`/proc/${zygote}`), false, 'the zygote is gone while the program runs');
+    const sharing = sharingMemoryWith(init);
+    if (sharing === null) { t.skip('kcmp is not available on this kernel (CONFIG_KCMP)'); await job; return; }
+    assert.deepEqual(sharing, [init], `processes sharing pid 1's memory: ${sharing}`);
+    assert.deepEqual(sharingMemoryWith(program), [program]);
+    assert.deepEqual(sharingMemoryWith(spare), [spare]);
+    const sc = await job;
+    assert.equal(sc.status, 'completed', JSON.stringify(sc));
+    assert.equal(sc.stdout, 'started\ndone\n');
+  } finally {
+    await c.close();
+  }
+});
+
+test('a spare\'s zygote killed while idle costs nothing but a fresh start', { timeout: 60_000 }, async () => {
+  const c = await coldServer();
+  try {
+    const server = c.transport.pid;
+    const spare = await spareOf(server);
+    const [zygote] = childrenOf(spare);
+    process.kill(zygote, 'SIGKILL');
+    for (let i = 0; i < 100 && fs.existsSync(`/proc/${spare}`); i += 1) await sleep(20);
+    const sc = await py(c, 'print(6 * 7)');
+    assert.equal(sc.status, 'completed', JSON.stringify(sc));
+    assert.equal(sc.stdout, '42\n');
+    const next = await spareOf(server);
     assert.notEqual(next, spare);
   } finally {
     await c.close();

@@ -18,6 +18,11 @@ export function descendants(root) {
   return all(root);
 }
 
+// The live children of `pid`.
+export function childrenOf(pid) {
+  return processTable()(pid);
+}
+
 function processTable() {
   const parent = new Map();
   for (const d of fs.readdirSync('/proc')) {
@@ -36,12 +41,25 @@ function cmdline(pid) {
   try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim(); } catch { return ''; }
 }
 
+function comm(pid) {
+  try { return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim(); } catch { return ''; }
+}
+
+function wchan(pid) {
+  try { return fs.readFileSync(`/proc/${pid}/wchan`, 'utf8'); } catch { return ''; }
+}
+
 // A runner the server started ahead of the next cold job: a child of the
-// server with no sandbox (no children), blocked reading its spec from a pipe.
+// server with no sandbox, blocked reading its spec from a pipe. Its one child
+// is its zygote (the process that will make pid 1), with no children of its
+// own, blocked reading the spec from the runner.
 export function isSpareRunner(pid) {
   if (!cmdline(pid).endsWith('throwbox-runner')) return false;
-  if (processTable()(pid).length !== 0) return false;
-  try { return fs.readFileSync(`/proc/${pid}/wchan`, 'utf8').includes('pipe_read'); } catch { return false; }
+  if (!wchan(pid).includes('pipe_read')) return false;
+  const kids = processTable();
+  const zygotes = kids(pid);
+  return zygotes.length === 1 && comm(zygotes[0]) === 'throwbox-zygote' &&
+    kids(zygotes[0]).length === 0 && wchan(zygotes[0]).includes('read');
 }
 
 // The server's descendants, split into the idle sandboxes of its warm pool,
@@ -57,12 +75,15 @@ export function poolAndLeftovers(serverPid) {
   const others = [];
   const all = (pid) => [pid, ...kids(pid).flatMap(all)];
   for (const runner of kids(serverPid)) {
+    if (isSpareRunner(runner)) {
+      spare.push(runner);
+      continue;
+    }
     const inits = kids(runner);
     const progs = inits.length === 1 ? kids(inits[0]) : [];
     const idle = inits.length === 1 && progs.length <= 1 &&
       progs.every((p) => cmdline(p).includes('_throwbox_loader') && kids(p).length === 0);
     if (idle) warm.push(runner);
-    else if (isSpareRunner(runner)) spare.push(runner);
     else others.push(...all(runner).map((p) => `${p} ${cmdline(p)}`));
   }
   return { warm, spare, others };

@@ -25,6 +25,7 @@
 #include "server/store/store.h"
 #include "server/util/fd.h"
 #include "server/util/result.h"
+#include "server/util/worker_pool.h"
 
 namespace broker {
 
@@ -120,8 +121,9 @@ class Jobs {
   void retire(std::unique_ptr<RunnerProcess> runner, const std::string& scratch_dir, const std::string& id);
   // The runner reports, then tears its sandbox down; `finished` receives the
   // process handle so that teardown is waited for off the caller's path.
-  // before_start runs while the runner builds the sandbox, before the program
-  // may start; its error kills the runner and is returned.
+  // before_start runs on the release thread while the runner builds the
+  // sandbox, before the program may start; its error cancels the runner at
+  // the start gate and is returned.
   util::Result<sandbox::Outcome> start_runner(const sandbox::LaunchSpec& spec, const JobRequest& request,
                                               std::unique_ptr<Finished>& finished,
                                               const std::function<util::Status()>& before_start);
@@ -159,6 +161,9 @@ class Jobs {
   bool spare_wanted_ = false;
   std::jthread reaper_;
   std::jthread janitor_;  // runs expire() every retention.janitor_interval_s
+  // Records a cold job in the ledger and releases its runner (start_runner)
+  // while the worker that wrote the spec goes on reading the runner.
+  util::WorkerPool release_{1, 256};
   std::unique_ptr<Pool> pool_;  // null when the policy's pool is off; destroyed first
 };
 

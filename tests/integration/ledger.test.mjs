@@ -5,8 +5,10 @@
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { connect, mkStateDir, runCode, fetchArtifact, textOf, REQUEST_TIMEOUT_MS } from './lib/client.mjs';
-import { pgrep } from './lib/host.mjs';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { connect, mkStateDir, runCode, fetchArtifact, textOf, REQUEST_TIMEOUT_MS, REPO_ROOT } from './lib/client.mjs';
+import { pgrep, poolAndLeftovers } from './lib/host.mjs';
 
 const stateDir = mkStateDir();
 const conns = [];
@@ -102,4 +104,46 @@ test('the audit log has one record per tool call and no code text or input conte
   assert.ok(records.every((r) => typeof r.time === 'string' && typeof r.duration_ms === 'number'));
   // The file is private to the server's user.
   assert.equal(fs.statSync(`${stateDir}/audit.log`).mode & 0o777, 0o600);
+});
+
+// A cold job is recorded while its sandbox is built (the broker's release
+// thread); a record that fails cancels it at the start gate.
+test('a ledger that cannot record the job fails the call, leaves nothing and the next job runs', { timeout: 60_000 }, async () => {
+  const dir = mkStateDir();
+  const doc = JSON.parse(fs.readFileSync(process.env.THROWBOX_POLICY ?? path.join(REPO_ROOT, 'policies/default.json'), 'utf8'));
+  doc.pool = { ...doc.pool, enabled: false };
+  const policy = path.join(dir, 'cold-policy.json');
+  fs.writeFileSync(policy, JSON.stringify(doc));
+  const c = await connect({ stateDir: dir, policy });
+  conns.push(c);
+  const first = await runCode(c.client, { runtime: 'python', code: 'print(1)' });
+  assert.equal(first.structuredContent.status, 'completed');
+  // Another writer holds the database longer than the ledger's busy timeout (5 s).
+  const locker = spawn('/usr/bin/python3', ['-I', '-c', `
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute('BEGIN EXCLUSIVE')
+print('locked', flush=True)
+time.sleep(8)
+`, path.join(dir, 'ledger.sqlite3')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise((resolve) => locker.stdout.once('data', resolve));
+  try {
+    const r = await runCode(c.client, { runtime: 'python', code: 'print("ran")' });
+    assert.equal(r.isError, true, JSON.stringify(r));
+    assert.match(textOf(r), /locked|busy/i);
+    // The refused runner tears down and a new spare starts after the answer.
+    let others = [];
+    for (let i = 0; i < 150; i += 1) {
+      ({ others } = poolAndLeftovers(c.transport.pid));
+      if (others.length === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.deepEqual(others, [], 'nothing of the refused job is left under the server');
+  } finally {
+    locker.kill();
+    await new Promise((resolve) => locker.on('close', resolve));
+  }
+  const next = await runCode(c.client, { runtime: 'python', code: 'print(2)' });
+  assert.equal(next.structuredContent.status, 'completed', JSON.stringify(next.structuredContent));
+  assert.equal(next.structuredContent.stdout, '2\n');
 });

@@ -337,10 +337,18 @@ void build_in_zygote(const LaunchSpec& spec, zygote::Channels& ch, int report_fd
   const placement::Cpus cpus = placement::allowed_in_parent();
   trace::mark("layers prepared");
 
-  // 3. The mount point of the new root and the host side of the harvest.
+  // 3. The job's scratch directory (a cold job's is made here, the broker
+  // only made its parent) and in it the mount point of the new root. The host
+  // side of the harvest is made after go, beside pid 1's work.
+  if (::mkdir(spec.scratch_dir.c_str(), 0700) != 0) {
+    const int e = errno;
+    struct stat st {};
+    if (e != EEXIST) fail(util::call_error("mkdir", spec.scratch_dir, e));
+    if (::lstat(spec.scratch_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+        (st.st_mode & 077) != 0)
+      fail("scratch directory " + spec.scratch_dir + " exists and is not this runner's own 0700 directory");
+  }
   if (::mkdir(plan->root.c_str(), 0700) != 0) fail(util::call_error("mkdir", plan->root, errno));
-  if (::mkdir(spec.harvest_dir.c_str(), 0700) != 0 && errno != EEXIST)
-    fail(util::call_error("mkdir", spec.harvest_dir, errno));
 
   // 4-5. Clone into fresh namespaces, on the zygote's memory (the child makes
   // its network namespace first thing). Nothing here is freed: pid 1 reads
@@ -370,6 +378,8 @@ void build_in_zygote(const LaunchSpec& spec, zygote::Channels& ch, int report_fd
   if (::send(ch.sock.get(), &go, 1, MSG_NOSIGNAL) != 1) fail(util::call_error("send", "go", errno));
   placement::move_self_away_in_parent(cpus);
   trace::mark("id maps, go");
+  if (::mkdir(spec.harvest_dir.c_str(), 0700) != 0 && errno != EEXIST)
+    fail(util::call_error("mkdir", spec.harvest_dir, errno));
 
   // 7. Meanwhile the job's cgroup, with pid 1 in it (a v1 attach waits out
   // an RCU grace period, about 1 ms here). The runner sends "start" after this

@@ -6,7 +6,7 @@ Start-up (interleaved, python printing 1, --runs each):
   bwrap        the same under bubblewrap, a typical locked-down set-up
   cold         run_code over MCP stdio, pool off, runtime `python3 -I -S` (the
                sandbox is built per call; the server's spare runner process,
-               exec'd ahead, has no sandbox)
+               exec'd ahead with its zygote forked, has no sandbox)
   warm         run_code over MCP stdio, warm pool on, same runtime
   bare+site    /usr/bin/python3 -I -c 'print(1)'           (the default runtime's command)
   cold+site    run_code, the bundled default policy with the pool off
@@ -289,7 +289,7 @@ def main():
     print("idle warm sandbox (default policy, python with site): %s KiB PSS each" %
           ", ".join(str(k) for k in idle))
     spares = [r for r in children(servers["cold"].p.pid) if is_spare(r)]
-    print("spare runner (started ahead of the next cold job, no sandbox): %s KiB PSS" %
+    print("spare runner with its zygote (started ahead of the next cold job, no sandbox): %s KiB PSS" %
           ", ".join(str(tree_pss_kib(r)) for r in spares))
     sc = servers["cold+site"].run_code()
     print("peak memory of a python job (cgroup or rusage): %d KiB" % (sc["peak_memory_bytes"] // 1024))

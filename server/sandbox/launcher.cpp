@@ -352,7 +352,11 @@ void build_in_zygote(const LaunchSpec& spec, zygote::Channels& ch, int report_fd
 
   // 4-5. Clone into fresh namespaces, on the zygote's memory (the child makes
   // its network namespace first thing). Nothing here is freed: pid 1 reads
-  // the plan and the context until the zygote's exit, and after it.
+  // the plan and the context until the zygote's exit, and after it. Until
+  // then the two also share glibc's thread data (no CLONE_SETTLS): pid 1
+  // never allocates, and the one thing either could overwrite for the other
+  // is errno, between a failed call and its error report (a wrong errno in a
+  // message at worst).
   std::vector<std::string> argv_strings = spec.argv, env_strings = spec.env;
   init::ChildContext ctx{&spec, &*plan, ch.child_sock.get(), ch.out_write.get(), ch.err_write.get(),
                          to_cstrings(argv_strings), to_cstrings(env_strings), &*filter, &limits, last_cap,

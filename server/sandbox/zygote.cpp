@@ -119,13 +119,14 @@ namespace {
       report_and_exit_in_zygote(report_fd, report);
     }
     if (n == 0) break;
+    const size_t scanned = report.spec_text.size();
     report.spec_text.append(buf, static_cast<size_t>(n));
     if (report.spec_text.size() > kSpecMaxBytes) {
       report.spec_text.clear();
       report.error = "launch spec too large";
       report_and_exit_in_zygote(report_fd, report);
     }
-    nl = report.spec_text.find('\n');
+    nl = report.spec_text.find('\n', scanned);
   }
   trace::mark("spec read");
   if (nl != std::string::npos) {

@@ -62,6 +62,13 @@ int runner_main() {
   // while they wait is not faulted in again for the job (zygote.h).
   ::mallopt(M_TRIM_THRESHOLD, 16 << 20);
   ::mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  // SIGTERM from the broker means "cancel this job", whenever it comes (the
+  // sandbox may still be building): blocked from here, read through a
+  // signalfd made once the zygote reported (the program gets an empty mask).
+  sigset_t term;
+  ::sigemptyset(&term);
+  ::sigaddset(&term, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &term, nullptr);
   // The zygote forks now, while the runner waits for its job: it makes pid 1.
   auto zygote = zygote::Zygote::start_in_parent();
   if (!zygote) return fail(zygote.error().message);
@@ -82,12 +89,6 @@ int runner_main() {
                                     spec->warm.empty() ? "unexpected input after the launch spec"
                                                        : "a claim arrived before the warm sandbox was ready"));
 
-  // SIGTERM from the broker means "cancel this job": read through a signalfd
-  // in the supervision loop (blocked here; the program gets an empty mask).
-  sigset_t term;
-  ::sigemptyset(&term);
-  ::sigaddset(&term, SIGTERM);
-  ::sigprocmask(SIG_BLOCK, &term, nullptr);
   util::UniqueFd cancel_fd(::signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK));
   launcher::Teardown teardown;
   Outcome outcome = launcher::launch(*spec, zygote->channels(), *built, teardown, cancel_fd.get(), 1, 0);

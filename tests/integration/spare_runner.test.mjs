@@ -230,6 +230,21 @@ test('input after the spec, instead of EOF, fails the job before the program sta
   assert.equal(o.stdout, '');
 });
 
+test('a runner cancelled while its zygote builds reports cancelled and never starts the program', { timeout: 60_000 }, async (t) => {
+  if (gateSkip(t)) return;
+  const dir = fs.mkdtempSync(path.join(work, 'gate-'));
+  const { p, done } = startRunner();
+  // Started as a spare is: its zygote forked and waiting for the spec.
+  for (let i = 0; i < 200 && !childrenOf(p.pid).some((z) => comm(z) === 'throwbox-zygote'); i += 1) await sleep(10);
+  await sleep(100);
+  p.stdin.write(`${JSON.stringify(spec(dir))}\n`);
+  p.kill('SIGTERM');  // at once: the sandbox is being built (a cancel must not kill the runner)
+  const o = await done;
+  assert.equal(o.status, 'cancelled', JSON.stringify(o));
+  assert.equal(o.stdout, '');
+  p.stdin.destroy();
+});
+
 test('a runner cancelled at the gate reports cancelled and never starts the program', { timeout: 60_000 }, async (t) => {
   if (gateSkip(t)) return;
   const dir = fs.mkdtempSync(path.join(work, 'gate-'));

@@ -24,7 +24,7 @@ struct ChildContext {
   const rlimits::Table* rlimits;
   int last_cap;                      // highest capability number on this kernel
   int landlock_abi;                  // 0: Landlock not used
-  const placement::Cpus* cpus;       // the runner's CPUs, restored after go
+  const placement::Cpus* cpus;       // the zygote's CPUs, restored after go
 };
 
 [[noreturn]] void run_in_child(const ChildContext& ctx);

@@ -357,9 +357,8 @@ void build_in_zygote(const LaunchSpec& spec, zygote::Channels& ch, int report_fd
   // never allocates, and the one thing either could overwrite for the other
   // is errno, between a failed call and its error report (a wrong errno in a
   // message at worst).
-  std::vector<std::string> argv_strings = spec.argv, env_strings = spec.env;
   init::ChildContext ctx{&spec, &*plan, ch.child_sock.get(), ch.out_write.get(), ch.err_write.get(),
-                         to_cstrings(argv_strings), to_cstrings(env_strings), &*filter, &limits, last_cap,
+                         to_cstrings(spec.argv), to_cstrings(spec.env), &*filter, &limits, last_cap,
                          landlock_abi, &cpus};
   Pid1Args args{&ctx, {ch.sock.get(), ch.out_read.get(), ch.err_read.get(), report_fd}};
   pid_t pid = zygote::clone_pid1_in_zygote(pid1_entry, &args, namespaces::kSandboxCloneFlags);
@@ -396,16 +395,20 @@ void build_in_zygote(const LaunchSpec& spec, zygote::Channels& ch, int report_fd
   zygote::report_and_exit_in_zygote(report_fd, report);
 }
 
-Outcome abandon(const zygote::Report& built, const LaunchSpec* spec, std::string message) {
-  Teardown teardown;
+void Teardown::adopt(const zygote::Report& built, const LaunchSpec* spec) {
   if (built.pid > 0) {
-    teardown.pid_ = built.pid;
-    teardown.kill_ = true;
+    pid_ = built.pid;
+    kill_ = true;  // until pid 1 reports, releasing it means killing it
   }
   if (spec) {
-    teardown.root_ = mounts::root_path(*spec);
-    teardown.cgroup_ = cgroups::Job::named_in_parent(cgroups::host_from_json(spec->cgroup_host), spec->job_id);
+    root_ = mounts::root_path(*spec);
+    cgroup_ = cgroups::Job::named_in_parent(cgroups::host_from_json(spec->cgroup_host), spec->job_id);
   }
+}
+
+Outcome abandon(const zygote::Report& built, const LaunchSpec* spec, std::string message) {
+  Teardown teardown;
+  teardown.adopt(built, spec);
   teardown.finish();
   return sandbox_error(std::move(message));
 }
@@ -414,16 +417,10 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
                Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd) {
   // A warm spec becomes the job's once claimed (timeout, progress).
   LaunchSpec spec = warm_or_cold;
-  const cgroups::Host host = cgroups::host_from_json(spec.cgroup_host);
-  // What the zygote makes, named here for the teardown whatever it reports.
-  teardown.root_ = mounts::root_path(spec);
-  teardown.cgroup_ = cgroups::Job::named_in_parent(host, spec.job_id);
+  // 1-7 were the zygote's (build_in_zygote): what it made is torn down
+  // whatever it reported.
+  teardown.adopt(built, &spec);
   const cgroups::Job& cgroup = teardown.cgroup_;
-  // 1-7 were the zygote's (build_in_zygote).
-  if (built.pid > 0) {
-    teardown.pid_ = built.pid;
-    teardown.kill_ = true;  // until pid 1 reports, releasing it means killing it
-  }
   const pid_t pid = built.pid;
   const int landlock_abi = built.landlock_abi;
   Outcome o;

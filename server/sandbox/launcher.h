@@ -48,6 +48,9 @@ class Teardown {
   Teardown& operator=(const Teardown&) = delete;
   ~Teardown() { finish(); }
   void finish();
+  // What the zygote made (pid 1, and with the spec the root mount point and
+  // the cgroup), whatever it reported.
+  void adopt(const zygote::Report& built, const LaunchSpec* spec);
 
  private:
   friend Outcome launch(const LaunchSpec& spec, zygote::Channels& channels, const zygote::Report& built,

@@ -32,10 +32,6 @@ void move_self_away_in_parent(const Cpus& cpus) {
   set(0, others);
 }
 
-void restore_self_in_parent(const Cpus& cpus) {
-  if (cpus.here >= 0) set(0, cpus.set);
-}
-
 void restore_in_child(const Cpus& cpus) {
   if (cpus.here >= 0) set(0, cpus.set);
 }

@@ -13,6 +13,7 @@
 #include <linux/seccomp.h>
 
 #include "server/broker/jobs.h"
+#include "server/sandbox/cgroup_host.h"
 #include "server/sandbox/cgroups.h"
 #include "server/sandbox/landlock.h"
 #include "server/sandbox/seccomp.h"
@@ -72,15 +73,14 @@ Line probe_landlock(bool required) {
           "Linux 5.13+ with 'landlock' in the lsm= boot parameter (CONFIG_SECURITY_LANDLOCK=y)", required};
 }
 
-Line probe_cgroups(bool required) {
-  sandbox::cgroups::Host h = sandbox::cgroups::detect(/*move_self_into_leaf=*/false);
-  if (h.mode != "none") {
-    std::string where = h.mode == "v2" ? h.v2_base : h.v1_base.begin()->second + " (and the other controllers)";
-    return {"cgroups", true, h.mode + " at " + where, "", required};
-  }
-  return {"cgroups", false, h.why_not,
-          "root: cgroup v2 with memory, pids and cpu controllers (or v1); normal user: run throwbox in a "
-          "systemd scope with delegation, e.g. systemd-run --user --scope -p Delegate=yes throwbox serve",
+// The same set-up as serve (a delegated cgroup may move this process into a
+// leaf), so the line says exactly what a job of `serve` here will get.
+Line probe_cgroups(const sandbox::cgroups::Host& h, bool required) {
+  if (h.mode != "none") return {"cgroups", true, h.mode + ", " + h.placement, "", required};
+  return {"cgroups", false, h.why_not + "; without cgroups " + sandbox::cgroup_host::kWithoutCgroups,
+          "root: cgroup v2 with the memory, pids and cpu controllers, or v1 with them; a normal user: "
+          "cgroup v2 delegated by systemd, e.g. systemd-run --user --scope -p Delegate=yes throwbox serve, "
+          "or a systemd service with Delegate=yes (README, Hosts)",
           required};
 }
 
@@ -91,7 +91,8 @@ int run(const policy::Policy& pol, const std::string& state_dir, const std::stri
   lines.push_back(probe_user_namespaces());
   lines.push_back(probe_seccomp());
   lines.push_back(probe_landlock(pol.sandbox.require_landlock));
-  lines.push_back(probe_cgroups(pol.sandbox.require_cgroups));
+  auto tree = sandbox::cgroup_host::ServerTree::set_up();
+  lines.push_back(probe_cgroups(tree->host(), pol.sandbox.require_cgroups));
 
   // The proof: one real job through the runner with the policy's first runtime.
   std::string probe_state = state_dir + "/doctor-" + std::to_string(::getpid());
@@ -100,8 +101,7 @@ int run(const policy::Policy& pol, const std::string& state_dir, const std::stri
     job.detail = s.error().message;
   } else {
     store::Store store(probe_state);
-    sandbox::cgroups::Host host = sandbox::cgroups::detect(false);
-    broker::Jobs jobs(pol, store, runner_exe, sandbox::cgroups::to_json(host));
+    broker::Jobs jobs(pol, store, runner_exe, sandbox::cgroups::to_json(tree->host()));
     std::string runtime = pol.available_runtimes().front();
     const char* code = runtime == "python" ? "print('ok')" : runtime == "node" ? "console.log('ok')" : "echo ok";
     broker::JobRequest probe;
@@ -114,28 +114,46 @@ int run(const policy::Policy& pol, const std::string& state_dir, const std::stri
       job.detail = r.error().message;
     } else {
       const auto& o = r->outcome;
-      job.ok = o.status == "completed" && o.stdout_text == "ok\n";
+      // The job must have had the cgroup the line above promises, no more, no less.
+      const std::string want = tree->host().mode == "none" ? "" : "cgroups:" + tree->host().mode;
+      std::string got;
+      for (auto& l : o.layers)
+        if (l.rfind("cgroups:", 0) == 0) got = l;
+      job.ok = o.status == "completed" && o.stdout_text == "ok\n" && got == want;
       std::string layers;
       for (auto& l : o.layers) layers += (layers.empty() ? "" : " ") + l;
       job.detail = runtime + ": status " + o.status + (o.error.empty() ? "" : " (" + o.error + ")") +
                    (layers.empty() ? "" : "; active layers: " + layers);
-      if (!job.ok) job.fix = "see the failed step above; every layer must be in place before code runs";
+      if (!job.ok && o.status == "completed" && got != want)
+        job.fix = "the job's cgroup layer (" + (got.empty() ? "none" : got) + ") differs from the probe's (" +
+                  (want.empty() ? "none" : want) + "): report this as a bug";
+      else if (!job.ok)
+        job.fix = "see the failed step above; every layer must be in place before code runs";
     }
     (void)util::remove_tree(probe_state);
   }
   lines.push_back(job);
 
   bool healthy = true;
+  std::vector<std::string> degraded;
   std::cout << "throwbox doctor (policy " << pol.source << ", uid " << ::geteuid() << ")\n\n";
   for (auto& l : lines) {
     const char* mark = l.ok ? "ok     " : (l.required ? "MISSING" : "absent ");
     std::cout << mark << "  " << l.layer << ": " << l.detail << "\n";
     if (!l.ok && !l.fix.empty()) std::cout << "         fix: " << l.fix << "\n";
-    if (!l.ok && !l.required)
-      std::cout << "         the policy allows running without it; results will not list it\n";
+    if (!l.ok && !l.required) {
+      std::cout << "         the policy allows running without it (sandbox.require." << l.layer
+                << " is false); results say what is missing\n";
+      degraded.push_back(l.layer);
+    }
     if (!l.ok && l.required) healthy = false;
   }
-  std::cout << "\n" << (healthy ? "ready: every required layer is in place" : "NOT ready: a required layer is missing")
+  std::string missing;
+  for (auto& d : degraded) missing += (missing.empty() ? "" : ", ") + d;
+  std::cout << "\n"
+            << (!healthy          ? "NOT ready: a required layer is missing"
+                : degraded.empty() ? "ready: every layer is in place"
+                                   : "ready, DEGRADED: jobs run without " + missing + " (allowed by the policy)")
             << "\n";
   return healthy ? 0 : 1;
 }

@@ -2,6 +2,7 @@
 // caught here, logged and exit 2. The per-job sandbox runner is the separate
 // executable throwbox-runner beside this one (single-threaded; server/sandbox/).
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,11 +22,14 @@
 #include "server/doctor.h"
 #include "server/policy/policy.h"
 #include "server/protocol/mcp.h"
+#include "server/sandbox/cgroup_host.h"
 #include "server/sandbox/cgroups.h"
 #include "server/store/store.h"
 #include "server/transport/http.h"
 #include "server/transport/stdio.h"
+#include "server/util/fd.h"
 #include "server/util/fs.h"
+#include "server/util/text.h"
 #include "tools/registry.h"
 
 namespace {
@@ -205,23 +209,32 @@ int serve(int argc, char** argv) {
   ::chmod(opt.state_dir.c_str(), 0700);
   // A dead client must not kill us mid-write; write() reports EPIPE instead.
   ::signal(SIGPIPE, SIG_IGN);
-  if (opt.http) {
-    // Before any thread exists: the HTTP server takes SIGINT/SIGTERM with sigtimedwait.
-    sigset_t stop;
-    ::sigemptyset(&stop);
-    ::sigaddset(&stop, SIGINT);
-    ::sigaddset(&stop, SIGTERM);
-    ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  }
+  // Before any thread exists, so every thread inherits the mask: SIGINT and
+  // SIGTERM end the server through its normal exit (HTTP: sigtimedwait; stdio:
+  // a signalfd beside stdin), which removes its cgroups.
+  sigset_t stop;
+  ::sigemptyset(&stop);
+  ::sigaddset(&stop, SIGINT);
+  ::sigaddset(&stop, SIGTERM);
+  ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  util::UniqueFd stop_fd(opt.http ? -1 : ::signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!opt.http && !stop_fd.valid()) throw std::runtime_error(util::call_error("signalfd", "SIGINT|SIGTERM", errno));
 
-  // Before any thread exists: the v2 delegated case moves this process into a leaf cgroup.
-  sandbox::cgroups::Host cgroup_host = sandbox::cgroups::detect(/*move_self_into_leaf=*/true);
+  // Before any thread exists: a delegated cgroup may move this process into a
+  // leaf. Declared before the broker, so it outlives every runner and removes
+  // whatever job cgroup is left when the server exits.
+  auto cgroup_tree = sandbox::cgroup_host::ServerTree::set_up();
+  const sandbox::cgroups::Host& cgroup_host = cgroup_tree->host();
+  for (auto& note : cgroup_tree->notes()) spdlog::warn("cgroups: {}", note);
+  if (cgroup_tree->orphans_removed())
+    spdlog::info("cgroups: removed {} left by servers that are gone", cgroup_tree->orphans_removed());
   if (cgroup_host.mode == "none") {
     if (pol->sandbox.require_cgroups)
       throw std::runtime_error("the policy requires cgroups but none are usable: " + cgroup_host.why_not);
-    spdlog::warn("cgroups unavailable ({}); jobs run with rlimits only", cgroup_host.why_not);
+    spdlog::warn("cgroups unavailable ({}); jobs run without them: {}", cgroup_host.why_not,
+                 sandbox::cgroup_host::kWithoutCgroups);
   } else {
-    spdlog::info("cgroups: {}", cgroup_host.mode);
+    spdlog::info("cgroups: {} ({})", cgroup_host.mode, cgroup_host.placement);
   }
   store::Store store(opt.state_dir);
   broker::Jobs jobs(*pol, store, runner_exe(), sandbox::cgroups::to_json(cgroup_host));
@@ -249,7 +262,7 @@ int serve(int argc, char** argv) {
                ::geteuid(), pol->source, opt.state_dir, pol->available_runtimes().size());
   {
     protocol::mcp::Session session(ctx, writer, "local");
-    transport::stdio::serve(session, pol->server.message_max_bytes);
+    transport::stdio::serve(session, pol->server.message_max_bytes, 0, stop_fd.get());
   }
   // Tasks outlive their session: let the running ones end (each is bounded by
   // its job's timeout) so their results are recorded.

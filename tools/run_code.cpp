@@ -43,6 +43,13 @@ json output_schema() {
         {"error", {{"type", "string"}, {"description", "Why the sandbox could not run the job (sandbox_error only)."}}},
         {"sandbox_layers", {{"type", "array"}, {"items", {{"type", "string"}}},
                             {"description", "The isolation layers that were active for this job."}}},
+        {"limits_enforced_by",
+         {{"type", "object"},
+          {"description", "What held this job's memory, process count and CPU: the job's cgroup, or (a host "
+                          "without usable cgroups, see throwbox doctor) per-process rlimits and the deadline only."},
+          {"properties", {{"memory", {{"type", "string"}, {"enum", {"cgroup", "rlimit"}}}},
+                          {"pids", {{"type", "string"}, {"enum", {"cgroup", "rlimit"}}}},
+                          {"cpu", {{"type", "string"}, {"enum", {"cgroup", "deadline"}}}}}}}},
         {"start", {{"type", "string"}, {"enum", {"cold", "warm"}},
                    {"description", "warm: the job ran in a single-use sandbox built ahead by the warm pool."}}},
         {"artifacts", {{"type", "array"}, {"items", artifact}}}}},
@@ -77,6 +84,14 @@ json job_result_json(const broker::JobResult& r) {
          {"start", o.start},
          {"artifacts", artifacts}};
   if (!o.error.empty()) s["error"] = o.error;
+  // Said in every result that ran, so a degraded host is never silent.
+  if (!o.layers.empty()) {
+    bool cgroup = false;
+    for (auto& l : o.layers) cgroup = cgroup || l.rfind("cgroups:", 0) == 0;
+    s["limits_enforced_by"] = {{"memory", cgroup ? "cgroup" : "rlimit"},
+                               {"pids", cgroup ? "cgroup" : "rlimit"},
+                               {"cpu", cgroup ? "cgroup" : "deadline"}};
+  }
   return s;
 }
 

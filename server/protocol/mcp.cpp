@@ -187,6 +187,15 @@ bool Session::tasks_enabled() {
 
 void Session::drain() { pool_.drain(); }
 
+void Session::cancel_all() {
+  stopping_.store(true);
+  std::lock_guard lock(mu_);
+  for (auto& [id, cancel] : in_flight_) {
+    spdlog::info("request {} cancelled: the server is stopping", id);
+    cancel->cancel();
+  }
+}
+
 std::string Session::version() {
   std::lock_guard lock(mu_);
   return version_;
@@ -449,8 +458,9 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
     }
     json wire = result.to_json();
     audit_call(server_.audit, tenant_, name, args, wire, started, cancel->requested());
-    // A cancelled request gets no response (MCP spec, cancellation).
-    reply(cancel->requested() ? json(nullptr) : make_result(id, std::move(wire)));
+    // A request the client cancelled gets no response (MCP spec, cancellation);
+    // one the stopping server cancelled gets its "cancelled" result.
+    reply(cancel->requested() && !stopping_.load() ? json(nullptr) : make_result(id, std::move(wire)));
   };
   if (!pool_.submit(task)) {
     {

@@ -88,6 +88,8 @@ class Session {
   void handle_oversized(size_t bytes);
   // Waits for every in-flight tools/call to answer.
   void drain();
+  // Cancels every in-flight tools/call (the server is stopping); each still answers.
+  void cancel_all();
   // The negotiated protocol version; "" before initialize was answered.
   std::string version();
 
@@ -117,6 +119,7 @@ class Session {
   std::string version_;
   // tools/call requests in flight, by JSON id, for notifications/cancelled.
   std::map<std::string, std::shared_ptr<broker::Cancellation>> in_flight_;
+  std::atomic<bool> stopping_{false};  // cancel_all: cancelled calls still answer
   // tasks/result requests waiting for their task to end, by JSON id.
   std::map<std::string, PendingResult> pending_results_;
   std::shared_ptr<Liveness> liveness_ = std::make_shared<Liveness>();

@@ -8,10 +8,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "server/util/fd.h"
 #include "server/util/fs.h"
@@ -20,7 +21,6 @@
 namespace sandbox::cgroups {
 namespace {
 
-constexpr const char* kV1Controllers[] = {"memory", "pids", "cpu", "cpuacct"};
 constexpr uint64_t kCpuPeriodUs = 100000;
 
 util::Status write_file(const std::string& path, const std::string& value) {
@@ -53,134 +53,6 @@ uint64_t keyed_value(const std::string& text, const std::string& key) {
   return 0;
 }
 
-struct Mount {
-  std::string path;
-  std::string fstype;
-  std::string options;  // super options: controllers for v1
-};
-
-std::vector<Mount> cgroup_mounts() {
-  std::vector<Mount> out;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
-    std::istringstream pre(line.substr(0, dash)), post(line.substr(dash + 3));
-    std::string id, parent, devno, root, mountpoint, fstype, source, super;
-    pre >> id >> parent >> devno >> root >> mountpoint;
-    post >> fstype >> source >> super;
-    if (fstype == "cgroup2" || fstype == "cgroup") out.push_back({mountpoint, fstype, super});
-  }
-  return out;
-}
-
-bool has_option(const std::string& options, const std::string& opt) {
-  std::istringstream in(options);
-  std::string o;
-  while (std::getline(in, o, ','))
-    if (o == opt) return true;
-  return false;
-}
-
-// The server's own v2 cgroup path ("0::/path" in /proc/self/cgroup).
-std::string own_v2_path() {
-  std::ifstream in("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("0::", 0) == 0) return line.substr(3);
-  return "";
-}
-
-bool controllers_available(const std::string& dir) {
-  std::string c = read_small(dir + "/cgroup.controllers");
-  return c.find("memory") != std::string::npos && c.find("pids") != std::string::npos &&
-         c.find("cpu") != std::string::npos;
-}
-
-util::Status enable_subtree(const std::string& dir) {
-  return write_file(dir + "/cgroup.subtree_control", "+memory +pids +cpu");
-}
-
-Host detect_v2(const std::string& mount, bool move_self) {
-  Host h;
-  if (!controllers_available(mount)) {
-    h.why_not = "cgroup v2 at " + mount + " has no memory/pids/cpu controllers";
-    return h;
-  }
-  if (::geteuid() == 0) {
-    std::string base = mount + "/throwbox";
-    if (auto s = enable_subtree(mount); !s) {
-      h.why_not = s.error().message;
-      return h;
-    }
-    if (auto s = util::make_dirs(base, 0755); !s) {
-      h.why_not = s.error().message;
-      return h;
-    }
-    if (auto s = enable_subtree(base); !s) {
-      h.why_not = s.error().message;
-      return h;
-    }
-    h.mode = "v2";
-    h.v2_base = base;
-    return h;
-  }
-  // A normal user: only a subtree delegated to us (systemd Delegate=yes) will do.
-  std::string own = mount + own_v2_path();
-  if (::access((own + "/cgroup.subtree_control").c_str(), W_OK) != 0 ||
-      ::access((own + "/cgroup.procs").c_str(), W_OK) != 0) {
-    h.why_not = "cgroup v2 subtree " + own + " is not delegated to uid " + std::to_string(::geteuid()) +
-                " (run throwbox in a systemd unit or scope with Delegate=yes)";
-    return h;
-  }
-  if (move_self) {
-    // No internal processes: the server moves into a leaf before enabling controllers.
-    std::string leaf = own + "/throwbox-server";
-    if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) {
-      h.why_not = util::call_error("mkdir", leaf, errno);
-      return h;
-    }
-    if (auto s = write_file(leaf + "/cgroup.procs", std::to_string(::getpid())); !s) {
-      h.why_not = s.error().message;
-      return h;
-    }
-    if (auto s = enable_subtree(own); !s) {
-      h.why_not = s.error().message + " (other processes share the server's cgroup?)";
-      return h;
-    }
-  }
-  h.mode = "v2";
-  h.v2_base = own;
-  return h;
-}
-
-Host detect_v1(const std::vector<Mount>& mounts) {
-  Host h;
-  if (::geteuid() != 0) {
-    h.why_not = "only cgroup v1 controllers here, and v1 cannot be delegated to a normal user";
-    return h;
-  }
-  for (const char* ctl : kV1Controllers) {
-    for (auto& m : mounts)
-      if (m.fstype == "cgroup" && has_option(m.options, ctl)) h.v1_base[ctl] = m.path + "/throwbox";
-    if (!h.v1_base.count(ctl)) {
-      h.v1_base.clear();
-      h.why_not = std::string("no cgroup v1 hierarchy with the ") + ctl + " controller";
-      return h;
-    }
-  }
-  for (auto& [ctl, base] : h.v1_base) {
-    if (::mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) {
-      h.why_not = util::call_error("mkdir", base, errno);
-      h.v1_base.clear();
-      return h;
-    }
-  }
-  h.mode = "v1";
-  return h;
-}
-
 int64_t now_ms() {
   struct timespec ts {};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -188,22 +60,6 @@ int64_t now_ms() {
 }
 
 }  // namespace
-
-Host detect(bool move_self_into_leaf) {
-  auto mounts = cgroup_mounts();
-  std::string why;
-  for (auto& m : mounts) {
-    if (m.fstype != "cgroup2") continue;
-    Host h = detect_v2(m.path, move_self_into_leaf);
-    if (h.mode == "v2") return h;
-    why = h.why_not;
-  }
-  Host h = detect_v1(mounts);
-  if (h.mode == "v1") return h;
-  if (!why.empty()) h.why_not = why + "; " + h.why_not;
-  if (mounts.empty()) h.why_not = "no cgroup filesystem is mounted";
-  return h;
-}
 
 util::Result<Job> Job::create_in_parent(const Host& host, const std::string& job_id, const Limits& lim) {
   Job job;
@@ -232,15 +88,17 @@ util::Result<Job> Job::create_in_parent(const Host& host, const std::string& job
     }
     return job;
   }
+  // Co-mounted controllers (systemd's cpu,cpuacct) share one directory: made once.
   for (auto& [ctl, base] : host.v1_base) {
     std::string dir = base + "/job-" + job_id;
+    job.by_ctl_[ctl] = dir;
+    if (std::find(job.dirs_.begin(), job.dirs_.end(), dir) != job.dirs_.end()) continue;
     if (::mkdir(dir.c_str(), 0755) != 0) {
       int e = errno;
       job.destroy();
       return util::make_error("sandbox", util::call_error("mkdir", dir, e));
     }
     job.dirs_.push_back(dir);
-    job.by_ctl_[ctl] = dir;
   }
   std::string mem = job.by_ctl_["memory"];
   if (auto s = write_file(mem + "/memory.limit_in_bytes", std::to_string(lim.memory_max_bytes)); !s) return fail(s);
@@ -295,8 +153,9 @@ Job Job::named_in_parent(const Host& host, const std::string& job_id) {
     job.by_ctl_["v2"] = job.dirs_.back();
   } else if (host.mode == "v1") {
     for (auto& [ctl, base] : host.v1_base) {
-      job.dirs_.push_back(base + "/job-" + job_id);
-      job.by_ctl_[ctl] = job.dirs_.back();
+      std::string dir = base + "/job-" + job_id;
+      job.by_ctl_[ctl] = dir;
+      if (std::find(job.dirs_.begin(), job.dirs_.end(), dir) == job.dirs_.end()) job.dirs_.push_back(dir);
     }
   }
   return job;
@@ -312,8 +171,33 @@ void Job::destroy() const {
   }
 }
 
+bool kill_and_remove(const std::string& dir, int timeout_ms) {
+  const int64_t deadline = now_ms() + timeout_ms;
+  // cgroup.kill (Linux 5.14+) takes the whole tree at once, forks included.
+  const bool has_kill = ::access((dir + "/cgroup.kill").c_str(), F_OK) == 0;
+  if (has_kill) (void)write_file(dir + "/cgroup.kill", "1");
+  for (;;) {
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return true;
+    if (errno != EBUSY || now_ms() >= deadline) return false;
+    if (!has_kill) {
+      // v1: each pid listed, again on every pass (a fork may race the first).
+      std::string procs = read_small(dir + "/cgroup.procs");
+      for (size_t pos = 0; pos < procs.size();) {
+        size_t eol = procs.find('\n', pos);
+        if (eol == std::string::npos) eol = procs.size();
+        long pid = std::strtol(procs.c_str() + pos, nullptr, 10);
+        if (pid > 1) ::kill(static_cast<pid_t>(pid), SIGKILL);
+        pos = eol + 1;
+      }
+    }
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    ::nanosleep(&ts, nullptr);
+  }
+}
+
 nlohmann::json to_json(const Host& h) {
-  return {{"mode", h.mode}, {"v2_base", h.v2_base}, {"v1_base", h.v1_base}, {"why_not", h.why_not}};
+  return {{"mode", h.mode}, {"v2_base", h.v2_base}, {"v1_base", h.v1_base}, {"why_not", h.why_not},
+          {"placement", h.placement}};
 }
 
 Host host_from_json(const nlohmann::json& j) {
@@ -322,6 +206,7 @@ Host host_from_json(const nlohmann::json& j) {
   h.v2_base = j.value("v2_base", "");
   if (j.contains("v1_base")) h.v1_base = j["v1_base"].get<std::map<std::string, std::string>>();
   h.why_not = j.value("why_not", "");
+  h.placement = j.value("placement", "");
   return h;
 }
 

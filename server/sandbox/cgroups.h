@@ -1,7 +1,7 @@
 // cgroups for one job: memory (no swap), pids and CPU limits, accounting, OOM
-// detection and whole-tree kill. v2 where a delegated subtree is writable, v1
-// where that is what the host has. Detection runs in the server at start-up
-// (and in `throwbox doctor`); the per-job cgroup is made by the runner's zygote.
+// detection and whole-tree kill, under the server's own directory (v2, or one
+// per v1 hierarchy). The server finds and makes that directory at start-up
+// (cgroup_host.h); the per-job cgroup is made by the runner's zygote.
 #pragma once
 #include <sys/types.h>
 
@@ -18,15 +18,13 @@ namespace sandbox::cgroups {
 
 struct Host {
   std::string mode = "none";                  // "v2", "v1" or "none"
-  std::string v2_base;                         // v2: directory job cgroups are made in
-  std::map<std::string, std::string> v1_base;  // v1: controller -> directory (memory, pids, cpu, cpuacct)
+  std::string v2_base;                         // v2: this server's directory; job cgroups are made in it
+  // v1: controller (memory, pids, cpu, cpuacct) -> this server's directory in
+  // that controller's hierarchy; co-mounted controllers (cpu,cpuacct) share one.
+  std::map<std::string, std::string> v1_base;
   std::string why_not;                         // mode "none": the reason, and the fix
+  std::string placement;                       // how the directory was found (cgroup_host.cpp)
 };
-
-// Probes the host. As root: v2 under <cgroup2>/throwbox, or v1 under each
-// controller's mount/throwbox. As a normal user: v2 only, in a delegated
-// subtree (the server's own cgroup, after moving itself into a leaf).
-Host detect(bool move_self_into_leaf);
 
 struct Limits {
   uint64_t memory_max_bytes = 0;
@@ -55,6 +53,7 @@ class Job {
   void kill_all() const;
   // rmdir of every directory, retried briefly while the last processes exit.
   void destroy() const;
+  const std::vector<std::string>& dirs() const { return dirs_; }
   const std::string& mode() const { return mode_; }
 
  private:
@@ -62,6 +61,11 @@ class Job {
   std::vector<std::string> dirs_;              // every directory made
   std::map<std::string, std::string> by_ctl_;  // controller (or "v2") -> directory
 };
+
+// Kills every process in the cgroup directory `dir` (v2: cgroup.kill; v1 or a
+// kernel before 5.14: SIGKILL to each pid listed), waits up to timeout_ms for
+// it to empty and removes it. Trusted side only. False if it is still there.
+bool kill_and_remove(const std::string& dir, int timeout_ms);
 
 nlohmann::json to_json(const Host& host);
 Host host_from_json(const nlohmann::json& j);

@@ -463,12 +463,16 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
     supervise(spec, ch.sock.get(), ch.out_read, ch.err_read, out_cap, err_cap, sv, cancel_fd,
               spec.progress ? progress_fd : -1);
   trace::mark("program done, drained");
-  if (sv.timed_out || sv.cancelled) cgroup.kill_all();
 
-  // 9. Harvest while pid 1 still holds the sandbox's mounts.
+  // 9. Harvest while pid 1 still holds the sandbox's mounts. A pid 1 that
+  // reported has killed and reaped everything else in its namespace, and
+  // stays until its socket closes, so nothing runs meanwhile. Only then may
+  // the cgroup be killed: cgroup.kill would take pid 1 with it, and with it
+  // /proc/<pid>/root (v2 hosts saw "open(/proc/N/root): ENOENT").
   std::string harvest_error;
   if (sv.exited_report) o.files = harvest::copy_outputs(pid, spec, harvest_error);
   trace::mark("harvested");
+  if (sv.timed_out || sv.cancelled) cgroup.kill_all();
 
   // 10. Releasing pid 1 ends the namespaces (Teardown::finish, after the
   // outcome is reported); SIGKILL covers a pid 1 that never reported.

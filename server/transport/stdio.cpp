@@ -2,6 +2,7 @@
 #include "server/transport/stdio.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,7 +42,7 @@ void dispatch_line(protocol::mcp::Session& session, std::string& line, size_t ma
 }
 }  // namespace
 
-void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd) {
+void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd, int stop_fd) {
   // One byte of room beyond the cap for a CR that a read may end on.
   const size_t max_pending = max_message_bytes + 1;
   std::string line;
@@ -49,6 +50,20 @@ void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd)
   size_t discarded = 0;
   char buf[65536];
   for (;;) {
+    if (stop_fd >= 0) {
+      struct pollfd fds[2] = {{in_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        spdlog::error("poll(stdin): errno {}", errno);
+        break;
+      }
+      if (fds[1].revents) {
+        spdlog::info("stop requested (signal): no further requests are read, running jobs are cancelled");
+        session.cancel_all();
+        break;
+      }
+      if (!fds[0].revents) continue;
+    }
     long n = util::read_some(in_fd, buf, sizeof buf);
     if (n < 0) {
       spdlog::error("read(stdin): errno {}", errno);

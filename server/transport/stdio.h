@@ -24,7 +24,8 @@ class Writer : public protocol::mcp::Outbox {
 
 // Reads lines until EOF, feeding the session. Lines longer than the cap are
 // discarded (never buffered whole) and answered with an error. Returns when
-// stdin closes and every in-flight call has answered.
-void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd = 0);
+// stdin closes, or stop_fd (a signalfd) becomes readable, and every in-flight
+// call has answered.
+void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd = 0, int stop_fd = -1);
 
 }  // namespace transport::stdio

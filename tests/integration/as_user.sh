@@ -26,8 +26,31 @@ done
 cp "$src/tests/package.json" "$stage/tests/"
 chmod -R a+rX "$stage"
 
+# Host matrix modes (tests/hostmatrix/): THROWBOX_TEST_CGROUP puts the test
+# (and so the server it starts) in that cgroup first, e.g. a delegated leaf
+# that a terminal shares or a normal user's login scope; with
+# THROWBOX_TEST_SERVER_SCOPE the server alone starts in a fresh cgroup made
+# under that directory, as `systemd-run --user --scope -p Delegate=yes` gives.
+if [ -n "${THROWBOX_TEST_CGROUP:-}" ]; then
+  echo $$ >"$THROWBOX_TEST_CGROUP/cgroup.procs"
+fi
+if [ -n "${THROWBOX_TEST_SERVER_SCOPE:-}" ]; then
+  mv "$stage/build/throwbox" "$stage/build/throwbox.real"
+  cat >"$stage/build/throwbox" <<WRAPPER
+#!/bin/bash
+scope="$THROWBOX_TEST_SERVER_SCOPE/run-\$\$.scope"
+mkdir "\$scope" && echo \$\$ >"\$scope/cgroup.procs" || exit 125
+exec -a "\$0" "\$0.real" "\$@"
+WRAPPER
+  chmod 755 "$stage/build/throwbox"
+fi
+pass=()
+for v in THROWBOX_EXPECT_CGROUPS THROWBOX_TEST_SLOWDOWN THROWBOX_TEST_REPEAT THROWBOX_TEST_WATCHDOG_S; do
+  if [ -n "${!v:-}" ]; then pass+=("$v=${!v}"); fi
+done
+
 cd "$stage/tests"
 setpriv --reuid="$user" --regid="$user" --clear-groups --inh-caps=-all --bounding-set=-all \
   env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$stage/tmp" TMPDIR="$stage/tmp" \
   THROWBOX_BIN="$stage/build/throwbox" THROWBOX_POLICY="$stage/policies/default.json" \
-  THROWBOX_TEST_AS_USER=1 node "$test_file"
+  THROWBOX_TEST_AS_USER=1 "${pass[@]}" node "$test_file"

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
 import { runCode, textOf, mkStateDir, throwboxBin, trackServer } from '../../integration/lib/client.mjs';
 export { pgrep, descendants } from '../../integration/lib/host.mjs';
+import { assertExpectedCgroups } from '../../integration/lib/host.mjs';
 
 // Set by tests/integration/as_user.sh: the server runs as an unprivileged user.
 export const AS_USER = process.env.THROWBOX_TEST_AS_USER === '1';
@@ -39,6 +40,7 @@ export async function run(conn, args, { timeout } = {}) {
   const sc = result.structuredContent;
   assert.ok(sc, `structuredContent: ${JSON.stringify(result)}`);
   assert.notEqual(sc.status, 'sandbox_error', `sandbox_error: ${sc.error}; stderr: ${sc.stderr}`);
+  assertExpectedCgroups(sc);
   // The pool-on run (a policy whose jobs wait for a warm sandbox): every job
   // of a pooled runtime must have had one, or the file proved nothing about it.
   if (process.env.THROWBOX_EXPECT_WARM) {

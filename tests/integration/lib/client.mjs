@@ -10,8 +10,14 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
+// How much slower this host runs the suite than the machine its deadlines were
+// set on: measured by the host matrix (tests/hostmatrix) in slow guests, 1
+// elsewhere. Test deadlines scale with it; assertions about limits do not.
+export const SLOWDOWN = Math.max(1, Number(process.env.THROWBOX_TEST_SLOWDOWN ?? 1) || 1);
+export const scaled = (ms) => Math.round(ms * SLOWDOWN);
+
 // Bound every request so a hung server fails a test instead of stalling ctest.
-export const REQUEST_TIMEOUT_MS = 25_000;
+export const REQUEST_TIMEOUT_MS = scaled(25_000);
 const STDERR_KEEP_BYTES = 256 * 1024;
 
 const createdDirs = new Set();
@@ -27,7 +33,7 @@ export function trackServer(kill) {
 // A hung server keeps the event loop alive after node:test has given up on a
 // test; this unref'd timer ends the file instead of stalling ctest. It never
 // delays a normal exit.
-const WATCHDOG_S = Number(process.env.THROWBOX_TEST_WATCHDOG_S ?? 120);
+const WATCHDOG_S = Number(process.env.THROWBOX_TEST_WATCHDOG_S ?? 120) * SLOWDOWN;
 setTimeout(() => {
   process.stderr.write(`[throwbox-test] watchdog: still running after ${WATCHDOG_S} s, killing servers\n`);
   for (const kill of liveServers) kill();

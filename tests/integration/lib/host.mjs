@@ -88,3 +88,54 @@ export function poolAndLeftovers(serverPid) {
   }
   return { warm, spare, others };
 }
+
+// Every cgroup directory throwbox made on this host: the shared bases
+// (<hierarchy>/throwbox), the per-server directories (server-<pidns>-<pid>-<start>,
+// throwbox-server-... in a delegated cgroup) and everything below them.
+// Symlinked v1 names (cpu -> cpu,cpuacct) are not followed, so nothing counts twice.
+export const SERVER_DIR_RE = /^(throwbox-)?server-\d+-\d+-\d+$/;
+export function throwboxCgroups(root = '/sys/fs/cgroup') {
+  const found = [];
+  const walk = (dir, depth, inside) => {
+    let entries = [];
+    try { entries = fs.readdirSync(dir, { withFileTypes: true }); } catch { return; }
+    for (const e of entries) {
+      if (!e.isDirectory()) continue;
+      const p = `${dir}/${e.name}`;
+      const ours = inside || e.name === 'throwbox' || SERVER_DIR_RE.test(e.name);
+      if (ours) found.push(p);
+      if (depth < 12) walk(p, depth + 1, ours);
+    }
+  };
+  walk(root, 0, false);
+  return found;
+}
+
+// The name part a server's cgroup directories carry: <pidns inode>-<pid>-<start time>.
+export function serverCgroupTag(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  return `${fs.statSync('/proc/self/ns/pid').ino}-${pid}-${start}`;
+}
+
+// The cgroup directories of one server (by its tag), and what is inside them.
+export function cgroupsOfServer(tag) {
+  const dirs = throwboxCgroups();
+  const roots = dirs.filter((d) => d.endsWith(`server-${tag}`));
+  return dirs.filter((d) => roots.some((r) => d === r || d.startsWith(`${r}/`)));
+}
+
+// The cgroup layer a job had ("cgroups:v2", "cgroups:v1"), or "none".
+export function cgroupLayer(sc) {
+  return (sc.sandbox_layers ?? []).find((l) => l.startsWith('cgroups:')) ?? 'none';
+}
+
+// Where the host matrix says which cgroup layer every job must get
+// (THROWBOX_EXPECT_CGROUPS=v2|v1|none), a job without it fails the test: a
+// fallback to rlimits only is never silent there.
+export function assertExpectedCgroups(sc) {
+  const want = process.env.THROWBOX_EXPECT_CGROUPS;
+  if (!want) return;
+  assert.equal(cgroupLayer(sc), want === 'none' ? 'none' : `cgroups:${want}`,
+    `this host mode must give jobs ${want} (THROWBOX_EXPECT_CGROUPS); layers ${sc.sandbox_layers}`);
+}

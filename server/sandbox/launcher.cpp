@@ -191,7 +191,8 @@ util::Result<Claim> await_claim(int sock, int cancel_fd, int ready_fd, int claim
     int r = ::poll(fds, 3, static_cast<int>(left));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return util::make_error("sandbox", util::call_error("poll", "claim", errno));
-    if (fds[1].revents) return util::make_error("sandbox", "warm sandbox discarded before a claim");
+    // SIGTERM: the pool discarding an idle sandbox, or a job's cancel during its claim.
+    if (fds[1].revents) return util::make_error("cancelled", "cancelled before the program started");
     if (fds[0].revents) {
       char msg[1024];
       ssize_t n = ::recv(sock, msg, sizeof msg - 1, MSG_DONTWAIT);
@@ -443,6 +444,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
     auto claim = await_claim(ch.sock.get(), cancel_fd, progress_fd, claim_fd);
     if (!claim) {
       sv.setup_error = claim.error().message;
+      sv.cancelled = claim.error().code == "cancelled";
     } else {
       spec.timeout_ms = claim->timeout_ms;
       spec.progress = claim->progress;

@@ -11,7 +11,12 @@ if ! id "$user" >/dev/null 2>&1; then echo "skip: user $user does not exist (scr
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
 stage=$(mktemp -d /tmp/throwbox-as-user.XXXXXX)
-trap 'rm -rf "$stage"' EXIT
+bound=
+cleanup() {
+  if [ -n "$bound" ]; then umount "$bound" || umount -l "$bound"; fi
+  rm -rf "$stage"
+}
+trap cleanup EXIT
 chmod 755 "$stage"
 mkdir -p "$stage/build" "$stage/tests" "$stage/tmp"
 chmod 1777 "$stage/tmp"
@@ -20,11 +25,32 @@ cp -r "$src/policies" "$src/examples" "$stage/"
 # Hard links where the stage shares a filesystem with the tree: node_modules is
 # 236 MB (a Node 22 binary for the conformance CLI), and copying it while
 # adversarial.disk_fill watches the host's free space looked like a leak.
-for d in integration adversarial node_modules; do
-  cp -al "$src/tests/$d" "$stage/tests/" 2>/dev/null || cp -r "$src/tests/$d" "$stage/tests/"
+# Elsewhere (the host matrix's guests see the tree over 9p) node_modules is
+# bound read-only instead of copied: a bind mount does not need the user to
+# traverse the tree's parents, and it is unmounted on exit.
+# One link first: where hard links cannot work (another filesystem), cp -al
+# would try, and fail, once per file of node_modules.
+links=1
+ln "$src/tests/package.json" "$stage/.link-probe" 2>/dev/null || links=0
+rm -f "$stage/.link-probe"
+for d in integration adversarial; do
+  if [ $links = 1 ]; then cp -al "$src/tests/$d" "$stage/tests/"; else cp -r "$src/tests/$d" "$stage/tests/"; fi
 done
+if [ $links = 1 ]; then
+  cp -al "$src/tests/node_modules" "$stage/tests/"
+else
+  rm -rf "$stage/tests/node_modules"
+  mkdir "$stage/tests/node_modules"
+  mount --bind "$src/tests/node_modules" "$stage/tests/node_modules"
+  bound="$stage/tests/node_modules"
+  mount -o remount,bind,ro "$bound"
+fi
 cp "$src/tests/package.json" "$stage/tests/"
-chmod -R a+rX "$stage"
+if [ -n "$bound" ]; then
+  find "$stage" -path "$bound" -prune -o -exec chmod a+rX {} +
+else
+  chmod -R a+rX "$stage"
+fi
 
 # Host matrix modes (tests/hostmatrix/): THROWBOX_TEST_CGROUP puts the test
 # (and so the server it starts) in that cgroup first, e.g. a delegated leaf

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import crypto from 'node:crypto';
 import { connect, runCode, mkStateDir, REQUEST_TIMEOUT_MS, scaled } from './lib/client.mjs';
+import { spawnSync } from 'node:child_process';
 import { assertExpectedCgroups } from './lib/host.mjs';
 
 const REPEAT = Math.max(1, Number(process.env.THROWBOX_TEST_REPEAT ?? 10));
@@ -22,9 +23,12 @@ before(async () => {
 });
 after(async () => { await conn?.close(); });
 
-const program = (tag) => `open("/outputs/partial-${tag}.txt", "w").write("written before the end\\n")
+// Writes its output, then names itself (PR_SET_NAME) so the host can see it
+// is past that point, then sleeps.
+const program = (tag, mark = 'tbsleeper') => `open("/outputs/partial-${tag}.txt", "w").write("written before the end\\n")
 print("up", flush=True)
-import time
+import ctypes, time
+ctypes.CDLL(None).prctl(15, b"${mark}", 0, 0, 0)
 time.sleep(100)
 `;
 
@@ -49,6 +53,9 @@ test(`${REPEAT} jobs past their deadline are timed_out and keep their outputs`, 
   t.diagnostic(`statuses: ${JSON.stringify(statuses)}`);
 });
 
+// A process named `name` (its comm, which the program set) exists on the host.
+const running = (name) => spawnSync('pgrep', ['-x', name]).status === 0;
+
 // The cancelled call gets no response (MCP): its outcome is in the audit log.
 function auditRecordOf(code) {
   const sha = crypto.createHash('sha256').update(code).digest('hex');
@@ -61,12 +68,17 @@ test(`${REPEAT} cancelled jobs are cancelled and keep their outputs`, { timeout:
   const statuses = {};
   let withOutput = 0;
   for (let i = 0; i < REPEAT; i += 1) {
-    const code = program(`c${i}-${crypto.randomUUID()}`);
+    const mark = `tbc${process.pid % 1000}x${i}`;  // comm is at most 15 bytes
+    const code = program(`c${i}-${crypto.randomUUID()}`, mark);
     const controller = new AbortController();
     const call = conn.client.callTool({ name: 'run_code', arguments: { runtime: 'python', code, timeout_s: 30 } },
       undefined, { timeout: REQUEST_TIMEOUT_MS, signal: controller.signal }).then(() => 'answered', () => 'aborted');
-    // Mostly after the program started, sometimes before: both are a cancel.
-    await sleep(scaled(i % 5 === 0 ? 50 : 700));
+    // Mostly once the program has written its output, sometimes at once
+    // (before the sandbox is even built): both are a cancel.
+    if (i % 5 !== 0) {
+      const end = Date.now() + scaled(10_000);
+      while (!running(mark) && Date.now() < end) await sleep(20);
+    }
     controller.abort('test cancels');
     assert.equal(await call, 'aborted');
     let record;

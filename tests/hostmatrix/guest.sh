@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# One host of the matrix: runs the tests that depend on cgroups, Landlock and
+# namespaces in each user mode this host has, as root inside a tests/hostmatrix/vm
+# guest or on this machine itself, then checks the host for leftovers.
+# Prints one line per test and a "N passed, N failed, N skipped" line per host.
+# Usage: guest.sh NAME   (NAME: v2, v1 or host; the build must exist)
+set -uo pipefail
+host=${1:?guest.sh NAME}
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+build=$repo/build
+user=${THROWBOX_TEST_USER:-throwbox-test}
+cd "$repo/tests" || exit 2
+
+# Deadlines scale with how much slower this host is than the one the matrix
+# was started on (THROWBOX_MATRIX_HOST_MS, measured there by tests/hostmatrix/run
+# with the same workload): never a bigger constant.
+calibrate_ms() {
+  local i t0 t1 all=()
+  for i in 1 2 3 4 5; do
+    t0=$(date +%s%N)
+    /usr/bin/python3 -I -S -c 'import json, decimal; sum(i * i for i in range(300000))'
+    t1=$(date +%s%N)
+    all+=($(((t1 - t0) / 1000000)))
+  done
+  printf '%s\n' "${all[@]}" | sort -n | sed -n 3p
+}
+here_ms=$(calibrate_ms)
+base_ms=${THROWBOX_MATRIX_HOST_MS:-$here_ms}
+slowdown=$(awk -v a="$here_ms" -v b="$base_ms" 'BEGIN { s = a / b; if (s < 1) s = 1; printf "%.1f", s }')
+export THROWBOX_TEST_SLOWDOWN=$slowdown
+echo "== $host: calibration ${here_ms} ms here, ${base_ms} ms on the matrix's host: deadlines x$slowdown"
+
+passed=0 failed=0 skipped=0 failures=()
+# run_test LABEL TIMEOUT_S CMD...: exit 0 pass, 77 skip, anything else fail.
+run_test() {
+  local label=$1 limit=$2 t0 rc log
+  shift 2
+  # THROWBOX_MATRIX_ONLY: a regex over the labels, to run a part while developing.
+  if [ -n "${THROWBOX_MATRIX_ONLY:-}" ] && ! [[ $label =~ $THROWBOX_MATRIX_ONLY ]]; then return 0; fi
+  log=$(mktemp)
+  t0=$(date +%s)
+  timeout --kill-after=10 "$(awk -v l="$limit" -v s="$slowdown" 'BEGIN { printf "%d", l * s }')" "$@" >"$log" 2>&1
+  rc=$?
+  local took=$(($(date +%s) - t0))
+  case $rc in
+    0) passed=$((passed + 1)); echo "PASS  $label (${took} s)" ;;
+    77) skipped=$((skipped + 1)); echo "SKIP  $label (${took} s): $(grep -m1 -i 'skip' "$log")" ;;
+    *) failed=$((failed + 1)); failures+=("$label"); echo "FAIL  $label (${took} s, exit $rc)"
+       grep -E '^not ok|^# |error|Error|expected|actual|FAIL' "$log" | head -40 | sed 's/^/      /' ;;
+  esac
+  rm -f "$log"
+}
+
+root_env=(env THROWBOX_BIN="$build/throwbox")
+# What each mode runs. Under TCG (no usable KVM, as on this project's CI
+# machine) a guest runs 10-20x slower, so CI runs the core lists, which cover
+# each layer a host type changes: the cgroup set-up and teardown, timeouts and
+# cancels, the memory, fork and CPU limits, the read-only root and Landlock,
+# and the leftovers. THROWBOX_MATRIX_FULL=1 runs every listed file everywhere.
+full_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile cancel_progress)
+full_adversarial=(memory_bomb fork_bomb cpu_hog deadline kill_all disk_fill host_pids proc_status readonly_fs
+                  host_files host_env ptrace syscalls_refused dev_and_kcore zz_leftovers)
+full_user_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile)
+full_user_adversarial=(memory_bomb fork_bomb cpu_hog deadline kill_all readonly_fs ptrace zz_leftovers)
+pick() {  # pick CORE... -- FULL...: the core list, or the full one
+  local core=() full=() seen=0 x
+  for x in "$@"; do
+    if [ "$x" = -- ]; then seen=1; elif [ $seen = 0 ]; then core+=("$x"); else full+=("$x"); fi
+  done
+  if [ "${THROWBOX_MATRIX_FULL:-0}" = 1 ] || [ "$host" = host ]; then echo "${full[@]}"; else echo "${core[@]}"; fi
+}
+
+# mode_root EXPECT REPEAT: the server as root, the warm pool off (cold) and on.
+mode_root() {
+  local expect=$1 repeat=$2 t
+  for t in $(pick doctor cgroup_lifecycle timeout_cancel -- "${full_integration[@]}"); do
+    run_test "$host root integration.$t" 240 "${root_env[@]}" THROWBOX_POLICY="$repo/policies/default.json" \
+      THROWBOX_EXPECT_CGROUPS="$expect" THROWBOX_TEST_REPEAT="$repeat" node "integration/$t.test.mjs"
+  done
+  for t in $(pick memory_bomb fork_bomb cpu_hog kill_all readonly_fs zz_leftovers -- "${full_adversarial[@]}"); do
+    run_test "$host root adversarial.cold.$t" 300 "${root_env[@]}" THROWBOX_POLICY="$build/tests/policy-cold.json" \
+      THROWBOX_EXPECT_CGROUPS="$expect" node "adversarial/$t.test.mjs"
+  done
+  for t in $(pick memory_bomb -- memory_bomb fork_bomb kill_all zz_leftovers); do
+    run_test "$host root adversarial.warm.$t" 300 "${root_env[@]}" THROWBOX_POLICY="$build/tests/policy-warm.json" \
+      THROWBOX_EXPECT_WARM=1 THROWBOX_EXPECT_CGROUPS="$expect" node "adversarial/$t.test.mjs"
+  done
+}
+
+# mode_user LABEL EXPECT REPEAT CORE_INTEGRATION CORE_ADVERSARIAL [VAR=VALUE...]:
+# the server as $user (as_user.sh), in the cgroup the variables name.
+mode_user() {
+  local label=$1 expect=$2 repeat=$3 core_i=$4 core_a=$5 t
+  shift 5
+  # shellcheck disable=SC2086  # the core lists are space-separated words
+  for t in $(pick $core_i -- "${full_user_integration[@]}"); do
+    run_test "$host $label integration.$t" 240 env THROWBOX_BIN="$build/throwbox" THROWBOX_EXPECT_CGROUPS="$expect" \
+      THROWBOX_TEST_REPEAT="$repeat" "$@" "$repo/tests/integration/as_user.sh" "integration/$t.test.mjs"
+  done
+  # shellcheck disable=SC2086
+  for t in $(pick $core_a -- "${full_user_adversarial[@]}"); do
+    run_test "$host $label adversarial.$t" 300 env THROWBOX_BIN="$build/throwbox" THROWBOX_EXPECT_CGROUPS="$expect" \
+      "$@" "$repo/tests/integration/as_user.sh" "adversarial/$t.test.mjs"
+  done
+}
+
+# Nothing of throwbox's may be left on the host: cgroups, processes, mounts, temp dirs.
+check_leftovers() {
+  local label=$1 left
+  left=$(find /sys/fs/cgroup -mindepth 1 -type d \( -name throwbox -o -name 'server-*-*-*' -o -name 'throwbox-server-*' \) 2>/dev/null)
+  local name
+  for name in throwbox throwbox-runner throwbox-init throwbox-zygote throwbox.real; do
+    left+=$(pgrep -a -x "$name")
+  done
+  left+=$(grep -F ' /tmp/throwbox-' /proc/self/mountinfo)
+  left+=$(find /tmp -maxdepth 1 -name 'throwbox-*' 2>/dev/null)
+  if [ -z "$left" ]; then
+    passed=$((passed + 1)); echo "PASS  $host $label: nothing left on the host"
+  else
+    failed=$((failed + 1)); failures+=("$host $label leftovers"); echo "FAIL  $host $label: left on the host:"
+    echo "$left" | sed 's/^/      /'
+  fi
+}
+
+t_start=$(date +%s)
+case $host in
+  v2)
+    # 50 timeouts + 50 cancels as root: the "100 of 100" of issue 14.
+    mode_root v2 50
+    check_leftovers root
+    # shellcheck source=tests/hostmatrix/vm/guest_users.sh
+    source "$TB_VM_USERS"
+    login=$(tb_user_login_scope "$user")
+    mode_user "user(login scope)" none 10 "doctor" "memory_bomb zz_leftovers" THROWBOX_TEST_CGROUP="$login"
+    check_leftovers "user(login scope)"
+    delegated=$(tb_delegate_user "$user")
+    leaf=$(tb_user_shell_leaf "$user")
+    mode_user "delegated(shell leaf)" v2 10 "doctor cgroup_lifecycle timeout_cancel" "memory_bomb fork_bomb zz_leftovers" \
+      THROWBOX_TEST_CGROUP="$leaf"
+    check_leftovers "delegated(shell leaf)"
+    mode_user "delegated(fresh scope)" v2 10 "doctor cgroup_lifecycle timeout_cancel" "memory_bomb cpu_hog zz_leftovers" \
+      THROWBOX_TEST_CGROUP="$leaf" THROWBOX_TEST_SERVER_SCOPE="$delegated/app.slice"
+    tb_cleanup_user_procs "$user"
+    # What systemd does when a scope's last process has exited.
+    find "$delegated/app.slice" -mindepth 1 -maxdepth 1 -name 'run-*.scope' -type d -exec rmdir {} + 2>/dev/null
+    check_leftovers "delegated(fresh scope)"
+    ;;
+  v1)
+    mode_root v1 10
+    check_leftovers root
+    # systemd delegates no v1 controller to a normal user: rlimits only, said loudly.
+    mode_user "user" none 10 "doctor" "memory_bomb zz_leftovers"
+    check_leftovers user
+    ;;
+  host)
+    mode_root "${THROWBOX_MATRIX_HOST_EXPECT:-}" 20
+    check_leftovers root
+    mode_user "user" "${THROWBOX_MATRIX_HOST_USER_EXPECT:-}" 20 "" ""
+    check_leftovers user
+    ;;
+  *) echo "guest.sh: unknown host $host" >&2; exit 2 ;;
+esac
+echo "== $host: $passed passed, $failed failed, $skipped skipped in $(($(date +%s) - t_start)) s"
+for f in "${failures[@]}"; do echo "   failed: $f"; done
+[ "$failed" -eq 0 ]

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { connect, mkStateDir } from '../integration/lib/client.mjs';
 import { run, AS_USER, loadPolicy, randomDigits, pgrep, sleep } from './lib/sandbox.mjs';
-import { descendants, poolAndLeftovers } from '../integration/lib/host.mjs';
+import { descendants, poolAndLeftovers, throwboxCgroups } from '../integration/lib/host.mjs';
 
 let conn;
 let stateDir;
@@ -29,18 +29,8 @@ function pidsOfUid(uid) {
 }
 
 
-function cgroupJobDirs() {
-  const dirs = [];
-  let controllers = [];
-  try { controllers = fs.readdirSync('/sys/fs/cgroup'); } catch { return dirs; }
-  for (const c of ['.', ...controllers]) {
-    const base = path.join('/sys/fs/cgroup', c, 'throwbox');
-    try {
-      for (const d of fs.readdirSync(base)) if (d.startsWith('job-')) dirs.push(path.join(base, d));
-    } catch { /* absent */ }
-  }
-  return dirs;
-}
+// Every job cgroup on the host, in whichever server's directory (all hierarchies).
+const cgroupJobDirs = () => throwboxCgroups().filter((d) => /\/job-[^/]+$/.test(d));
 
 const mountinfoLines = () => fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter(Boolean).length;
 

@@ -4,8 +4,9 @@
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import path from 'node:path';
 import { connect, mkStateDir, runCode } from './lib/client.mjs';
-import { poolAndLeftovers } from './lib/host.mjs';
+import { poolAndLeftovers, throwboxCgroups } from './lib/host.mjs';
 
 const JOBS = Number(process.env.THROWBOX_SOAK_JOBS ?? 2000);
 const stateDir = mkStateDir();
@@ -16,13 +17,8 @@ function rssKiB(pid) {
   const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
   return Number(m[1]);
 }
-function jobCgroups() {
-  const out = [];
-  for (const base of ['/sys/fs/cgroup/memory/throwbox', '/sys/fs/cgroup/pids/throwbox', '/sys/fs/cgroup/throwbox']) {
-    try { out.push(...fs.readdirSync(base).filter((d) => d.startsWith('job-'))); } catch { /* absent */ }
-  }
-  return out;
-}
+// The names of every job cgroup on the host, in whichever server's directory.
+const jobCgroups = () => throwboxCgroups().filter((d) => /\/job-[^/]+$/.test(d)).map((d) => path.basename(d));
 const mounts = () => fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').length;
 
 test(`${JOBS} short jobs leave nothing behind`, { timeout: 600_000 }, async (t) => {

@@ -271,6 +271,19 @@ struct Builder {
   // Alone in a delegated cgroup: move into a leaf, give the controllers to
   // the children (systemd.resource-control(5), Delegate=: the payload moves
   // itself into a subgroup).
+  // A delegated parent's other children are this user's other scopes: a
+  // server killed in one of them left its directory there (systemd removes a
+  // scope's cgroup when the scope ends; without systemd, or before it does,
+  // the next server here does).
+  void reclaim_beside(const std::string& own, const std::string& mount) {
+    const std::string parent = parent_of(own);
+    if (own == mount || parent.size() < mount.size() || !writable_cgroup(parent)) return;
+    for (auto& sibling : subdirs(parent)) {
+      if (parent + "/" + sibling == own) continue;
+      t.orphans_removed_ += reclaim_orphans(parent + "/" + sibling, kDelegatedPrefix, pidns, t.notes_);
+    }
+  }
+
   util::Status v2_own(const std::string& own) {
     t.orphans_removed_ += reclaim_orphans(own, kDelegatedPrefix, pidns, t.notes_);
     const std::string dir = own + "/" + kDelegatedPrefix + name, leaf = dir + "/server";
@@ -328,6 +341,7 @@ struct Builder {
     if (rel.empty() || rel.find("/..") != std::string::npos)
       return why + "this process's cgroup v2 path is outside the mounted tree (" + rel + ")";
     if (writable_cgroup(own) && lists_controllers(own + "/cgroup.controllers") && alone_in(own)) {
+      reclaim_beside(own, mount);
       if (auto s = v2_own(own); s) return "";
       else why += s.error().message + "; ";
       undo();
@@ -335,6 +349,7 @@ struct Builder {
     const std::string parent = parent_of(own);
     if (own != mount && parent.size() >= mount.size() && writable_cgroup(parent) &&
         lists_controllers(parent + "/cgroup.controllers")) {
+      reclaim_beside(own, mount);
       if (auto s = v2_beside(own, parent); s) return "";
       else why += s.error().message + "; ";
       undo();

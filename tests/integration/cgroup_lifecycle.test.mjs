@@ -2,7 +2,7 @@
 // SIGTERM), warm sandboxes' included; after a SIGKILL the next server on the
 // host removes what it left, whatever state directory either had. Skipped (77)
 // where jobs get no cgroup at all, unless the host matrix expects one.
-import test from 'node:test';
+import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { connect, runCode, REQUEST_TIMEOUT_MS, SLOWDOWN } from './lib/client.mjs';
@@ -28,9 +28,15 @@ async function exited(pid, ms = 20_000 * SLOWDOWN) {
   return false;
 }
 
+// Every connection, closed at the end even when an assertion failed first
+// (a live server would keep this file running until the watchdog).
+const conns = [];
+after(async () => { for (const c of conns) await c.close().catch(() => {}); });
+
 // The pool warm (its sandboxes each hold a job cgroup) before the test acts.
 async function warmServer() {
   const conn = await connect();
+  conns.push(conn);
   const sc = await runJob(conn, 'print("warm-up")');
   assert.equal(sc.status, 'completed', sc.stderr);
   assertExpectedCgroups(sc);
@@ -87,6 +93,7 @@ test('after SIGKILL the next server, with another state directory, removes what 
   assert.ok(left.length >= 1, 'a killed server cannot remove its own cgroups');
   await first.conn.close();
   const second = await connect();  // a fresh state directory
+  conns.push(second);
   const sc = await runJob(second, 'print(2)');
   assert.equal(sc.status, 'completed');
   assert.deepEqual(cgroupsOfServer(first.tag), [], 'the second server removed the first one\'s cgroups at start-up');

@@ -70,10 +70,15 @@ test('20 jobs leave no process, scratch directory, cgroup or mount behind', { ti
 
   // Processes: nothing of a job left under the server (the warm pool's idle
   // sandboxes are not a job's), nothing else new with the sandbox's host uid.
-  // Runners report first and tear down after (off the caller's path): give
-  // the last ones a moment (longer on a slow host) before anything counts.
+  // Runners report first and tear down after (off the caller's path), and
+  // the pool refills meanwhile (a sandbox being built has its scratch
+  // directory before it is idle): let both settle, longer on a slow host,
+  // before anything counts. A real leftover never settles.
+  const runDir = path.join(stateDir, 'run');
+  const scratch = () => (fs.existsSync(runDir) ? fs.readdirSync(runDir) : []);
   let pool = poolAndLeftovers(serverPid);
-  for (const end = Date.now() + scaled(5_000); pool.others.length && Date.now() < end;) {
+  for (const end = Date.now() + scaled(5_000);
+    (pool.others.length || scratch().length !== pool.warm.length) && Date.now() < end;) {
     await sleep(50);
     pool = poolAndLeftovers(serverPid);
   }
@@ -82,16 +87,19 @@ test('20 jobs leave no process, scratch directory, cgroup or mount behind', { ti
   assert.deepEqual(others, [], 'processes of a job left under the server');
   assert.ok(spare.length <= 1, `at most one spare runner: ${spare}`);
   // The pool's and the spare runner (with its zygote) run as the server's
-  // uid, which is the sandbox's host uid when the server is not root.
-  const poolPids = new Set([...spare, ...warm].flatMap((r) => [r, ...descendants(r)]));
-  const leftover = [...pidsOfUid(sandboxHostUid)]
-    .filter((pid) => !uidPidsBefore.has(pid) && pid !== process.pid && !poolPids.has(pid));
+  // uid, which is the sandbox's host uid when the server is not root. What is
+  // under the server was judged just above (`others`); the pool may have
+  // refilled since (a new warm sandbox under the server), so the host-wide
+  // scan excludes the server's tree as it is now, and looks for what escaped it.
+  const uidPids = pidsOfUid(sandboxHostUid);
+  const underServer = new Set([serverPid, ...descendants(serverPid)]);
+  const leftover = [...uidPids]
+    .filter((pid) => !uidPidsBefore.has(pid) && pid !== process.pid && !underServer.has(pid));
   const describe = (pid) => { try { return `${pid} ${fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ')}`; } catch { return `${pid} (gone)`; } };
   assert.deepEqual(leftover.map(describe).filter((d) => !d.endsWith('(gone)')), [],
     `new processes of host uid ${sandboxHostUid}`);
   // Scratch directories.
-  const runDir = path.join(stateDir, 'run');
-  const runEntries = fs.existsSync(runDir) ? fs.readdirSync(runDir) : [];
+  const runEntries = scratch();
   assert.equal(runEntries.length, warm.length, `left under ${runDir}: ${runEntries}`);
   // Job cgroups (one per idle warm sandbox and controller may exist).
   const newCgroups = cgroupJobDirs().filter((d) => !cgroupsBefore.includes(d));

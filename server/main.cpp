@@ -82,8 +82,9 @@ constexpr const char* kServeHelp =
     "  --allow-host HOST      Accept this Host header besides the bound address\n"
     "                         (repeatable; against DNS rebinding)\n"
     "\n"
-    "Exit status: 0 when stdin closes (stdio) or on SIGTERM; 2 on a start-up error\n"
-    "(bad option, invalid policy, unusable state directory).\n";
+    "Exit status: 0 when stdin closes (stdio) or on SIGTERM or SIGINT (running\n"
+    "calls are cancelled and answered first; the server's cgroups are removed);\n"
+    "2 on a start-up error (bad option, invalid policy, unusable state directory).\n";
 
 constexpr const char* kDoctorHelp =
     "Usage: throwbox doctor [options]\n"

@@ -33,18 +33,8 @@ constexpr int kKillTimeoutMs = 2000;
 // at once: one still empty after this long was abandoned.
 constexpr int kLegacyJobAgeS = 60;
 
-util::Status write_file(const std::string& path, const std::string& value) {
-  util::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-  if (!fd.valid()) return util::make_error("sandbox", util::call_error("open", path, errno));
-  if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size()))
-    return util::make_error("sandbox", util::call_error("write", path + " <- " + value, errno));
-  return util::ok_status();
-}
-
-std::string read_small(const std::string& path) {
-  auto r = util::read_file(path, 64 * 1024);
-  return r ? *r : std::string();
-}
+using cgroups::read_small;
+using cgroups::write_file;
 
 std::vector<std::string> words(const std::string& text, char sep = ' ') {
   std::vector<std::string> out;

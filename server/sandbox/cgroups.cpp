@@ -23,19 +23,6 @@ namespace {
 
 constexpr uint64_t kCpuPeriodUs = 100000;
 
-util::Status write_file(const std::string& path, const std::string& value) {
-  util::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-  if (!fd.valid()) return util::make_error("sandbox", util::call_error("open", path, errno));
-  if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size()))
-    return util::make_error("sandbox", util::call_error("write", path + " <- " + value, errno));
-  return util::ok_status();
-}
-
-std::string read_small(const std::string& path) {
-  auto r = util::read_file(path, 64 * 1024);
-  return r ? *r : std::string();
-}
-
 // "key value" lines (memory.events, cpu.stat, memory.oom_control). Parsed by
 // hand: it runs between the program's end and the outcome, and the first
 // istringstream of a process pays for the locale (about 0.2 ms here).
@@ -60,6 +47,19 @@ int64_t now_ms() {
 }
 
 }  // namespace
+
+util::Status write_file(const std::string& path, const std::string& value) {
+  util::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd.valid()) return util::make_error("sandbox", util::call_error("open", path, errno));
+  if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size()))
+    return util::make_error("sandbox", util::call_error("write", path + " <- " + value, errno));
+  return util::ok_status();
+}
+
+std::string read_small(const std::string& path) {
+  auto r = util::read_file(path, 64 * 1024);
+  return r ? *r : std::string();
+}
 
 util::Result<Job> Job::create_in_parent(const Host& host, const std::string& job_id, const Limits& lim) {
   Job job;

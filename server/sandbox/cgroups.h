@@ -62,6 +62,11 @@ class Job {
   std::map<std::string, std::string> by_ctl_;  // controller (or "v2") -> directory
 };
 
+// One write of `value` to a cgroup file (open, write, close), naming the file
+// and errno on failure; and a small cgroup file's text ("" when unreadable).
+util::Status write_file(const std::string& path, const std::string& value);
+std::string read_small(const std::string& path);
+
 // Kills every process in the cgroup directory `dir` (v2: cgroup.kill; v1 or a
 // kernel before 5.14: SIGKILL to each pid listed), waits up to timeout_ms for
 // it to empty and removes it. Trusted side only. False if it is still there.

@@ -5,6 +5,7 @@
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { connect, runCode, REQUEST_TIMEOUT_MS, SLOWDOWN } from './lib/client.mjs';
 import { cgroupsOfServer, serverCgroupTag, cgroupLayer, assertExpectedCgroups, throwboxCgroups } from './lib/host.mjs';
 
@@ -33,6 +34,12 @@ async function exited(pid, ms = 20_000 * SLOWDOWN) {
 const conns = [];
 after(async () => { for (const c of conns) await c.close().catch(() => {}); });
 
+// Until the pool's idle sandboxes hold job cgroups (bounded; the caller asserts).
+async function poolHolds(tag) {
+  for (const end = Date.now() + 10_000 * SLOWDOWN; Date.now() < end; await sleep(50))
+    if (cgroupsOfServer(tag).some((d) => /\/job-[^/]+$/.test(d))) return;
+}
+
 // The pool warm (its sandboxes each hold a job cgroup) before the test acts.
 async function warmServer() {
   const conn = await connect();
@@ -55,7 +62,7 @@ async function warmServer() {
 
 test('a clean exit removes every cgroup the server made, the warm sandboxes\' included', { timeout: 60_000 * SLOWDOWN }, async (t) => {
   const { conn, tag, pid } = await warmServer();
-  await sleep(1000 * SLOWDOWN);  // the pool refills: idle warm sandboxes hold job cgroups
+  await poolHolds(tag);
   const during = cgroupsOfServer(tag);
   t.diagnostic(`while serving: ${during.join(' ')}`);
   assert.ok(during.length >= 1, 'the server has a cgroup directory of its own');
@@ -69,9 +76,16 @@ test('SIGTERM cancels the running job, exits 0 and removes every cgroup', { time
   const { conn, tag, pid } = await warmServer();
   let exit;  // the SDK forgets its child process once it exited
   conn.transport._process.once('exit', (code, signal) => { exit = code ?? signal; });
-  const job = runCode(conn.client, { runtime: 'python', code: 'import time\nprint("up", flush=True)\ntime.sleep(50)', timeout_s: 55 },
-    { timeout: REQUEST_TIMEOUT_MS + 60_000 });
-  await sleep(1500 * SLOWDOWN);
+  // The program names itself once it runs (PR_SET_NAME): the signal comes
+  // then, not after a guessed delay (which a slow host can outlast).
+  const mark = `tblc${process.pid % 100000}`;
+  const job = runCode(conn.client, { runtime: 'python', timeout_s: 55,
+    code: `import ctypes, time\nprint("up", flush=True)\nctypes.CDLL(None).prctl(15, b"${mark}", 0, 0, 0)\ntime.sleep(50)` },
+  { timeout: REQUEST_TIMEOUT_MS + 60_000 });
+  for (const end = Date.now() + 20_000 * SLOWDOWN; spawnSync('pgrep', ['-x', mark]).status !== 0;) {
+    assert.ok(Date.now() < end, 'the job started');
+    await sleep(20);
+  }
   assert.ok(cgroupsOfServer(tag).some((d) => /\/job-[^/]+$/.test(d)), 'the running job has its cgroup');
   process.kill(pid, 'SIGTERM');
   const r = await job;
@@ -85,7 +99,7 @@ test('SIGTERM cancels the running job, exits 0 and removes every cgroup', { time
 
 test('after SIGKILL the next server, with another state directory, removes what the first left', { timeout: 60_000 * SLOWDOWN }, async (t) => {
   const first = await warmServer();
-  await sleep(1000 * SLOWDOWN);
+  await poolHolds(first.tag);
   process.kill(first.pid, 'SIGKILL');
   assert.ok(await exited(first.pid), 'the first server is gone');
   const left = cgroupsOfServer(first.tag);

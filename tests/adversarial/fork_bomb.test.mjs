@@ -3,7 +3,7 @@
 // namespace always) and kills every one of them when the job ends.
 import test, { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect, REQUEST_TIMEOUT_MS } from '../integration/lib/client.mjs';
+import { connect, REQUEST_TIMEOUT_MS, SLOWDOWN, scaled } from '../integration/lib/client.mjs';
 import { run, runPy, lastJson, PY_PRELUDE, ERRNO, randomDigits, pgrep, sampleWhile, loadPolicy } from './lib/sandbox.mjs';
 
 let conn;
@@ -13,7 +13,7 @@ after(async () => { await conn?.close(); });
 const PIDS_MAX = loadPolicy().limits.pids_max;
 
 test('python fork loop: os.fork raises EAGAIN within pids_max; no process outlives the job',
-  { timeout: 50_000 }, async (t) => {
+  { timeout: scaled(50_000) }, async (t) => {
     const marker = `987654.${randomDigits(9)}`;
     assert.deepEqual(pgrep(marker), [], 'premise: no process with the marker before the job');
     const job = runPy(conn, `${PY_PRELUDE}
@@ -42,7 +42,7 @@ for d in os.listdir('/proc'):
         pass
 emit({"forked": len(kids), "err": err, "sleeping_inside": inside})
 time.sleep(2)  # the host counts them meanwhile
-`, { timeout_s: 15 });
+`, { timeout_s: Math.min(60, 15 * Math.max(1, SLOWDOWN / 4)) });
     const { value: sc, samples } = await sampleWhile(job, () => pgrep(marker).length, 100);
     assert.equal(sc.status, 'completed', `status ${sc.status}; stderr ${sc.stderr}`);
     const out = lastJson(sc);

@@ -45,7 +45,9 @@ run_test() {
   rc=$?
   local took=$(($(date +%s) - t0))
   case $rc in
-    0) passed=$((passed + 1)); echo "PASS  $label (${took} s)" ;;
+    0) passed=$((passed + 1)); echo "PASS  $label (${took} s)"
+       # The figures a closing note wants: CPU held by the quota, statuses counted.
+       grep -E '^# .*(cores|statuses:|cancelled after)' "$log" | head -4 | sed 's/^/      /' ;;
     77) skipped=$((skipped + 1)); echo "SKIP  $label (${took} s): $(grep -m1 -i 'skip' "$log")" ;;
     *) failed=$((failed + 1)); failures+=("$label"); echo "FAIL  $label (${took} s, exit $rc)"
        # Each failed subtest with its message, then the diagnostics.

@@ -76,9 +76,13 @@ test('20 jobs leave no process, scratch directory, cgroup or mount behind', { ti
   // before anything counts. A real leftover never settles.
   const runDir = path.join(stateDir, 'run');
   const scratch = () => (fs.existsSync(runDir) ? fs.readdirSync(runDir) : []);
+  // Settled: nothing of a job under the server, a scratch directory per idle
+  // sandbox, and the pool full (so no refill is about to start).
+  const policyPool = loadPolicy().pool ?? {};
+  const poolSize = policyPool.enabled ? (policyPool.size ?? 0) : 0;
   let pool = poolAndLeftovers(serverPid);
-  for (const end = Date.now() + scaled(5_000);
-    (pool.others.length || scratch().length !== pool.warm.length) && Date.now() < end;) {
+  for (const end = Date.now() + scaled(5_000); Date.now() < end;) {
+    if (!pool.others.length && scratch().length === pool.warm.length && pool.warm.length >= poolSize) break;
     await sleep(50);
     pool = poolAndLeftovers(serverPid);
   }

@@ -110,16 +110,28 @@ mode_user() {
   done
 }
 
-# Nothing of throwbox's may be left on the host: cgroups, processes, mounts, temp dirs.
-check_leftovers() {
-  local label=$1 left
+# What of throwbox's is on the host now.
+leftovers() {
+  local left name
   left=$(find /sys/fs/cgroup -mindepth 1 -type d \( -name throwbox -o -name 'server-*-*-*' -o -name 'throwbox-server-*' \) 2>/dev/null)
-  local name
   for name in throwbox throwbox-runner throwbox-init throwbox-zygote throwbox.real; do
     left+=$(pgrep -a -x "$name")
   done
   left+=$(grep -F ' /tmp/throwbox-' /proc/self/mountinfo)
   left+=$(find /tmp -maxdepth 1 -name 'throwbox-*' 2>/dev/null)
+  echo "$left"
+}
+
+# Nothing of throwbox's may be left on the host: cgroups, processes, mounts, temp dirs.
+check_leftovers() {
+  local label=$1 left i
+  # Servers, runners and their zombies end asynchronously after a test (and
+  # a non-reaping pid 1 reaps late): a moment's grace, as host_leftovers.sh gives.
+  for i in $(seq 1 50); do
+    left=$(leftovers)
+    [ -z "$left" ] && break
+    sleep 0.1
+  done
   if [ -z "$left" ]; then
     passed=$((passed + 1)); echo "PASS  $host $label: nothing left on the host"
   else

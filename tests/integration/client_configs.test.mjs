@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { REPO_ROOT, throwboxBin } from './lib/client.mjs';
+import { skipCase } from './lib/skip.mjs';
 
 const clients = path.join(REPO_ROOT, 'examples', 'clients');
 const unitFile = path.join(REPO_ROOT, 'examples', 'systemd', 'throwbox.service');
@@ -166,7 +167,7 @@ test('the systemd unit parses, runs `throwbox serve --http`, and keeps user name
   // systemd's own parser, where it is installed: any warning fails.
   const analyze = spawnSync('systemd-analyze', ['--version'], { encoding: 'utf8' });
   if (analyze.error) {
-    t.skip('systemd-analyze is not installed; parsed by this test only');
+    skipCase(t, 'systemd-analyze is not installed; parsed by this test only');
     return;
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'throwbox-unit-'));

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { skipWithoutHttp, startHttpServer, rawSession } from './lib/http.mjs';
+import { skipCase } from './lib/skip.mjs';
 
 skipWithoutHttp();
 
@@ -68,7 +69,8 @@ for (const scenario of SCENARIOS) {
 test('logging-set-level (only if the server declares logging)', { timeout: 70_000 }, async (t) => {
   const { result } = await rawSession(server.url, undefined);
   if (!result?.capabilities?.logging) {
-    t.skip('the server does not declare the logging capability');
+    // A missing capability is not a pass: the file then exits 77 (skipped).
+    skipCase(t, 'the server does not declare the logging capability');
     return;
   }
   await expectPass(t, 'logging-set-level');

@@ -18,6 +18,7 @@ import { spawn } from 'node:child_process';
 import { REPO_ROOT, connect } from './lib/client.mjs';
 import { spawnSync } from 'node:child_process';
 import { childrenOf, isSpareRunner, poolAndLeftovers } from './lib/host.mjs';
+import { skipCase } from './lib/skip.mjs';
 
 const BIN = process.env.THROWBOX_BIN;
 const RUNNER = path.join(path.dirname(BIN), 'throwbox-runner');
@@ -117,7 +118,7 @@ print(' '.join(map(str, sorted(same))))
 const comm = (pid) => { try { return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim(); } catch { return ''; } };
 
 test('pid 1 runs on memory no process outside the sandbox shares once the program runs', { timeout: 60_000 }, async (t) => {
-  if (process.geteuid() !== 0) { t.skip('kcmp over other users\' processes needs root'); return; }
+  if (process.geteuid() !== 0) { skipCase(t, 'kcmp over other users\' processes needs root'); return; }
   const c = await coldServer();
   try {
     const server = c.transport.pid;
@@ -140,7 +141,7 @@ test('pid 1 runs on memory no process outside the sandbox shares once the progra
     assert.ok(program, `no running job under the runner ${spare}`);
     assert.equal(fs.existsSync(`/proc/${zygote}`), false, 'the zygote is gone while the program runs');
     const sharing = sharingMemoryWith(init);
-    if (sharing === null) { t.skip('kcmp is not available on this kernel (CONFIG_KCMP)'); await job; return; }
+    if (sharing === null) { skipCase(t, 'kcmp is not available on this kernel (CONFIG_KCMP)'); await job; return; }
     assert.deepEqual(sharing, [init], `processes sharing pid 1's memory: ${sharing}`);
     assert.deepEqual(sharingMemoryWith(program), [program]);
     assert.deepEqual(sharingMemoryWith(spare), [spare]);
@@ -199,7 +200,7 @@ function startRunner() {
 }
 
 function gateSkip(t) {
-  if (process.geteuid() !== 0) { t.skip('drives throwbox-runner directly as root'); return true; }
+  if (process.geteuid() !== 0) { skipCase(t, 'drives throwbox-runner directly as root'); return true; }
   return false;
 }
 

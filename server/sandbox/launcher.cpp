@@ -52,7 +52,7 @@ int64_t now_ms() {
 
 Outcome sandbox_error(std::string message) {
   Outcome o;
-  o.status = "sandbox_error";
+  o.status = Status::sandbox_error;
   o.error = std::move(message);
   return o;
 }
@@ -305,7 +305,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   // 2. The start gate: cold, nothing of the program runs before the broker's release.
   if (!built.error.empty()) {
     sv.setup_error = built.error;
-  } else if (auto g = await_start(ch.sock.get(), cancel_fd, spec.warm.empty() ? claim_fd : -1); !g) {
+  } else if (auto g = await_start(ch.sock.get(), cancel_fd, spec.warm == Warm::cold ? claim_fd : -1); !g) {
     sv.setup_error = g.error().message;
     sv.cancelled = g.error().code == "cancelled";
   } else {
@@ -314,7 +314,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   trace::mark("zygote reaped, start");
   // 3. Warm: idle until a job claims the sandbox, then put its code and
   // inputs in and release the program.
-  if (sv.setup_error.empty() && !spec.warm.empty()) {
+  if (sv.setup_error.empty() && spec.warm != Warm::cold) {
     auto claim = await_claim(ch.sock.get(), cancel_fd, progress_fd, claim_fd);
     if (!claim) {
       sv.setup_error = claim.error().message;
@@ -362,16 +362,16 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   if (!sv.setup_error.empty() || !sv.ready) {
     Outcome e = sandbox_error(!sv.setup_error.empty() ? sv.setup_error
                                                       : "sandbox set-up did not finish in time");
-    if (sv.cancelled && !sv.ready) e.status = "cancelled";  // the program never started
+    if (sv.cancelled && !sv.ready) e.status = Status::cancelled;  // the program never started
     return e;
   }
   if (!sv.exited_report) {
-    o.status = "sandbox_error";
+    o.status = Status::sandbox_error;
     o.error = "sandbox init exited without a report";
     return o;
   }
   if (!harvest_error.empty()) {
-    o.status = "sandbox_error";
+    o.status = Status::sandbox_error;
     o.error = "collecting /outputs: " + harvest_error;
     return o;
   }
@@ -386,7 +386,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
                             ? stats.peak_memory_bytes
                             : static_cast<uint64_t>(sv.report.max_rss_kb) * 1024;
   o.timed_out = sv.timed_out;
-  o.start = spec.warm.empty() ? "cold" : "warm";
+  o.start = spec.warm == Warm::cold ? "cold" : "warm";
   // What the steps reported: the zygote's (namespaces, cgroup), pid 1's and
   // the program child's (every layer up to seccomp).
   o.layers = layer_names(built.layers | sv.layers, landlock_abi, cgroup.mode());
@@ -397,11 +397,11 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   } else if (WIFSIGNALED(ws)) {
     o.signal = WTERMSIG(ws);
   }
-  if (sv.cancelled) o.status = "cancelled";
-  else if (sv.timed_out) o.status = "timed_out";
-  else if (stats.oom_killed) o.status = "memory_exceeded";
-  else if (o.exited && o.exit_code == 0) o.status = "completed";
-  else o.status = "failed";
+  if (sv.cancelled) o.status = Status::cancelled;
+  else if (sv.timed_out) o.status = Status::timed_out;
+  else if (stats.oom_killed) o.status = Status::memory_exceeded;
+  else if (o.exited && o.exit_code == 0) o.status = Status::completed;
+  else o.status = Status::failed;
   return o;
 }
 

@@ -4,7 +4,7 @@
 
 namespace sandbox {
 
-std::vector<std::string> layer_names(Layers done, int landlock_abi, const std::string& cgroup_mode) {
+std::vector<std::string> layer_names(Layers done, int landlock_abi, cgroups::Mode cgroup_mode) {
   std::vector<std::string> names;
   static constexpr struct {
     Layer layer;
@@ -27,7 +27,7 @@ std::vector<std::string> layer_names(Layers done, int landlock_abi, const std::s
   if (done.has(Layer::landlock)) names.push_back("landlock:abi" + std::to_string(landlock_abi));
   if (done.has(Layer::capabilities_dropped)) names.emplace_back("capabilities_dropped");
   if (done.has(Layer::seccomp)) names.emplace_back("seccomp");
-  if (done.has(Layer::cgroups)) names.push_back("cgroups:" + cgroup_mode);
+  if (done.has(Layer::cgroups)) names.push_back(std::string("cgroups:") + cgroups::to_string(cgroup_mode));
   return names;
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "server/sandbox/cgroups.h"
+
 namespace sandbox {
 
 enum class Layer : uint8_t {
@@ -35,6 +37,6 @@ class Layers {
 // made), "pivot_root", "readonly_root", "fd_hygiene", "rlimits",
 // "no_new_privs", "landlock:abi<N>", "capabilities_dropped", "seccomp",
 // "cgroups:<mode>".
-std::vector<std::string> layer_names(Layers done, int landlock_abi, const std::string& cgroup_mode);
+std::vector<std::string> layer_names(Layers done, int landlock_abi, cgroups::Mode cgroup_mode);
 
 }  // namespace sandbox

@@ -62,7 +62,7 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
     if (::lstat(in.host_path.c_str(), &st) == 0) input_bytes += static_cast<uint64_t>(st.st_size) + 4096;
   }
   // A warm sandbox gets its inputs later: its /inputs is capped by the policy's limits.
-  p.inputs_opts = spec.warm.empty()
+  p.inputs_opts = spec.warm == Warm::cold
                       ? tmpfs_opts(input_bytes + (64 << 10), spec.inputs.size() + 16, "0755", false)
                       : tmpfs_opts(spec.inputs_max_bytes + (64 << 10), spec.inputs_max_files + 16, "0755", false);
   p.work_opts = tmpfs_opts(spec.work_max_bytes, 16384, "0755", true);

@@ -153,7 +153,7 @@ void build_root_in_child(const Plan& p, const LaunchSpec& spec, int sock) {
   mount_tmpfs(p.outputs, p.outputs_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
 
   // Warm: the code arrives with the claim (the runner writes it).
-  if (spec.warm.empty()) {
+  if (spec.warm == Warm::cold) {
     int fd = ::open(p.code_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) fail_in_child(sock, "open", p.code_file.c_str(), errno);
     if (::write(fd, spec.code.data(), spec.code.size()) != static_cast<ssize_t>(spec.code.size()))
@@ -169,7 +169,7 @@ void build_root_in_child(const Plan& p, const LaunchSpec& spec, int sock) {
 void fill_inputs_in_child(const Plan& p, const LaunchSpec& spec, int sock) {
   // Each stored input copied in (0444), then the tmpfs made read-only. Warm:
   // the runner copies the claim's inputs in later; pid 1 then freezes it.
-  if (!spec.warm.empty()) return;
+  if (spec.warm != Warm::cold) return;
   for (const Bind& b : p.input_copies) copy_input_in_child(b, sock);
   remount_readonly(p.inputs.c_str(), MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
 }

@@ -156,7 +156,7 @@ void pid1_watch_children(State& s) {
   if (::sigprocmask(SIG_BLOCK, &chld, nullptr) != 0) fail_in_child(s.sock, "sigprocmask", "SIGCHLD", errno);
   s.sfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (s.sfd < 0) fail_in_child(s.sock, "signalfd", "SIGCHLD", errno);
-  if (s.ctx.spec->warm == "preload" && (::pipe2(s.go, O_CLOEXEC) != 0 || ::pipe2(s.loaded, O_CLOEXEC) != 0))
+  if (s.ctx.spec->warm == Warm::preload && (::pipe2(s.go, O_CLOEXEC) != 0 || ::pipe2(s.loaded, O_CLOEXEC) != 0))
     fail_in_child(s.sock, "pipe2", "loader", errno);
 }
 
@@ -196,7 +196,7 @@ void pid1_start_program(State& s) {
 // byte), then idle until a job claims the sandbox. A loader that dies
 // meanwhile makes the sandbox unusable: reported, the pool discards it.
 void pid1_await_claim(State& s) {
-  const bool preload = s.ctx.spec->warm == "preload";
+  const bool preload = s.ctx.spec->warm == Warm::preload;
   bool announced = false;
   auto announce = [&] {
     char built = kMsgWarm;
@@ -342,7 +342,7 @@ void pid1_report_exit(State& s) {
 // layers  21 reap until done  22 kill all, reap  23 report the exit
 // 24 hold until released.
 [[noreturn]] void pid1_main(State& s) {
-  const std::string& warm = s.ctx.spec->warm;
+  const Warm warm = s.ctx.spec->warm;
   pid1_close_runner_ends(s);
   pid1_unshare_network(s);
   pid1_detach_stdio(s);
@@ -358,11 +358,11 @@ void pid1_report_exit(State& s) {
   pid1_await_start(s);
   pid1_fill_inputs(s);
   pid1_watch_children(s);
-  if (warm != "exec") pid1_start_program(s);
-  if (!warm.empty()) pid1_await_claim(s);
-  if (!warm.empty()) pid1_freeze_inputs(s);
-  if (warm == "exec") pid1_start_program(s);
-  if (warm == "preload") pid1_release_loader(s);
+  if (warm != Warm::exec) pid1_start_program(s);
+  if (warm != Warm::cold) pid1_await_claim(s);
+  if (warm != Warm::cold) pid1_freeze_inputs(s);
+  if (warm == Warm::exec) pid1_start_program(s);
+  if (warm == Warm::preload) pid1_release_loader(s);
   pid1_report_ready(s);
   pid1_reap_until_done(s);
   pid1_kill_all_and_reap(s);

@@ -216,7 +216,7 @@ void zygote_prepare_layers(Build& b) {
   b.host = cgroups::host_from_json(spec.cgroup_host);
   // Normally compiled once by the server; a runner started by hand compiles its own.
   auto filter = spec.seccomp_bpf_base64.empty()
-                    ? seccomp::compile_in_parent(b.host.mode != "none")
+                    ? seccomp::compile_in_parent(b.host.mode != cgroups::Mode::none)
                     : [&]() -> util::Result<seccomp::Program> {
     auto raw = util::base64_decode(spec.seccomp_bpf_base64);
     if (!raw) return util::make_error("sandbox", "seccomp program in the launch spec is not base64");
@@ -229,12 +229,12 @@ void zygote_prepare_layers(Build& b) {
   if (landlock_abi == 0 && spec.require_landlock)
     b.fail("the policy requires Landlock (sandbox.require.landlock) but this kernel has none "
            "(needs Linux 5.13+ with landlock in the lsm= boot list)");
-  if (b.host.mode == "none" && spec.require_cgroups)
+  if (b.host.mode == cgroups::Mode::none && spec.require_cgroups)
     b.fail("the policy requires cgroups (sandbox.require.cgroups) but none are usable: " + b.host.why_not);
   // With a memory cgroup the cgroup is the limit (an OOM kill is reported as
   // memory_exceeded) and RLIMIT_DATA only a backstop at twice it; without one,
   // RLIMIT_DATA is the limit.
-  const uint64_t data_max = b.host.mode == "none" ? spec.memory_max_bytes : 2 * spec.memory_max_bytes;
+  const uint64_t data_max = b.host.mode == cgroups::Mode::none ? spec.memory_max_bytes : 2 * spec.memory_max_bytes;
   b.limits = rlimits::build_in_parent(
       {spec.pids_max, spec.nofile_max,
        std::max({spec.work_max_bytes, spec.tmp_max_bytes, spec.outputs_max_bytes}), data_max,
@@ -320,7 +320,7 @@ void zygote_attach_cgroup(Build& b) {
                                              {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
   if (!made) b.fail(made.error().message);
   if (auto a = made->attach_in_parent(b.pid); !a) b.fail(a.error().message);
-  if (made->mode() != "none") b.report.layers.add(Layer::cgroups);
+  if (made->mode() != cgroups::Mode::none) b.report.layers.add(Layer::cgroups);
   trace::mark("cgroup attached");
 }
 

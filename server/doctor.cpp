@@ -76,7 +76,7 @@ Line probe_landlock(bool required) {
 // The same set-up as serve (a delegated cgroup may move this process into a
 // leaf), so the line says exactly what a job of `serve` here will get.
 Line probe_cgroups(const sandbox::cgroups::Host& h, bool required) {
-  if (h.mode != "none") return {"cgroups", true, h.mode + ", " + h.placement, "", required};
+  if (h.mode != sandbox::cgroups::Mode::none) return {"cgroups", true, std::string(to_string(h.mode)) + ", " + h.placement, "", required};
   return {"cgroups", false, h.why_not + "; without cgroups " + sandbox::cgroup_host::kWithoutCgroups,
           "root: cgroup v2 with the memory, pids and cpu controllers, or v1 with them; a normal user: "
           "cgroup v2 delegated by systemd, e.g. systemd-run --user --scope -p Delegate=yes throwbox serve, "
@@ -115,16 +115,16 @@ int run(const policy::Policy& pol, const std::string& state_dir, const std::stri
     } else {
       const auto& o = r->outcome;
       // The job must have had the cgroup the line above promises, no more, no less.
-      const std::string want = tree->host().mode == "none" ? "" : "cgroups:" + tree->host().mode;
+      const std::string want = tree->host().mode == sandbox::cgroups::Mode::none ? "" : std::string("cgroups:") + to_string(tree->host().mode);
       std::string got;
       for (auto& l : o.layers)
         if (l.rfind("cgroups:", 0) == 0) got = l;
-      job.ok = o.status == "completed" && o.stdout_text == "ok\n" && got == want;
+      job.ok = o.status == sandbox::Status::completed && o.stdout_text == "ok\n" && got == want;
       std::string layers;
       for (auto& l : o.layers) layers += (layers.empty() ? "" : " ") + l;
-      job.detail = runtime + ": status " + o.status + (o.error.empty() ? "" : " (" + o.error + ")") +
+      job.detail = runtime + ": status " + sandbox::to_string(o.status) + (o.error.empty() ? "" : " (" + o.error + ")") +
                    (layers.empty() ? "" : "; active layers: " + layers);
-      if (!job.ok && o.status == "completed" && got != want)
+      if (!job.ok && o.status == sandbox::Status::completed && got != want)
         job.fix = "the job's cgroup layer (" + (got.empty() ? "none" : got) + ") differs from the probe's (" +
                   (want.empty() ? "none" : want) + "): report this as a bug";
       else if (!job.ok)

@@ -229,13 +229,13 @@ int serve(int argc, char** argv) {
   for (auto& note : cgroup_tree->notes()) spdlog::warn("cgroups: {}", note);
   if (cgroup_tree->orphans_removed())
     spdlog::info("cgroups: removed {} left by servers that are gone", cgroup_tree->orphans_removed());
-  if (cgroup_host.mode == "none") {
+  if (cgroup_host.mode == sandbox::cgroups::Mode::none) {
     if (pol->sandbox.require_cgroups)
       throw std::runtime_error("the policy requires cgroups but none are usable: " + cgroup_host.why_not);
     spdlog::warn("cgroups unavailable ({}); jobs run without them: {}", cgroup_host.why_not,
                  sandbox::cgroup_host::kWithoutCgroups);
   } else {
-    spdlog::info("cgroups: {} ({})", cgroup_host.mode, cgroup_host.placement);
+    spdlog::info("cgroups: {} ({})", to_string(cgroup_host.mode), cgroup_host.placement);
   }
   store::Store store(opt.state_dir);
   broker::Jobs jobs(*pol, store, runner_exe(), sandbox::cgroups::to_json(cgroup_host));

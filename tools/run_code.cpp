@@ -69,7 +69,7 @@ json job_result_json(const broker::JobResult& r) {
                          {"name", a.name}, {"media_type", a.media_type}, {"size", a.size},
                          {"sha256", a.sha256}, {"verdict", a.verdict}, {"reason", a.reason}});
   json s{{"job_id", r.job_id},
-         {"status", o.status},
+         {"status", sandbox::to_string(o.status)},
          {"exit_code", o.exited ? json(o.exit_code) : json(nullptr)},
          {"signal", o.signal ? json(util::signal_name(o.signal)) : json(nullptr)},
          {"timed_out", o.timed_out},

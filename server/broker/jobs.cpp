@@ -115,7 +115,7 @@ JobResult from_ledger(const LedgerRow& row) {
     if (auto parsed = sandbox::outcome_from_json(o)) r.outcome = *parsed;
     r.artifacts = artifacts_from_json(row.result.value("artifacts", nlohmann::json::array()));
   } else {
-    r.outcome.status = row.status == "running" ? "sandbox_error" : row.status;
+    r.outcome.status = sandbox::status_from_string(row.status).value_or(sandbox::Status::sandbox_error);
     r.outcome.error = row.result.is_object() ? row.result.value("interrupted", "no result recorded") : "no result recorded";
   }
   return r;
@@ -278,7 +278,7 @@ void Jobs::reap_loop() {
 size_t Jobs::remove_cgroups(const std::string& sandbox_id) const {
   sandbox::cgroups::Host host = sandbox::cgroups::host_from_json(cgroup_host_);
   std::vector<std::string> bases;
-  if (host.mode == "v2") bases.push_back(host.v2_base);
+  if (host.mode == sandbox::cgroups::Mode::v2) bases.push_back(host.v2_base);
   for (auto& [_, base] : host.v1_base) bases.push_back(base);
   size_t removed = 0;
   // rmdir only succeeds on an empty cgroup; ENOENT when the runner removed it.
@@ -386,11 +386,11 @@ util::Result<sandbox::LaunchSpec> Jobs::warm_spec(const policy::Runtime& rt) con
   sandbox::LaunchSpec spec = base_spec(rt, util::random_id());
   const policy::Limits& lim = policy_.limits;
   if (rt.loader == "python") {
-    spec.warm = "preload";
+    spec.warm = sandbox::Warm::preload;
     spec.argv.push_back("-c");
     spec.argv.push_back(kPythonLoader);
   } else {
-    spec.warm = "exec";
+    spec.warm = sandbox::Warm::exec;
   }
   spec.argv.push_back(spec.code_path);
   // The job's own deadline comes with its claim; RLIMIT_CPU, the backstop,
@@ -627,7 +627,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   // A slot first: beyond the limits this answers busy at once.
   if (auto s = admission_.acquire(req.tenant, req.cancel); !s) {
     if (s.error().code != "cancelled") return s.error();
-    result.outcome.status = "cancelled";
+    result.outcome.status = sandbox::Status::cancelled;
     result.outcome.error = "cancelled while waiting for a slot";
     return result;
   }
@@ -706,10 +706,10 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     result.artifacts = store_artifacts(req.tenant, result.job_id, result.outcome);
   } else {
     spdlog::error("job {}: {}", result.job_id, outcome.error().message);
-    result.outcome.status = "sandbox_error";
+    result.outcome.status = sandbox::Status::sandbox_error;
     result.outcome.error = outcome.error().message;
   }
-  if (result.outcome.status == "sandbox_error")
+  if (result.outcome.status == sandbox::Status::sandbox_error)
     spdlog::error("job {}: sandbox_error: {}", result.job_id, result.outcome.error);
   if (finished) {
     {
@@ -725,12 +725,12 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   nlohmann::json recorded_outcome = sandbox::to_json(result.outcome);
   recorded_outcome["files"] = nlohmann::json::array();  // host paths of a scratch dir now gone
   const int64_t t_stored = now_us();
-  if (auto s = ledger_->record_end(result.job_id, result.outcome.status,
+  if (auto s = ledger_->record_end(result.job_id, sandbox::to_string(result.outcome.status),
                                    {{"outcome", recorded_outcome}, {"artifacts", artifacts_to_json(result.artifacts)}});
       !s)
     spdlog::error("job {}: ledger: {}", result.job_id, s.error().message);
   const int64_t t_end = now_us();
-  metrics_.job_ended(result.outcome.status, static_cast<double>(t_end - t_admitted) / 1e6);
+  metrics_.job_ended(sandbox::to_string(result.outcome.status), static_cast<double>(t_end - t_admitted) / 1e6);
   for (auto& a : result.artifacts) metrics_.artifact_judged(a.verdict);
   spdlog::debug("job {} timings (us): resolve+admit {} ledger_start {} runner {} store {} ledger_end+cleanup {}",
                 result.job_id, t_admitted - t_begin, t_recorded - t_admitted,
@@ -738,7 +738,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   std::string layers;
   for (auto& l : result.outcome.layers) layers += (layers.empty() ? "" : " ") + l;
   spdlog::info("job {} tenant={} runtime={} start={} status={} duration_ms={} layers=[{}]", result.job_id,
-               req.tenant, req.runtime, result.outcome.start, result.outcome.status, result.outcome.duration_ms, layers);
+               req.tenant, req.runtime, result.outcome.start, sandbox::to_string(result.outcome.status), result.outcome.duration_ms, layers);
   return result;
 }
 

@@ -391,14 +391,14 @@ std::unique_ptr<ServerTree> ServerTree::set_up() {
     if (m.fstype != "cgroup2") continue;
     std::string w = b.v2(m.path);
     if (w.empty()) {
-      t->host_.mode = "v2";
+      t->host_.mode = cgroups::Mode::v2;
       return t;
     }
     why = w;
   }
   std::string w1 = b.v1(mounts);
   if (w1.empty()) {
-    t->host_.mode = "v1";
+    t->host_.mode = cgroups::Mode::v1;
     return t;
   }
   b.undo();

@@ -64,12 +64,12 @@ std::string read_small(const std::string& path) {
 util::Result<Job> Job::create_in_parent(const Host& host, const std::string& job_id, const Limits& lim) {
   Job job;
   job.mode_ = host.mode;
-  if (host.mode == "none") return job;
+  if (host.mode == Mode::none) return job;
   auto fail = [&](util::Status s) -> util::Result<Job> {
     job.destroy();
     return s.error();
   };
-  if (host.mode == "v2") {
+  if (host.mode == Mode::v2) {
     std::string dir = host.v2_base + "/job-" + job_id;
     if (::mkdir(dir.c_str(), 0755) != 0) return util::make_error("sandbox", util::call_error("mkdir", dir, errno));
     job.dirs_.push_back(dir);
@@ -124,14 +124,14 @@ util::Status Job::attach_in_parent(pid_t pid) const {
 
 Stats Job::read_stats() const {
   Stats st;
-  if (mode_ == "v2") {
+  if (mode_ == Mode::v2) {
     const std::string& dir = by_ctl_.at("v2");
     st.cpu_ms = keyed_value(read_small(dir + "/cpu.stat"), "usage_usec") / 1000;
     std::string peak = read_small(dir + "/memory.peak");  // kernel 5.19+
     st.peak_memory_bytes = peak.empty() ? 0 : std::strtoull(peak.c_str(), nullptr, 10);
     st.oom_killed = keyed_value(read_small(dir + "/memory.events"), "oom_kill") > 0;
     st.valid = true;
-  } else if (mode_ == "v1") {
+  } else if (mode_ == Mode::v1) {
     st.cpu_ms = std::strtoull(read_small(by_ctl_.at("cpuacct") + "/cpuacct.usage").c_str(), nullptr, 10) / 1000000;
     st.peak_memory_bytes =
         std::strtoull(read_small(by_ctl_.at("memory") + "/memory.max_usage_in_bytes").c_str(), nullptr, 10);
@@ -142,16 +142,16 @@ Stats Job::read_stats() const {
 }
 
 void Job::kill_all() const {
-  if (mode_ == "v2") (void)write_file(by_ctl_.at("v2") + "/cgroup.kill", "1");
+  if (mode_ == Mode::v2) (void)write_file(by_ctl_.at("v2") + "/cgroup.kill", "1");
 }
 
 Job Job::named_in_parent(const Host& host, const std::string& job_id) {
   Job job;
   job.mode_ = host.mode;
-  if (host.mode == "v2") {
+  if (host.mode == Mode::v2) {
     job.dirs_.push_back(host.v2_base + "/job-" + job_id);
     job.by_ctl_["v2"] = job.dirs_.back();
-  } else if (host.mode == "v1") {
+  } else if (host.mode == Mode::v1) {
     for (auto& [ctl, base] : host.v1_base) {
       std::string dir = base + "/job-" + job_id;
       job.by_ctl_[ctl] = dir;
@@ -195,14 +195,24 @@ bool kill_and_remove(const std::string& dir, int timeout_ms) {
   }
 }
 
+const char* to_string(Mode mode) {
+  switch (mode) {
+    case Mode::v2: return "v2";
+    case Mode::v1: return "v1";
+    case Mode::none: break;
+  }
+  return "none";
+}
+
 nlohmann::json to_json(const Host& h) {
-  return {{"mode", h.mode}, {"v2_base", h.v2_base}, {"v1_base", h.v1_base}, {"why_not", h.why_not},
+  return {{"mode", to_string(h.mode)}, {"v2_base", h.v2_base}, {"v1_base", h.v1_base}, {"why_not", h.why_not},
           {"placement", h.placement}};
 }
 
 Host host_from_json(const nlohmann::json& j) {
   Host h;
-  h.mode = j.value("mode", "none");
+  const std::string mode = j.value("mode", "none");
+  h.mode = mode == "v2" ? Mode::v2 : mode == "v1" ? Mode::v1 : Mode::none;
   h.v2_base = j.value("v2_base", "");
   if (j.contains("v1_base")) h.v1_base = j["v1_base"].get<std::map<std::string, std::string>>();
   h.why_not = j.value("why_not", "");

@@ -16,13 +16,17 @@
 
 namespace sandbox::cgroups {
 
+// Which cgroup hierarchy jobs get; JSON (and the result's "cgroups:<mode>") "v2", "v1", "none".
+enum class Mode { none, v1, v2 };
+const char* to_string(Mode mode);
+
 struct Host {
-  std::string mode = "none";                  // "v2", "v1" or "none"
+  Mode mode = Mode::none;
   std::string v2_base;                         // v2: this server's directory; job cgroups are made in it
   // v1: controller (memory, pids, cpu, cpuacct) -> this server's directory in
   // that controller's hierarchy; co-mounted controllers (cpu,cpuacct) share one.
   std::map<std::string, std::string> v1_base;
-  std::string why_not;                         // mode "none": the reason, and the fix
+  std::string why_not;                         // Mode::none: the reason, and the fix
   std::string placement;                       // how the directory was found (cgroup_host.cpp)
 };
 
@@ -54,10 +58,10 @@ class Job {
   // rmdir of every directory, retried briefly while the last processes exit.
   void destroy() const;
   const std::vector<std::string>& dirs() const { return dirs_; }
-  const std::string& mode() const { return mode_; }
+  Mode mode() const { return mode_; }
 
  private:
-  std::string mode_ = "none";
+  Mode mode_ = Mode::none;
   std::vector<std::string> dirs_;              // every directory made
   std::map<std::string, std::string> by_ctl_;  // controller (or "v2") -> directory
 };

@@ -8,7 +8,7 @@ namespace sandbox {
 constexpr char kMsgGo = 'G';       // parent -> child: id maps written, build the root
 constexpr char kMsgStart = 'S';    // parent -> child: in the job's cgroup (and, cold, released): start the program
 constexpr char kMsgKill = 'K';     // parent -> child: deadline or cancel, kill the tree
-constexpr char kMsgReady = 'R';    // child -> parent: program exec'd
+constexpr char kMsgReady = 'R';    // child -> parent: program exec'd (uint32_t Layers bits follow: pid 1's and the program's)
 constexpr char kMsgError = 'E';    // child -> parent: a setup step failed (text follows)
 constexpr char kMsgExit = 'X';     // child -> parent: program finished (ExitReport follows)
 // Warm pool (spec.warm): the sandbox is built and waits for a job.

@@ -1,12 +1,10 @@
-// The ordered containment steps, parent side. The child side is init.cpp.
-// In the zygote (build_in_zygote), forked by the runner before its job came:
-// 1 plan mounts  2 compile seccomp, probe Landlock, rlimit table  3 scratch
-// dirs  4 (pipes and socket: made before the fork)  5 clone into namespaces
-// (the child makes its network namespace meanwhile)  6 id maps, go (the child
-// builds its root meanwhile)  7 make and attach the cgroup, report, exit.
-// In the runner (launch): reap the zygote, the start gate, start
-// 8 supervise: capture, deadline
-// 9 harvest /outputs  10 reap, account, remove the cgroup.
+// The runner's side of one job, after the zygote built pid 1 (zygote.cpp,
+// zygote_main; then pid1.cpp, pid1_main; program.cpp, program_main): the
+// runner's steps, in order (launch):
+// 1 adopt what the zygote made  2 start gate (cold: the broker's release)
+// 3 warm: await the claim, deliver code and inputs  4 supervise: capture,
+// deadline  5 harvest /outputs  6 account, build the outcome from what the
+// steps reported; Teardown releases pid 1 and removes the cgroup after.
 // Any failed step before the program starts is a sandbox_error; the code never runs.
 #include "server/sandbox/launcher.h"
 
@@ -26,21 +24,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/sandbox/capabilities.h"
 #include "server/sandbox/capture.h"
 #include "server/sandbox/cgroups.h"
-#include "server/sandbox/landlock.h"
-#include "server/sandbox/placement.h"
-#include "server/sandbox/rlimits.h"
-#include "server/sandbox/seccomp.h"
 #include "server/sandbox/trace.h"
-#include "server/util/base64.h"
 #include "server/sandbox/child_report.h"
 #include "server/sandbox/deliver.h"
 #include "server/sandbox/harvest.h"
-#include "server/sandbox/init.h"
+#include "server/sandbox/layers.h"
 #include "server/sandbox/mounts.h"
-#include "server/sandbox/namespaces.h"
 #include "server/sandbox/zygote.h"
 #include "server/util/fd.h"
 #include "server/util/text.h"
@@ -61,7 +52,7 @@ int64_t now_ms() {
 
 Outcome sandbox_error(std::string message) {
   Outcome o;
-  o.status = "sandbox_error";
+  o.status = Status::sandbox_error;
   o.error = std::move(message);
   return o;
 }
@@ -72,6 +63,7 @@ struct Supervision {
   bool exited_report = false;
   bool timed_out = false;
   bool child_gone = false;
+  Layers layers;            // what pid 1's and the program child's steps reported done
   std::string setup_error;
   ExitReport report{};
   int64_t started_ms = 0;
@@ -156,7 +148,10 @@ void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::Uniq
         if (!drain_deadline) drain_deadline = now_ms() + kDrainTimeoutMs;
         continue;
       }
-      if (msg[0] == kMsgReady) {
+      if (msg[0] == kMsgReady && n == 1 + static_cast<ssize_t>(sizeof(uint32_t))) {
+        uint32_t bits;
+        std::memcpy(&bits, msg + 1, sizeof bits);
+        sv.layers = Layers(bits);
         sv.ready = true;
         sv.started_ms = now_ms();
         run_deadline = sv.started_ms + static_cast<int64_t>(spec.timeout_ms);
@@ -257,13 +252,6 @@ util::Status await_start(int sock, int cancel_fd, int start_fd) {
   }
 }
 
-std::vector<char*> to_cstrings(const std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
-
 }  // namespace
 
 void Teardown::finish() {
@@ -281,119 +269,6 @@ void Teardown::finish() {
   }
   cgroup_.destroy();
   cgroup_ = cgroups::Job();
-}
-
-namespace {
-
-// pid 1's first steps on its own stack: drop the runner's ends, then init.
-struct Pid1Args {
-  const init::ChildContext* ctx;
-  int runner_fds[4];  // the control socket's runner end, the pipes' reading ends, the zygote's report pipe
-};
-
-int pid1_entry(void* p) {
-  auto* a = static_cast<Pid1Args*>(p);
-  for (int fd : a->runner_fds) ::close(fd);
-  init::run_in_child(*a->ctx);
-}
-
-}  // namespace
-
-void build_in_zygote(const LaunchSpec& spec, zygote::Channels& ch, int report_fd, zygote::Report report) {
-  auto fail = [&](std::string message) {
-    report.error = std::move(message);
-    zygote::report_and_exit_in_zygote(report_fd, report);
-  };
-  // 1. Every path and string the child will need, built before clone.
-  auto plan = mounts::plan_in_parent(spec);
-  if (!plan) fail(plan.error().message);
-  trace::mark("plan");
-  // 2. The other layers, prepared here so the child only makes syscalls.
-  // Normally compiled once by the server; a runner started by hand compiles its own.
-  auto filter = spec.seccomp_bpf_base64.empty()
-                    ? seccomp::compile_in_parent(cgroups::host_from_json(spec.cgroup_host).mode != "none")
-                    : [&]() -> util::Result<seccomp::Program> {
-    auto raw = util::base64_decode(spec.seccomp_bpf_base64);
-    if (!raw) return util::make_error("sandbox", "seccomp program in the launch spec is not base64");
-    return seccomp::from_bytes(*raw);
-  }();
-  if (!filter) fail(filter.error().message);
-  const int landlock_abi = landlock::abi_version();
-  report.landlock_abi = landlock_abi;
-  if (landlock_abi == 0 && spec.require_landlock)
-    fail("the policy requires Landlock (sandbox.require.landlock) but this kernel has none "
-         "(needs Linux 5.13+ with landlock in the lsm= boot list)");
-  cgroups::Host host = cgroups::host_from_json(spec.cgroup_host);
-  if (host.mode == "none" && spec.require_cgroups)
-    fail("the policy requires cgroups (sandbox.require.cgroups) but none are usable: " + host.why_not);
-  // With a memory cgroup the cgroup is the limit (an OOM kill is reported as
-  // memory_exceeded) and RLIMIT_DATA only a backstop at twice it; without one,
-  // RLIMIT_DATA is the limit.
-  const uint64_t data_max = host.mode == "none" ? spec.memory_max_bytes : 2 * spec.memory_max_bytes;
-  const rlimits::Table limits = rlimits::build_in_parent(
-      {spec.pids_max, spec.nofile_max,
-       std::max({spec.work_max_bytes, spec.tmp_max_bytes, spec.outputs_max_bytes}), data_max,
-       spec.timeout_ms});
-  const int last_cap = capabilities::read_last_cap_in_parent();
-  const placement::Cpus cpus = placement::allowed_in_parent();
-  trace::mark("layers prepared");
-
-  // 3. The job's scratch directory (a cold job's is made here, the broker
-  // only made its parent) and in it the mount point of the new root. The host
-  // side of the harvest is made after go, beside pid 1's work.
-  if (::mkdir(spec.scratch_dir.c_str(), 0700) != 0) {
-    const int e = errno;
-    struct stat st {};
-    if (e != EEXIST) fail(util::call_error("mkdir", spec.scratch_dir, e));
-    if (::lstat(spec.scratch_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
-        (st.st_mode & 077) != 0)
-      fail("scratch directory " + spec.scratch_dir + " exists and is not this runner's own 0700 directory");
-  }
-  if (::mkdir(plan->root.c_str(), 0700) != 0) fail(util::call_error("mkdir", plan->root, errno));
-
-  // 4-5. Clone into fresh namespaces, on the zygote's memory (the child makes
-  // its network namespace first thing). Nothing here is freed: pid 1 reads
-  // the plan and the context until the zygote's exit, and after it. Until
-  // then the two also share glibc's thread data (no CLONE_SETTLS): pid 1
-  // never allocates, and the one thing either could overwrite for the other
-  // is errno, between a failed call and its error report (a wrong errno in a
-  // message at worst).
-  init::ChildContext ctx{&spec, &*plan, ch.child_sock.get(), ch.out_write.get(), ch.err_write.get(),
-                         to_cstrings(spec.argv), to_cstrings(spec.env), &*filter, &limits, last_cap,
-                         landlock_abi, &cpus};
-  Pid1Args args{&ctx, {ch.sock.get(), ch.out_read.get(), ch.err_read.get(), report_fd}};
-  pid_t pid = zygote::clone_pid1_in_zygote(pid1_entry, &args, namespaces::kSandboxCloneFlags);
-  if (pid < 0) {
-    int e = errno;
-    fail(util::call_error("clone", "CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWIPC|CLONE_NEWUTS|"
-                                   "CLONE_NEWCGROUP|CLONE_VM|CLONE_PARENT", e) +
-         (e == EPERM || e == ENOSPC
-              ? "; user namespaces may be disabled (sysctl user.max_user_namespaces, "
-                "kernel.apparmor_restrict_unprivileged_userns)"
-              : ""));
-  }
-  report.pid = pid;
-  placement::keep_child_here_in_parent(pid, cpus);
-  trace::mark("cloned");
-
-  // 6. Identity first: pid 1 builds its root once the id maps exist (go).
-  if (auto m = namespaces::write_id_maps_in_parent(pid, spec.host_uid, spec.host_gid); !m) fail(m.error().message);
-  char go = kMsgGo;
-  if (::send(ch.sock.get(), &go, 1, MSG_NOSIGNAL) != 1) fail(util::call_error("send", "go", errno));
-  placement::move_self_away_in_parent(cpus);
-  trace::mark("id maps, go");
-  if (::mkdir(spec.harvest_dir.c_str(), 0700) != 0 && errno != EEXIST)
-    fail(util::call_error("mkdir", spec.harvest_dir, errno));
-
-  // 7. Meanwhile the job's cgroup, with pid 1 in it (a v1 attach waits out
-  // an RCU grace period, about 1 ms here). The runner sends "start" after this
-  // report, once the zygote is reaped (and, cold, the job released).
-  auto made = cgroups::Job::create_in_parent(
-      host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
-  if (!made) fail(made.error().message);
-  if (auto a = made->attach_in_parent(pid); !a) fail(a.error().message);
-  trace::mark("cgroup attached");
-  zygote::report_and_exit_in_zygote(report_fd, report);
 }
 
 void Teardown::adopt(const zygote::Report& built, const LaunchSpec* spec) {
@@ -418,8 +293,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
                Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd) {
   // A warm spec becomes the job's once claimed (timeout, progress).
   LaunchSpec spec = warm_or_cold;
-  // 1-7 were the zygote's (build_in_zygote): what it made is torn down
-  // whatever it reported.
+  // 1. What the zygote made (zygote_main) is torn down whatever it reported.
   teardown.adopt(built, &spec);
   const cgroups::Job& cgroup = teardown.cgroup_;
   const pid_t pid = built.pid;
@@ -428,19 +302,19 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   Supervision sv;
   capture::Stream out_cap(spec.stdout_max_bytes), err_cap(spec.stderr_max_bytes);
   auto send_byte = [&](char byte) { (void)::send(ch.sock.get(), &byte, 1, MSG_NOSIGNAL); };
+  // 2. The start gate: cold, nothing of the program runs before the broker's release.
   if (!built.error.empty()) {
     sv.setup_error = built.error;
-  } else if (auto g = await_start(ch.sock.get(), cancel_fd, spec.warm.empty() ? claim_fd : -1); !g) {
-    // Cold: nothing of the program runs before the broker's release.
+  } else if (auto g = await_start(ch.sock.get(), cancel_fd, spec.warm == Warm::cold ? claim_fd : -1); !g) {
     sv.setup_error = g.error().message;
     sv.cancelled = g.error().code == "cancelled";
   } else {
     send_byte(kMsgStart);
   }
   trace::mark("zygote reaped, start");
-  // 7b. Warm: idle until a job claims the sandbox, then put its code and
+  // 3. Warm: idle until a job claims the sandbox, then put its code and
   // inputs in and release the program.
-  if (sv.setup_error.empty() && !spec.warm.empty()) {
+  if (sv.setup_error.empty() && spec.warm != Warm::cold) {
     auto claim = await_claim(ch.sock.get(), cancel_fd, progress_fd, claim_fd);
     if (!claim) {
       sv.setup_error = claim.error().message;
@@ -460,13 +334,13 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
     }
     trace::mark("claimed");
   }
-  // 8. Run, capture, enforce the deadline.
+  // 4. Run, capture, enforce the deadline.
   if (sv.setup_error.empty())
     supervise(spec, ch.sock.get(), ch.out_read, ch.err_read, out_cap, err_cap, sv, cancel_fd,
               spec.progress ? progress_fd : -1);
   trace::mark("program done, drained");
 
-  // 9. Harvest while pid 1 still holds the sandbox's mounts. A pid 1 that
+  // 5. Harvest while pid 1 still holds the sandbox's mounts. A pid 1 that
   // reported has killed and reaped everything else in its namespace, and
   // stays until its socket closes, so nothing runs meanwhile. Only then may
   // the cgroup be killed: cgroup.kill would take pid 1 with it, and with it
@@ -476,7 +350,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   trace::mark("harvested");
   if (sv.timed_out || sv.cancelled) cgroup.kill_all();
 
-  // 10. Releasing pid 1 ends the namespaces (Teardown::finish, after the
+  // 6. Releasing pid 1 ends the namespaces (Teardown::finish, after the
   // outcome is reported); SIGKILL covers a pid 1 that never reported.
   teardown.kill_ = !sv.exited_report;
   teardown.sock_ = std::move(ch.sock);
@@ -488,16 +362,16 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   if (!sv.setup_error.empty() || !sv.ready) {
     Outcome e = sandbox_error(!sv.setup_error.empty() ? sv.setup_error
                                                       : "sandbox set-up did not finish in time");
-    if (sv.cancelled && !sv.ready) e.status = "cancelled";  // the program never started
+    if (sv.cancelled && !sv.ready) e.status = Status::cancelled;  // the program never started
     return e;
   }
   if (!sv.exited_report) {
-    o.status = "sandbox_error";
+    o.status = Status::sandbox_error;
     o.error = "sandbox init exited without a report";
     return o;
   }
   if (!harvest_error.empty()) {
-    o.status = "sandbox_error";
+    o.status = Status::sandbox_error;
     o.error = "collecting /outputs: " + harvest_error;
     return o;
   }
@@ -512,13 +386,10 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
                             ? stats.peak_memory_bytes
                             : static_cast<uint64_t>(sv.report.max_rss_kb) * 1024;
   o.timed_out = sv.timed_out;
-  o.start = spec.warm.empty() ? "cold" : "warm";
-  o.layers = {"namespaces:user,pid,mount,net,ipc,uts,cgroup", "pivot_root", "readonly_root",
-              "fd_hygiene", "rlimits", "no_new_privs"};
-  if (landlock_abi > 0) o.layers.push_back("landlock:abi" + std::to_string(landlock_abi));
-  o.layers.push_back("capabilities_dropped");
-  o.layers.push_back("seccomp");
-  if (cgroup.mode() != "none") o.layers.push_back("cgroups:" + cgroup.mode());
+  o.start = spec.warm == Warm::cold ? "cold" : "warm";
+  // What the steps reported: the zygote's (namespaces, cgroup), pid 1's and
+  // the program child's (every layer up to seccomp).
+  o.layers = layer_names(built.layers | sv.layers, landlock_abi, cgroup.mode());
   int ws = sv.report.wait_status;
   if (WIFEXITED(ws)) {
     o.exited = true;
@@ -526,11 +397,11 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   } else if (WIFSIGNALED(ws)) {
     o.signal = WTERMSIG(ws);
   }
-  if (sv.cancelled) o.status = "cancelled";
-  else if (sv.timed_out) o.status = "timed_out";
-  else if (stats.oom_killed) o.status = "memory_exceeded";
-  else if (o.exited && o.exit_code == 0) o.status = "completed";
-  else o.status = "failed";
+  if (sv.cancelled) o.status = Status::cancelled;
+  else if (sv.timed_out) o.status = Status::timed_out;
+  else if (stats.oom_killed) o.status = Status::memory_exceeded;
+  else if (o.exited && o.exit_code == 0) o.status = Status::completed;
+  else o.status = Status::failed;
   return o;
 }
 

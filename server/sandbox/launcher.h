@@ -1,6 +1,7 @@
-// The runner's one entry point: build the sandbox for a launch spec, run the
-// program in it, and return the outcome. The only place that clones or execs.
-// Runs in the single-threaded runner process, never in the server.
+// The runner's side of one job: once its zygote built the sandbox (zygote.h),
+// start and supervise the program, harvest, and return the outcome. Clones
+// nothing: the zygote clones pid 1 (zygote.cpp), pid 1 clones the program
+// child, which execs (pid1.cpp, program.cpp). Runs in the single-threaded runner.
 #pragma once
 #include <sys/types.h>
 
@@ -31,12 +32,6 @@ Outcome launch(const LaunchSpec& spec, zygote::Channels& channels, const zygote:
 // made (pid 1, the cgroup, the root mount point; spec null when the runner
 // could not parse it, nor then could the zygote) and returns the sandbox_error.
 Outcome abandon(const zygote::Report& built, const LaunchSpec* spec, std::string message);
-
-// Steps 1-7 in the zygote: plan, layers, clone pid 1, id maps, go, the job's
-// cgroup; then the report to the runner and the zygote's exit.
-// report: what the zygote read (the spec text), completed here.
-[[noreturn]] void build_in_zygote(const LaunchSpec& spec, zygote::Channels& channels, int report_fd,
-                                  zygote::Report report);
 
 // What is left once the outcome is known: pid 1 (and with it every namespace),
 // the root mount point and the cgroup. The runner reports first and then

@@ -35,7 +35,7 @@ int report(const Outcome& o) {
 
 int fail(const std::string& message) {
   Outcome o;
-  o.status = "sandbox_error";
+  o.status = Status::sandbox_error;
   o.error = message;
   return report(o);
 }
@@ -73,7 +73,7 @@ int runner_main() {
   auto zygote = zygote::Zygote::start_in_parent();
   if (!zygote) return fail(zygote.error().message);
   // The zygote reads the spec from stdin (the first line, or all of it),
-  // parses it and builds pid 1 (launcher::build_in_zygote); this process waits
+  // parses it and builds pid 1 (zygote.cpp, zygote_main); this process waits
   // for its report, parses the same spec while pid 1 builds its root, and has
   // reaped the zygote before anything of the program may start.
   auto built = zygote->await_report_in_parent();
@@ -86,7 +86,7 @@ int runner_main() {
   // start gate). Warm: the claim comes once the runner said it is ready.
   if (!built->rest.empty())
     return report(launcher::abandon(*built, &*spec,
-                                    spec->warm.empty() ? "unexpected input after the launch spec"
+                                    spec->warm == Warm::cold ? "unexpected input after the launch spec"
                                                        : "a claim arrived before the warm sandbox was ready"));
 
   util::UniqueFd cancel_fd(::signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK));

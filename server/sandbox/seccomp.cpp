@@ -1,6 +1,6 @@
 // Seccomp filter. compile_in_parent runs in the runner before clone (libseccomp
-// allocates); install_in_child is one syscall in the program child, after every
-// other step, so the filter never gets in the way of the set-up itself.
+// allocates); install_in_child (seccomp_child.cpp) is one syscall in the program
+// child, after every other step, so the filter never gets in the way of the set-up itself.
 // Default allow, with each kernel surface a sandbox never needs refused.
 #include "server/sandbox/seccomp.h"
 
@@ -171,13 +171,6 @@ util::Result<Program> from_bytes(const std::string& raw) {
   p.instructions.resize(raw.size() / sizeof(sock_filter));
   std::memcpy(p.instructions.data(), raw.data(), raw.size());
   return p;
-}
-
-int install_in_child(const Program& program) {
-  sock_fprog fprog{static_cast<unsigned short>(program.instructions.size()),
-                   const_cast<sock_filter*>(program.instructions.data())};
-  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) != 0) return errno;
-  return 0;
 }
 
 }  // namespace sandbox::seccomp

@@ -6,6 +6,24 @@ namespace sandbox {
 
 using nlohmann::json;
 
+namespace {
+constexpr const char* kStatusNames[] = {"completed", "failed", "timed_out", "memory_exceeded", "cancelled",
+                                        "sandbox_error"};
+constexpr const char* kWarmNames[] = {"", "exec", "preload"};
+
+template <class E, size_t N>
+std::optional<E> from_names(const char* const (&names)[N], std::string_view text) {
+  for (size_t i = 0; i < N; ++i)
+    if (text == names[i]) return static_cast<E>(i);
+  return std::nullopt;
+}
+}  // namespace
+
+const char* to_string(Status status) { return kStatusNames[static_cast<size_t>(status)]; }
+std::optional<Status> status_from_string(std::string_view text) { return from_names<Status>(kStatusNames, text); }
+const char* to_string(Warm warm) { return kWarmNames[static_cast<size_t>(warm)]; }
+std::optional<Warm> warm_from_string(std::string_view text) { return from_names<Warm>(kWarmNames, text); }
+
 json to_json(const LaunchSpec& s) {
   json inputs = json::array();
   for (auto& in : s.inputs) inputs.push_back({{"name", in.name}, {"host_path", in.host_path}});
@@ -21,7 +39,7 @@ json to_json(const LaunchSpec& s) {
           {"nofile_max", s.nofile_max}, {"cpu_max_cores", s.cpu_max_cores},
           {"cgroup_host", s.cgroup_host}, {"require_landlock", s.require_landlock},
           {"require_cgroups", s.require_cgroups}, {"seccomp_bpf_base64", s.seccomp_bpf_base64},
-          {"progress", s.progress}, {"warm", s.warm}, {"inputs_max_bytes", s.inputs_max_bytes},
+          {"progress", s.progress}, {"warm", to_string(s.warm)}, {"inputs_max_bytes", s.inputs_max_bytes},
           {"inputs_max_files", s.inputs_max_files}};
 }
 
@@ -80,12 +98,12 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     j.at("require_cgroups").get_to(s.require_cgroups);
     s.seccomp_bpf_base64 = j.value("seccomp_bpf_base64", "");
     s.progress = j.value("progress", false);
-    s.warm = j.value("warm", "");
+    auto warm = warm_from_string(j.value("warm", ""));
+    if (!warm) return util::make_error("spec", "warm must be \"\", \"exec\" or \"preload\"");
+    s.warm = *warm;
     s.inputs_max_bytes = j.value("inputs_max_bytes", uint64_t{0});
     s.inputs_max_files = j.value("inputs_max_files", uint64_t{0});
-    if (!s.warm.empty() && s.warm != "exec" && s.warm != "preload")
-      return util::make_error("spec", "warm must be \"\", \"exec\" or \"preload\"");
-    if (!s.warm.empty() && (!s.code.empty() || !s.inputs.empty()))
+    if (s.warm != Warm::cold && (!s.code.empty() || !s.inputs.empty()))
       return util::make_error("spec", "a warm spec carries no code and no inputs (they come with the claim)");
     if (s.argv.empty() || s.argv[0].empty() || s.argv[0][0] != '/')
       return util::make_error("spec", "argv[0] must be an absolute path");
@@ -102,7 +120,7 @@ json to_json(const Outcome& o) {
   for (auto& f : o.files)
     files.push_back({{"name", f.name}, {"size", f.size}, {"host_path", f.host_path},
                      {"rejected", f.rejected}});
-  return {{"status", o.status}, {"error", o.error}, {"exited", o.exited},
+  return {{"status", to_string(o.status)}, {"error", o.error}, {"exited", o.exited},
           {"exit_code", o.exit_code}, {"signal", o.signal}, {"timed_out", o.timed_out},
           {"stdout", o.stdout_text}, {"stderr", o.stderr_text},
           {"stdout_truncated", o.stdout_truncated}, {"stderr_truncated", o.stderr_truncated},
@@ -114,7 +132,9 @@ json to_json(const Outcome& o) {
 util::Result<Outcome> outcome_from_json(const json& j) {
   try {
     Outcome o;
-    j.at("status").get_to(o.status);
+    auto status = status_from_string(j.at("status").get<std::string>());
+    if (!status) return util::make_error("outcome", "malformed runner outcome: unknown status");
+    o.status = *status;
     j.at("error").get_to(o.error);
     j.at("exited").get_to(o.exited);
     j.at("exit_code").get_to(o.exit_code);

@@ -3,7 +3,9 @@
 // runner makes no policy decision.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +13,17 @@
 #include "server/util/result.h"
 
 namespace sandbox {
+
+// A job's outcome, as the result's `status` names it.
+enum class Status { completed, failed, timed_out, memory_exceeded, cancelled, sandbox_error };
+// A warm-pool sandbox or not (LaunchSpec::warm); JSON "" (cold), "exec", "preload".
+enum class Warm { cold, exec, preload };
+
+// The strings of the JSON boundary (the runner's outcome, the result, the ledger).
+const char* to_string(Status status);
+std::optional<Status> status_from_string(std::string_view text);
+const char* to_string(Warm warm);
+std::optional<Warm> warm_from_string(std::string_view text);
 
 struct InputBind {
   std::string name;       // file name under /inputs
@@ -46,13 +59,13 @@ struct LaunchSpec {
   bool require_cgroups = false;
   std::string seccomp_bpf_base64;       // compiled filter (sock_filter array); empty: the runner compiles
   bool progress = false;                // write a progress line to stdout about once a second
-  // Warm pool. "" (cold): everything above is the job. Otherwise the runner
+  // Warm pool. cold: everything above is the job. Otherwise the runner
   // builds the sandbox with no code and no inputs, says {"warm":"ready"} and
   // waits for a Claim line on stdin that supplies them:
-  //   "exec"     the program is exec'ed when the claim arrives;
-  //   "preload"  the program (argv: an interpreter with a loader) is started
-  //              ahead, blocked reading fd 3; the claim's go byte releases it.
-  std::string warm;
+  //   exec     the program is exec'ed when the claim arrives;
+  //   preload  the program (argv: an interpreter with a loader) is started
+  //            ahead, blocked reading fd 3; the claim's go byte releases it.
+  Warm warm = Warm::cold;
   uint64_t inputs_max_bytes = 0;        // warm: the /inputs tmpfs cap (no inputs known yet)
   uint64_t inputs_max_files = 0;
 };
@@ -78,7 +91,7 @@ struct HarvestedFile {
 };
 
 struct Outcome {
-  std::string status;     // completed | failed | timed_out | memory_exceeded | cancelled | sandbox_error
+  Status status = Status::sandbox_error;
   std::string error;      // sandbox_error detail (names the failed step)
   bool exited = false;
   int exit_code = 0;

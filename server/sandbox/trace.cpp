@@ -1,4 +1,7 @@
+// Trace marks, the runner's half: maps the page before any clone, dumps it at
+// the end (stdio; runner only). mark() is trace_child.cpp.
 #include "server/sandbox/trace.h"
+#include "server/sandbox/trace_page.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,36 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
 namespace sandbox::trace {
-namespace {
-
-constexpr int kMaxMarks = 96;
-
-struct Mark {
-  const char* step;
-  int pid;
-  int64_t ns;
-};
-
-struct Page {
-  std::atomic<int> count;
-  int64_t start_ns;
-  Mark marks[kMaxMarks];
-};
-static_assert(sizeof(Page) <= 4096);
-
-Page* page = nullptr;
-
-int64_t now_ns() {
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-}  // namespace
 
 void init() {
   if (page || ::getenv("THROWBOX_RUNNER_TRACE") == nullptr) return;
@@ -44,12 +20,6 @@ void init() {
   if (p == MAP_FAILED) return;
   page = new (p) Page{};
   page->start_ns = now_ns();
-}
-
-void mark(const char* step) {
-  if (!page) return;
-  int i = page->count.fetch_add(1, std::memory_order_relaxed);
-  if (i < kMaxMarks) page->marks[i] = {step, static_cast<int>(::getpid()), now_ns()};
 }
 
 void dump(int fd) {

@@ -1,5 +1,7 @@
 // The zygote: forked by the runner at its start, builds the sandbox's pid 1
-// once the spec arrives (see zygote.h). The build steps are launcher.cpp's.
+// once the spec arrives (see zygote.h); its steps are zygote_main's list.
+// Also the runner's side of it (Zygote). Parent side: allocates freely, but
+// pid 1 shares its memory from the clone on, so nothing it made is freed.
 #include "server/sandbox/zygote.h"
 
 #include <fcntl.h>
@@ -9,10 +11,12 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <cstdlib>
@@ -20,7 +24,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/sandbox/launcher.h"
+#include "server/sandbox/capabilities.h"
+#include "server/sandbox/cgroups.h"
+#include "server/sandbox/child_report.h"
+#include "server/sandbox/landlock.h"
+#include "server/sandbox/mounts.h"
+#include "server/sandbox/namespaces.h"
+#include "server/sandbox/pid1.h"
+#include "server/sandbox/placement.h"
+#include "server/sandbox/rlimits.h"
+#include "server/sandbox/seccomp.h"
 #include "server/sandbox/spec.h"
 #include "server/sandbox/trace.h"
 #include "server/util/base64.h"
@@ -33,13 +46,14 @@ constexpr size_t kSpecMaxBytes = 512 * 1024 * 1024;
 constexpr unsigned kBuildTimeoutS = 10;  // from the spec to the report; far above the measured 2 ms
 constexpr size_t kStackBytes = 1 << 20;               // pid 1's stack, below it a guard page
 constexpr size_t kMessageMax = 2048;
-constexpr size_t kWarmStackBytes = 256 * 1024;  // below serve_in_zygote's frame: parse, plan, clone
+constexpr size_t kWarmStackBytes = 256 * 1024;  // below zygote_main's frame: parse, plan, clone
 constexpr size_t kWarmHeapBytes = 512 * 1024;   // the parsed spec, the plan, the filter
 
 // The report on the wire: this header, then the spec and the rest.
 struct Wire {
   int32_t pid;
   int32_t landlock_abi;
+  uint32_t layers;      // Layers the zygote's steps made
   uint64_t spec_bytes;
   uint64_t rest_bytes;
   char error[kMessageMax];
@@ -57,18 +71,16 @@ bool read_exactly(int fd, void* data, size_t size) {
   return true;
 }
 
-int warm_up_entry(void*) { return 0; }
-
 // Maps pid 1's stack and runs one CLONE_VM child on it, so that the job's
 // clone finds the stack pages and the clone path already mapped.
 void prepare_stack_in_zygote() {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   void* p = ::mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1,
                    0);
-  if (p == MAP_FAILED) return;  // clone_pid1_in_zygote reports it
+  if (p == MAP_FAILED) return;  // zygote_clone_pid1 reports it
   (void)::mprotect(p, page, PROT_NONE);  // an overflow faults instead of writing below
   stack_top = static_cast<char*>(p) + page + kStackBytes;
-  pid_t c = ::clone(warm_up_entry, stack_top, CLONE_VM | SIGCHLD, nullptr);
+  pid_t c = ::clone(pid1::rehearsal_entry, stack_top, CLONE_VM | SIGCHLD, nullptr);
   if (c > 0) {
     int st;
     while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {
@@ -92,39 +104,78 @@ __attribute__((noinline)) void write_stack_and_heap() {
 
 namespace {
 
-[[noreturn]] void serve_in_zygote(pid_t runner, int report_fd, Channels& channels) {
-  // The runner's death takes the zygote with it (and pid 1 is the runner's child).
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != runner) ::_exit(1);
+struct Build;
+[[noreturn]] void zygote_report_and_exit(const Build& b);
+
+std::vector<char*> to_cstrings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// The zygote's state between its steps. Nothing in it is freed: pid 1 reads
+// the spec, the plan and its context until the zygote exits, and after.
+struct Build {
+  Build(pid_t runner_pid, int report_write, Channels& channels)
+      : runner(runner_pid), report_fd(report_write), ch(channels) {}
+  const pid_t runner;
+  const int report_fd;
+  Channels& ch;
+  Report report;
+  int null_fd = -1;
+  LaunchSpec spec;
+  mounts::Plan plan;
+  seccomp::Program filter;
+  cgroups::Host host;
+  rlimits::Table limits{};
+  placement::Cpus cpus{};
+  pid1::Context ctx{};
+  pid_t pid = -1;
+
+  [[noreturn]] void fail(std::string message) {
+    report.error = std::move(message);
+    zygote_report_and_exit(*this);
+  }
+};
+
+// The runner's death takes the zygote with it (and pid 1 is the runner's
+// child). The runner's stdout is the broker's: it must reach EOF when the
+// runner closes it.
+void zygote_detach_from_runner(Build& b) {
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != b.runner) ::_exit(1);
   (void)::prctl(PR_SET_NAME, "throwbox-zygote", 0, 0, 0);
-  // The runner's stdout is the broker's: it must reach EOF when the runner closes it.
-  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null_fd < 0 || ::dup2(null_fd, 1) < 0) ::_exit(1);
+  b.null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (b.null_fd < 0 || ::dup2(b.null_fd, 1) < 0) ::_exit(1);
+}
+
+// While the job has not come: the pages the build will touch (zygote.h).
+void zygote_warm_up(Build& b) {
   prefault_image();
   prepare_stack_in_zygote();
   write_stack_and_heap();
   rehearse_parse();
-  // The spec is the first line (or all) of the runner's stdin, which only the
-  // zygote reads until it reports. A cold job's release (EOF) and a warm
-  // one's claim come later and are the runner's.
-  Report report;
-  report.spec_text.assign(64 * 1024, '\0');  // written now, reused for the spec
-  report.spec_text.clear();
+  b.report.spec_text.assign(64 * 1024, '\0');  // written now, reused for the spec
+  b.report.spec_text.clear();
+}
+
+// The spec is the first line (or all) of the runner's stdin, which only the
+// zygote reads until it reports. A cold job's release (EOF) and a warm
+// one's claim come later and are the runner's.
+void zygote_read_spec(Build& b) {
+  Report& report = b.report;
   char buf[65536];
   std::memset(buf, 0, sizeof buf);
   size_t nl = std::string::npos;
   while (nl == std::string::npos) {
     long n = util::read_some(0, buf, sizeof buf);
-    if (n < 0) {
-      report.error = util::call_error("read", "stdin", errno);
-      report_and_exit_in_zygote(report_fd, report);
-    }
+    if (n < 0) b.fail(util::call_error("read", "stdin", errno));
     if (n == 0) break;
     const size_t scanned = report.spec_text.size();
     report.spec_text.append(buf, static_cast<size_t>(n));
     if (report.spec_text.size() > kSpecMaxBytes) {
       report.spec_text.clear();
-      report.error = "launch spec too large";
-      report_and_exit_in_zygote(report_fd, report);
+      b.fail("launch spec too large");
     }
     nl = report.spec_text.find('\n', scanned);
   }
@@ -133,25 +184,185 @@ namespace {
     report.rest = report.spec_text.substr(nl + 1);
     report.spec_text.resize(nl);
   }
-  if (::dup2(null_fd, 0) < 0) ::_exit(1);
-  if (null_fd > 2) ::close(null_fd);
-  // From here the build is bounded; a zygote stuck in the kernel is ended.
+  if (::dup2(b.null_fd, 0) < 0) ::_exit(1);
+  if (b.null_fd > 2) ::close(b.null_fd);
+}
+
+// From here the build is bounded; a zygote stuck in the kernel is ended.
+// A cold spec must not be followed by anything but EOF, a warm one by a
+// claim only once it is ready: the runner refuses the job then.
+void zygote_parse_spec(Build& b) {
   ::alarm(kBuildTimeoutS);
-  auto doc = nlohmann::json::parse(report.spec_text, nullptr, false);
-  if (doc.is_discarded()) {
-    report.error = "launch spec is not JSON";
-    report_and_exit_in_zygote(report_fd, report);
-  }
+  auto doc = nlohmann::json::parse(b.report.spec_text, nullptr, false);
+  if (doc.is_discarded()) b.fail("launch spec is not JSON");
   auto spec = spec_from_json(doc);
-  if (!spec) {
-    report.error = spec.error().message;
-    report_and_exit_in_zygote(report_fd, report);
-  }
+  if (!spec) b.fail(spec.error().message);
+  b.spec = std::move(*spec);
   trace::mark("zygote: spec parsed");
-  // A cold spec must not be followed by anything but EOF, a warm one by a
-  // claim only once it is ready: the runner refuses the job then.
-  if (!report.rest.empty()) report_and_exit_in_zygote(report_fd, report);
-  launcher::build_in_zygote(*spec, channels, report_fd, std::move(report));
+  if (!b.report.rest.empty()) zygote_report_and_exit(b);
+}
+
+// Every path and string pid 1 will need, built before the clone.
+void zygote_plan_mounts(Build& b) {
+  auto plan = mounts::plan_in_parent(b.spec);
+  if (!plan) b.fail(plan.error().message);
+  b.plan = std::move(*plan);
+  trace::mark("plan");
+}
+
+// The other layers, prepared here so the children only make syscalls.
+void zygote_prepare_layers(Build& b) {
+  const LaunchSpec& spec = b.spec;
+  b.host = cgroups::host_from_json(spec.cgroup_host);
+  // Normally compiled once by the server; a runner started by hand compiles its own.
+  auto filter = spec.seccomp_bpf_base64.empty()
+                    ? seccomp::compile_in_parent(b.host.mode != cgroups::Mode::none)
+                    : [&]() -> util::Result<seccomp::Program> {
+    auto raw = util::base64_decode(spec.seccomp_bpf_base64);
+    if (!raw) return util::make_error("sandbox", "seccomp program in the launch spec is not base64");
+    return seccomp::from_bytes(*raw);
+  }();
+  if (!filter) b.fail(filter.error().message);
+  b.filter = std::move(*filter);
+  const int landlock_abi = landlock::abi_version();
+  b.report.landlock_abi = landlock_abi;
+  if (landlock_abi == 0 && spec.require_landlock)
+    b.fail("the policy requires Landlock (sandbox.require.landlock) but this kernel has none "
+           "(needs Linux 5.13+ with landlock in the lsm= boot list)");
+  if (b.host.mode == cgroups::Mode::none && spec.require_cgroups)
+    b.fail("the policy requires cgroups (sandbox.require.cgroups) but none are usable: " + b.host.why_not);
+  // With a memory cgroup the cgroup is the limit (an OOM kill is reported as
+  // memory_exceeded) and RLIMIT_DATA only a backstop at twice it; without one,
+  // RLIMIT_DATA is the limit.
+  const uint64_t data_max = b.host.mode == cgroups::Mode::none ? spec.memory_max_bytes : 2 * spec.memory_max_bytes;
+  b.limits = rlimits::build_in_parent(
+      {spec.pids_max, spec.nofile_max,
+       std::max({spec.work_max_bytes, spec.tmp_max_bytes, spec.outputs_max_bytes}), data_max,
+       spec.timeout_ms});
+  b.cpus = placement::allowed_in_parent();
+  b.ctx = pid1::Context{&b.spec, &b.plan, b.ch.child_sock.get(), b.ch.out_write.get(), b.ch.err_write.get(),
+                        to_cstrings(spec.argv), to_cstrings(spec.env), &b.filter, &b.limits,
+                        capabilities::read_last_cap_in_parent(), landlock_abi, &b.cpus,
+                        {b.ch.sock.get(), b.ch.out_read.get(), b.ch.err_read.get(), b.report_fd}};
+  trace::mark("layers prepared");
+}
+
+// The job's scratch directory (a cold job's is made here, the broker only
+// made its parent) and in it the mount point of the new root.
+void zygote_make_scratch(Build& b) {
+  const std::string& dir = b.spec.scratch_dir;
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    const int e = errno;
+    struct stat st {};
+    if (e != EEXIST) b.fail(util::call_error("mkdir", dir, e));
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+        (st.st_mode & 077) != 0)
+      b.fail("scratch directory " + dir + " exists and is not this runner's own 0700 directory");
+  }
+  if (::mkdir(b.plan.root.c_str(), 0700) != 0) b.fail(util::call_error("mkdir", b.plan.root, errno));
+}
+
+// pid 1 in fresh namespaces, on the zygote's memory (CLONE_VM: no page
+// tables copied) and, without CLONE_SETTLS, its thread data: pid 1 never
+// allocates (unit.child_side_symbols), and the one thing either could
+// overwrite for the other is errno, between a failed call and its report
+// (a wrong errno in a message at worst). CLONE_PARENT: the runner's child.
+// pid 1 makes its network namespace first thing, meanwhile.
+void zygote_clone_pid1(Build& b) {
+  b.pid = stack_top ? ::clone(pid1::clone_entry, stack_top,
+                              static_cast<int>(namespaces::kSandboxCloneFlags | CLONE_VM | CLONE_PARENT), &b.ctx)
+                    : (errno = ENOMEM, -1);
+  if (b.pid < 0) {
+    int e = errno;
+    b.fail(util::call_error("clone", "CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWIPC|CLONE_NEWUTS|"
+                                     "CLONE_NEWCGROUP|CLONE_VM|CLONE_PARENT", e) +
+           (e == EPERM || e == ENOSPC
+                ? "; user namespaces may be disabled (sysctl user.max_user_namespaces, "
+                  "kernel.apparmor_restrict_unprivileged_userns)"
+                : ""));
+  }
+  b.report.pid = b.pid;
+  static constexpr struct {
+    unsigned long flag;
+    Layer layer;
+  } kMade[] = {{CLONE_NEWUSER, Layer::user_ns}, {CLONE_NEWPID, Layer::pid_ns}, {CLONE_NEWNS, Layer::mount_ns},
+               {CLONE_NEWIPC, Layer::ipc_ns},   {CLONE_NEWUTS, Layer::uts_ns}, {CLONE_NEWCGROUP, Layer::cgroup_ns}};
+  for (auto& m : kMade)
+    if (namespaces::kSandboxCloneFlags & m.flag) b.report.layers.add(m.layer);
+  placement::keep_child_here_in_parent(b.pid, b.cpus);
+  trace::mark("cloned");
+}
+
+// Identity first: pid 1 builds its root once the id maps exist.
+void zygote_write_id_maps(Build& b) {
+  if (auto m = namespaces::write_id_maps_in_parent(b.pid, b.spec.host_uid, b.spec.host_gid); !m)
+    b.fail(m.error().message);
+}
+
+void zygote_send_go(Build& b) {
+  char go = kMsgGo;
+  if (::send(b.ch.sock.get(), &go, 1, MSG_NOSIGNAL) != 1) b.fail(util::call_error("send", "go", errno));
+  placement::move_self_away_in_parent(b.cpus);
+  trace::mark("id maps, go");
+}
+
+// The host side of the harvest, beside pid 1's work.
+void zygote_make_harvest_dir(Build& b) {
+  if (::mkdir(b.spec.harvest_dir.c_str(), 0700) != 0 && errno != EEXIST)
+    b.fail(util::call_error("mkdir", b.spec.harvest_dir, errno));
+}
+
+// The job's cgroup with its limits, pid 1 in it (a v1 attach waits out an
+// RCU grace period, about 1 ms here), while pid 1 builds its root.
+void zygote_attach_cgroup(Build& b) {
+  const LaunchSpec& spec = b.spec;
+  auto made = cgroups::Job::create_in_parent(b.host, spec.job_id,
+                                             {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
+  if (!made) b.fail(made.error().message);
+  if (auto a = made->attach_in_parent(b.pid); !a) b.fail(a.error().message);
+  if (made->mode() != cgroups::Mode::none) b.report.layers.add(Layer::cgroups);
+  trace::mark("cgroup attached");
+}
+
+// One write of the report (the runner reads it all: a failed write only
+// loses a report it cannot use anyway), then the zygote exits.
+void zygote_report_and_exit(const Build& b) {
+  const Report& report = b.report;
+  Wire w{};
+  w.pid = report.pid;
+  w.landlock_abi = report.landlock_abi;
+  w.layers = report.layers.bits();
+  w.spec_bytes = report.spec_text.size();
+  w.rest_bytes = report.rest.size();
+  std::strncpy(w.error, report.error.c_str(), sizeof w.error - 1);
+  trace::mark("zygote: reported");
+  (void)(util::write_all(b.report_fd, &w, sizeof w) &&
+         util::write_all(b.report_fd, report.spec_text.data(), report.spec_text.size()) &&
+         util::write_all(b.report_fd, report.rest.data(), report.rest.size()));
+  ::_exit(0);
+}
+
+// The zygote's steps, in order; a failed step reports its error and exits:
+// 1 detach from the runner  2 warm up (while the job has not come)
+// 3 read the spec  4 parse it  5 plan the mounts  6 prepare seccomp,
+// Landlock, rlimits, capabilities, CPUs  7 scratch directory and root mount
+// point  8 clone pid 1 into its namespaces  9 id maps  10 go  11 harvest
+// directory  12 the job's cgroup, pid 1 in it  13 report, exit.
+// The runner sends pid 1 "start" only after it reaped the zygote.
+[[noreturn]] void zygote_main(Build& b) {
+  zygote_detach_from_runner(b);
+  zygote_warm_up(b);
+  zygote_read_spec(b);
+  zygote_parse_spec(b);
+  zygote_plan_mounts(b);
+  zygote_prepare_layers(b);
+  zygote_make_scratch(b);
+  zygote_clone_pid1(b);
+  zygote_write_id_maps(b);
+  zygote_send_go(b);
+  zygote_make_harvest_dir(b);
+  zygote_attach_cgroup(b);
+  zygote_report_and_exit(b);
 }
 
 }  // namespace
@@ -185,14 +396,6 @@ void prefault_image() {
       nullptr);
 }
 
-pid_t clone_pid1_in_zygote(int (*entry)(void*), void* arg, unsigned long flags) {
-  if (!stack_top) {
-    errno = ENOMEM;
-    return -1;
-  }
-  return ::clone(entry, stack_top, static_cast<int>(flags | CLONE_VM | CLONE_PARENT), arg);
-}
-
 util::Result<Zygote> Zygote::start_in_parent() {
   util::Pipe report, out, err;
   if (!util::make_pipe(report) || !util::make_pipe(out) || !util::make_pipe(err))
@@ -212,7 +415,8 @@ util::Result<Zygote> Zygote::start_in_parent() {
   if (pid < 0) return util::make_error("sandbox", util::call_error("fork", "zygote", errno));
   if (pid == 0) {
     report.read.reset();
-    serve_in_zygote(runner, report.write.get(), z.channels_);
+    Build b(runner, report.write.get(), z.channels_);
+    zygote_main(b);
   }
   z.pid_ = pid;
   z.report_read_ = std::move(report.read);
@@ -266,23 +470,9 @@ util::Result<Report> Zygote::await_report_in_parent() {
   w.error[sizeof w.error - 1] = '\0';
   r.pid = w.pid;
   r.landlock_abi = w.landlock_abi;
+  r.layers = Layers(w.layers);
   r.error = w.error;
   return r;
-}
-
-void report_and_exit_in_zygote(int report_fd, const Report& report) {
-  Wire w{};
-  w.pid = report.pid;
-  w.landlock_abi = report.landlock_abi;
-  w.spec_bytes = report.spec_text.size();
-  w.rest_bytes = report.rest.size();
-  std::strncpy(w.error, report.error.c_str(), sizeof w.error - 1);
-  trace::mark("zygote: reported");
-  // The runner reads it all: a failed write only loses a report it cannot use anyway.
-  (void)(util::write_all(report_fd, &w, sizeof w) &&
-         util::write_all(report_fd, report.spec_text.data(), report.spec_text.size()) &&
-         util::write_all(report_fd, report.rest.data(), report.rest.size()));
-  ::_exit(0);
 }
 
 }  // namespace sandbox::zygote

@@ -76,7 +76,7 @@ TEST_CASE("names that are not server-<pidns>-<pid>-<start> are left alone") {
 
 TEST_CASE("v1: co-mounted cpu and cpuacct are one directory of the job") {
   sandbox::cgroups::Host host;
-  host.mode = "v1";
+  host.mode = sandbox::cgroups::Mode::v1;
   host.v1_base = {{"memory", "/sys/fs/cgroup/memory/throwbox/server-1-2-3"},
                   {"pids", "/sys/fs/cgroup/pids/throwbox/server-1-2-3"},
                   {"cpu", "/sys/fs/cgroup/cpu,cpuacct/throwbox/server-1-2-3"},

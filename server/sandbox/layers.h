@@ -1,0 +1,42 @@
+// The isolation layers a job ran inside, as its steps reported them: the
+// zygote (namespaces but net, cgroup), pid 1 (net, root), the program child
+// (everything up to seccomp). A bit set here is header-only and allocation
+// free (child side); the names are the runner's (layers.cpp).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/sandbox/cgroups.h"
+
+namespace sandbox {
+
+enum class Layer : uint8_t {
+  user_ns, pid_ns, mount_ns, net_ns, ipc_ns, uts_ns, cgroup_ns,
+  pivot_root, readonly_root, fd_hygiene, rlimits, no_new_privs, landlock,
+  capabilities_dropped, seccomp, cgroups,
+};
+
+// A set of Layer, as sent over the report pipe and the control socket.
+class Layers {
+ public:
+  constexpr Layers() = default;
+  constexpr explicit Layers(uint32_t bits) : bits_(bits) {}
+  constexpr void add(Layer l) { bits_ |= bit(l); }
+  constexpr bool has(Layer l) const { return (bits_ & bit(l)) != 0; }
+  constexpr uint32_t bits() const { return bits_; }
+  constexpr Layers operator|(Layers o) const { return Layers(bits_ | o.bits_); }
+
+ private:
+  static constexpr uint32_t bit(Layer l) { return uint32_t{1} << static_cast<unsigned>(l); }
+  uint32_t bits_ = 0;
+};
+
+// The result's sandbox_layers, in the order the steps run:
+// "namespaces:user,pid,mount,net,ipc,uts,cgroup" (the namespaces that were
+// made), "pivot_root", "readonly_root", "fd_hygiene", "rlimits",
+// "no_new_privs", "landlock:abi<N>", "capabilities_dropped", "seccomp",
+// "cgroups:<mode>".
+std::vector<std::string> layer_names(Layers done, int landlock_abi, cgroups::Mode cgroup_mode);
+
+}  // namespace sandbox

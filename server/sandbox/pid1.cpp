@@ -1,0 +1,383 @@
+// The sandbox's pid 1, in order (pid1_main). Runs on the zygote's memory
+// between clone and the program's execve, and then until the runner lets it
+// go: syscalls only, every failure reported with fail_in_child (the program
+// never starts). Never throws, allocates, locks or logs.
+#include "server/sandbox/pid1.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "server/sandbox/child_report.h"
+#include "server/sandbox/landlock.h"
+#include "server/sandbox/namespaces.h"
+#include "server/sandbox/program.h"
+#include "server/sandbox/trace.h"
+
+namespace sandbox::pid1 {
+namespace {
+
+// pid 1's state between its steps, on its own stack.
+struct State {
+  explicit State(const Context& c) : ctx(c), sock(c.report_sock) {}
+  const Context& ctx;
+  const int sock;                 // the control socket to the runner
+  Layers layers;                  // what the steps (and the program child's) reported done
+  int ruleset_fd = -1;
+  int sfd = -1;                   // signalfd for SIGCHLD
+  int go[2] = {-1, -1};           // warm "preload": pid 1 -> loader
+  int loaded[2] = {-1, -1};       // loader -> pid 1
+  pid_t program = -1;
+  int program_status = 0;
+};
+
+// The program child runs on this stack, in pid 1's memory, pid 1 paused until
+// its execve (CLONE_VFORK): no page tables are copied (a fork costs about
+// 1 ms here, this 20 us). Its descriptors, credentials, rlimits and filters
+// are its own; it writes nothing of pid 1's but errno and State::layers.
+alignas(64) char program_stack[256 * 1024];
+
+// The zygote's ends (the runner's side of the socket and pipes, the report pipe).
+void pid1_close_runner_ends(State& s) {
+  for (int fd : s.ctx.runner_fds) ::close(fd);
+  trace::mark("pid 1: started");
+  // Named for ps and the tests (it inherited the zygote's name).
+  (void)::prctl(PR_SET_NAME, "throwbox-init", 0, 0, 0);
+}
+
+void pid1_unshare_network(State& s) {
+  namespaces::unshare_network_in_child(s.sock);
+  s.layers.add(Layer::net_ns);
+  trace::mark("pid 1: network namespace");
+}
+
+// The runner's stdin/stdout/stderr are the broker's pipes: pid 1 must not
+// hold them (the broker reads the runner's stdout to EOF). /dev/null keeps
+// fds 0-2 occupied so later descriptors never land there.
+void pid1_detach_stdio(State& s) {
+  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0) fail_in_child(s.sock, "open", "/dev/null", errno);
+  for (int fd = 0; fd <= 2; ++fd)
+    if (null_fd != fd && ::dup2(null_fd, fd) < 0) fail_in_child(s.sock, "dup2", "/dev/null", errno);
+  if (null_fd > 2) ::close(null_fd);
+}
+
+// If the runner dies, so does the sandbox (and with pid 1 gone, everything in it).
+void pid1_die_with_runner(State& s) {
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail_in_child(s.sock, "prctl", "PR_SET_PDEATHSIG", errno);
+}
+
+// The zygote wrote the id maps: nothing is created before they exist.
+void pid1_await_go(State& s) {
+  char msg = 0;
+  if (::recv(s.sock, &msg, 1, 0) != 1 || msg != kMsgGo) ::_exit(1);  // the zygote failed the id maps or died
+  placement::restore_in_child(*s.ctx.cpus);
+  trace::mark("pid 1: go received");
+}
+
+// With the host identity still in place: opens every bind source, mounts the root tmpfs.
+void pid1_open_sources(State& s) {
+  mounts::mount_root_in_child(*s.ctx.plan, s.sock);
+  trace::mark("pid 1: sources opened");
+}
+
+// Become the one mapped identity before creating anything: files made in the
+// sandbox's tmpfs need a mapped owner, and as root this leaves host uid 0
+// behind for good. Capabilities in the new user namespace stay (the old uid
+// was not this namespace's root), so the mounts after still work.
+void pid1_become_sandbox_user(State& s) {
+  if (::setresgid(kSandboxGid, kSandboxGid, kSandboxGid) != 0) fail_in_child(s.sock, "setresgid", "sandbox", errno);
+  if (::setresuid(kSandboxUid, kSandboxUid, kSandboxUid) != 0) fail_in_child(s.sock, "setresuid", "sandbox", errno);
+  // The runner reads /outputs through /proc/<pid>/root after the job; an id
+  // change cleared dumpable, which would deny that to a non-root runner.
+  if (::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) fail_in_child(s.sock, "prctl", "PR_SET_DUMPABLE", errno);
+}
+
+// The skeleton, the runtime binds, /dev, /proc, the scratch tmpfs; then read-only.
+void pid1_build_root(State& s) {
+  mounts::build_root_in_child(*s.ctx.plan, *s.ctx.spec, s.sock);
+  s.layers.add(Layer::readonly_root);
+  trace::mark("pid 1: root built");
+}
+
+void pid1_pivot_root(State& s) {
+  mounts::pivot_into_root_in_child(*s.ctx.plan, s.sock);
+  s.layers.add(Layer::pivot_root);
+  trace::mark("pid 1: pivoted");
+}
+
+void pid1_set_hostname(State& s) { namespaces::set_hostname_in_child(s.sock); }
+
+void pid1_bring_up_loopback(State& s) {
+  namespaces::bring_up_loopback_in_child(s.sock);
+  trace::mark("pid 1: hostname, loopback");
+}
+
+// Built here, after pivot_root (the rules name the sandbox's paths); the
+// program child enforces it on itself.
+void pid1_build_landlock_ruleset(State& s) {
+  if (s.ctx.landlock_abi > 0) {
+    const char* step = "landlock";
+    s.ruleset_fd = landlock::build_ruleset_in_child(s.ctx.landlock_abi, &step);
+    if (s.ruleset_fd < 0) fail_in_child(s.sock, "landlock_add_rule", step, -s.ruleset_fd);
+  }
+  trace::mark("pid 1: landlock ruleset");
+}
+
+// The zygote made and attached the job's cgroup while the root was built,
+// and the runner reaped it (no process outside shares this memory now)
+// (and a cold job's ledger record exists): nothing of the program's may
+// start before that.
+void pid1_await_start(State& s) {
+  char msg = 0;
+  if (::recv(s.sock, &msg, 1, 0) != 1 || msg != kMsgStart) ::_exit(1);  // the runner failed the cgroup or died
+  trace::mark("pid 1: start received");
+}
+
+// Cold: the inputs copied in (charged to the job's cgroup), then read-only.
+void pid1_fill_inputs(State& s) { mounts::fill_inputs_in_child(*s.ctx.plan, *s.ctx.spec, s.sock); }
+
+// SIGCHLD through a signalfd (the program child clears the mask it inherits);
+// warm "preload": the loader's go and ready pipes.
+void pid1_watch_children(State& s) {
+  sigset_t chld;
+  ::sigemptyset(&chld);
+  ::sigaddset(&chld, SIGCHLD);
+  if (::sigprocmask(SIG_BLOCK, &chld, nullptr) != 0) fail_in_child(s.sock, "sigprocmask", "SIGCHLD", errno);
+  s.sfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (s.sfd < 0) fail_in_child(s.sock, "signalfd", "SIGCHLD", errno);
+  if (s.ctx.spec->warm == Warm::preload && (::pipe2(s.go, O_CLOEXEC) != 0 || ::pipe2(s.loaded, O_CLOEXEC) != 0))
+    fail_in_child(s.sock, "pipe2", "loader", errno);
+}
+
+// The program child (program.cpp) until its execve; EOF on the exec-error
+// pipe means execve succeeded (nsjail's handshake), a record names the failed step.
+void pid1_start_program(State& s) {
+  int exec_err[2];
+  if (::pipe2(exec_err, O_CLOEXEC) != 0) fail_in_child(s.sock, "pipe2", "exec-error", errno);
+  trace::mark("pid 1: clone program");
+  program::Start start{&s.ctx, exec_err[0], exec_err[1], s.ruleset_fd, s.go[0], s.loaded[1], s.go[1], s.loaded[0],
+                       &s.layers};
+  s.program = ::clone(program::clone_entry, program_stack + sizeof program_stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                      &start);
+  if (s.program < 0) fail_in_child(s.sock, "clone(CLONE_VM|CLONE_VFORK)", s.ctx.argv[0], errno);
+  ::close(exec_err[1]);
+  for (int* fd : {&s.ruleset_fd, &s.go[0], &s.loaded[1]}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+  ::close(s.ctx.stdout_write);
+  ::close(s.ctx.stderr_write);
+  program::ExecFailure failure{};
+  ssize_t got;
+  do got = ::read(exec_err[0], &failure, sizeof failure);
+  while (got < 0 && errno == EINTR);
+  trace::mark("pid 1: program exec'd");
+  ::close(exec_err[0]);
+  if (got == static_cast<ssize_t>(sizeof failure)) {
+    int st;
+    ::waitpid(s.program, &st, 0);
+    failure.step[sizeof failure.step - 1] = '\0';
+    fail_in_child(s.sock, failure.step, s.ctx.argv[0], failure.err);
+  }
+}
+
+// Warm: "built" once the loader, if any, says its start-up is done (one
+// byte), then idle until a job claims the sandbox. A loader that dies
+// meanwhile makes the sandbox unusable: reported, the pool discards it.
+void pid1_await_claim(State& s) {
+  const bool preload = s.ctx.spec->warm == Warm::preload;
+  bool announced = false;
+  auto announce = [&] {
+    char built = kMsgWarm;
+    ::send(s.sock, &built, 1, MSG_NOSIGNAL);
+    announced = true;
+  };
+  if (!preload) announce();
+  for (bool claimed = false; !claimed;) {
+    struct pollfd fds[3] = {{s.sock, POLLIN, 0}, {s.sfd, POLLIN, 0}, {announced ? -1 : s.loaded[0], POLLIN, 0}};
+    if (::poll(fds, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      fail_in_child(s.sock, "poll", "claim", errno);
+    }
+    if (fds[1].revents) {
+      struct signalfd_siginfo si;
+      while (::read(s.sfd, &si, sizeof si) > 0) {
+      }
+      int st = 0;
+      if (s.program > 0 && ::waitpid(s.program, &st, WNOHANG) == s.program)
+        fail_in_child(s.sock, "warm loader exited before a job claimed it", s.ctx.argv[0], ECHILD);
+    }
+    if (fds[0].revents) {
+      char cmd = 0;
+      ssize_t r = ::recv(s.sock, &cmd, 1, MSG_DONTWAIT);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) ::_exit(1);  // the runner is gone
+      if (r == 1 && cmd == kMsgKill) ::_exit(1);
+      if (r == 1 && cmd == kMsgClaim) claimed = true;
+    }
+    if (fds[2].revents) {
+      char byte = 0;
+      ssize_t r = ::read(s.loaded[0], &byte, 1);
+      if (r < 0 && errno == EINTR) continue;
+      if (r != 1) fail_in_child(s.sock, "warm loader closed its ready pipe", s.ctx.argv[0], r < 0 ? errno : EPIPE);
+      ::close(s.loaded[0]);
+      announce();
+    }
+  }
+  if (!announced) fail_in_child(s.sock, "claimed before the loader was ready", s.ctx.argv[0], EAGAIN);
+}
+
+// Warm: the runner has copied the job's inputs in; frozen before any of the
+// job's code can run.
+void pid1_freeze_inputs(State& s) {
+  if (::mount(nullptr, "/inputs", nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+    fail_in_child(s.sock, "mount(MS_REMOUNT|MS_RDONLY)", "/inputs", errno);
+}
+
+// Warm "preload": the loader, blocked reading its go pipe, runs the job's code.
+void pid1_release_loader(State& s) {
+  char one = '1';
+  if (::write(s.go[1], &one, 1) != 1) fail_in_child(s.sock, "write", "go", errno);
+  ::close(s.go[1]);
+}
+
+// The program runs: the runner's deadline starts now. The message carries
+// every layer the steps reported done (the zygote's come in its own report).
+void pid1_report_ready(State& s) {
+  char msg[1 + sizeof(uint32_t)];
+  msg[0] = kMsgReady;
+  const uint32_t bits = s.layers.bits();
+  __builtin_memcpy(msg + 1, &bits, sizeof bits);
+  ::send(s.sock, msg, sizeof msg, MSG_NOSIGNAL);
+}
+
+// Reaps the program and every orphan reparented here until the program
+// exits or the runner says kill (deadline, cancel).
+void pid1_reap_until_done(State& s) {
+  for (bool finished = false; !finished;) {
+    struct pollfd fds[2] = {{s.sock, POLLIN, 0}, {s.sfd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[0].revents) {
+      char cmd = 0;
+      ssize_t r = ::recv(s.sock, &cmd, 1, MSG_DONTWAIT);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) ::_exit(1);  // the runner is gone
+      if (r == 1 && cmd == kMsgKill) finished = true;
+    }
+    if (fds[1].revents) {
+      struct signalfd_siginfo si;
+      while (::read(s.sfd, &si, sizeof si) > 0) {
+      }
+      int st = 0;
+      pid_t pid;
+      while ((pid = ::waitpid(-1, &st, WNOHANG | __WALL)) > 0) {
+        if (pid == s.program) {
+          trace::mark("pid 1: program reaped");
+          s.program_status = st;
+          finished = true;
+        }
+      }
+    }
+  }
+}
+
+// The job ends with its program: a daemonized grandchild does not survive it.
+// From pid 1 of the namespace, kill(-1) reaches every other process in it.
+void pid1_kill_all_and_reap(State& s) {
+  ::kill(-1, SIGKILL);
+  for (;;) {
+    int st = 0;
+    pid_t pid = ::waitpid(-1, &st, __WALL);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;  // ECHILD: nothing left
+    }
+    if (pid == s.program) s.program_status = st;
+  }
+}
+
+void pid1_report_exit(State& s) {
+  struct rusage ru {};
+  ::getrusage(RUSAGE_CHILDREN, &ru);
+  char buf[1 + sizeof(ExitReport)];
+  buf[0] = kMsgExit;
+  ExitReport report{s.program_status,
+                    static_cast<long long>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000LL +
+                        ru.ru_utime.tv_usec + ru.ru_stime.tv_usec,
+                    ru.ru_maxrss};
+  __builtin_memcpy(buf + 1, &report, sizeof report);
+  trace::mark("pid 1: exit reported");
+  ::send(s.sock, buf, sizeof buf, MSG_NOSIGNAL);
+}
+
+// Stays alive (and so keeps /outputs mounted) until the runner has harvested.
+[[noreturn]] void pid1_hold_until_released(State& s) {
+  char done;
+  while (::recv(s.sock, &done, 1, 0) > 0) {
+  }
+  ::_exit(0);
+}
+
+// pid 1's steps, in order; a failed step reports and exits (the program never starts):
+// 1 close the runner's ends  2 network namespace  3 stdio to /dev/null
+// 4 die with the runner  5 await go (id maps written)  6 open the bind
+// sources, mount the root tmpfs  7 become the sandbox user  8 build the root,
+// read-only  9 pivot_root  10 hostname  11 loopback  12 Landlock ruleset
+// 13 await start (in the cgroup, zygote reaped)  14 fill /inputs  15 watch
+// children  16 start the program (cold; warm "preload": its loader)
+// 17 warm: await the claim  18 warm: freeze /inputs  19 warm "exec": start
+// the program; "preload": release the loader  20 report ready, with the
+// layers  21 reap until done  22 kill all, reap  23 report the exit
+// 24 hold until released.
+[[noreturn]] void pid1_main(State& s) {
+  const Warm warm = s.ctx.spec->warm;
+  pid1_close_runner_ends(s);
+  pid1_unshare_network(s);
+  pid1_detach_stdio(s);
+  pid1_die_with_runner(s);
+  pid1_await_go(s);
+  pid1_open_sources(s);
+  pid1_become_sandbox_user(s);
+  pid1_build_root(s);
+  pid1_pivot_root(s);
+  pid1_set_hostname(s);
+  pid1_bring_up_loopback(s);
+  pid1_build_landlock_ruleset(s);
+  pid1_await_start(s);
+  pid1_fill_inputs(s);
+  pid1_watch_children(s);
+  if (warm != Warm::exec) pid1_start_program(s);
+  if (warm != Warm::cold) pid1_await_claim(s);
+  if (warm != Warm::cold) pid1_freeze_inputs(s);
+  if (warm == Warm::exec) pid1_start_program(s);
+  if (warm == Warm::preload) pid1_release_loader(s);
+  pid1_report_ready(s);
+  pid1_reap_until_done(s);
+  pid1_kill_all_and_reap(s);
+  pid1_report_exit(s);
+  pid1_hold_until_released(s);
+}
+
+}  // namespace
+
+int clone_entry(void* context) {
+  const auto& ctx = *static_cast<const Context*>(context);
+  State s(ctx);
+  pid1_main(s);
+}
+
+int rehearsal_entry(void*) { return 0; }
+
+}  // namespace sandbox::pid1

@@ -1,0 +1,30 @@
+// The program child: cloned by pid 1 with CLONE_VM | CLONE_VFORK, it takes the
+// program's last steps and execs it. Runs in the child only: syscalls, no
+// allocation, locks or logging, checked by unit.child_side_symbols.
+#pragma once
+#include "server/sandbox/layers.h"
+#include "server/sandbox/pid1.h"
+
+namespace sandbox::program {
+
+// What the program child sends pid 1 on the exec-error pipe when a step
+// before execve fails; EOF instead means execve succeeded.
+struct ExecFailure {
+  int err;
+  char step[60];
+};
+
+// Built by pid 1 on its stack; pid 1 is paused until the execve (CLONE_VFORK).
+struct Start {
+  const pid1::Context* ctx;
+  int exec_err_read, exec_err_write;  // the pipe above; the child closes the reading end
+  int ruleset_fd;                     // Landlock ruleset, or -1
+  int go_read, loaded_write;          // warm "preload": the loader's pipes, or -1
+  int go_write, loaded_read;          // pid 1's ends, closed by the child, or -1
+  Layers* layers;                     // pid 1's: each step adds its layer once done
+};
+
+// clone(2) entry; start is a Start*. Never returns.
+int clone_entry(void* start);
+
+}  // namespace sandbox::program

@@ -53,9 +53,8 @@ class AsSandboxUser {
 };
 
 util::Status copy_input(int root, const LaunchSpec& spec, const InputBind& in, uint64_t& total) {
-  if (in.name.empty() || in.name.size() > 255 || in.name.find('/') != std::string::npos || in.name == "." ||
-      in.name == "..")
-    return util::make_error("sandbox", "input name \"" + in.name + "\" is not a plain file name");
+  if (const char* why = util::file_name_problem(in.name))
+    return util::make_error("sandbox", "input name \"" + util::to_valid_utf8(in.name) + "\": " + why);
   util::UniqueFd src(::open(in.host_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!src.valid()) return util::make_error("sandbox", util::call_error("open", in.host_path, errno));
   struct stat st {};

@@ -16,6 +16,16 @@ namespace {
 
 constexpr uint64_t kRootTmpfsBytes = 1 << 20;    // the skeleton: directories, /etc files
 constexpr uint64_t kDevTmpfsBytes = 64 << 10;
+constexpr uint64_t kRootInodes = 4096;           // the skeleton's directories, files and mount points
+constexpr uint64_t kDevInodes = 64;              // five device nodes and their links
+constexpr uint64_t kScratchInodes = 16384;       // /work and /tmp: files a job may create
+// /inputs holds the inputs and nothing else: their bytes and count plus room
+// for the directory's own metadata.
+constexpr uint64_t kInputsSlackBytes = 64 << 10;
+constexpr uint64_t kInputsSlackInodes = 16;
+// /outputs: the policy's file cap plus room for directories the program makes
+// (the harvest counts files, not directories).
+constexpr uint64_t kOutputsSlackInodes = 1024;
 constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom"};
 
 std::string tmpfs_opts(uint64_t size, uint64_t inodes, const char* mode, bool owned) {
@@ -54,8 +64,8 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
   p.root = root_path(spec);
   // Owned by the sandbox user so it can populate it after dropping host ids;
   // frozen read-only before the program runs.
-  p.root_opts = tmpfs_opts(kRootTmpfsBytes, 4096, "0755", true);
-  p.dev_opts = tmpfs_opts(kDevTmpfsBytes, 64, "0755", false);
+  p.root_opts = tmpfs_opts(kRootTmpfsBytes, kRootInodes, "0755", true);
+  p.dev_opts = tmpfs_opts(kDevTmpfsBytes, kDevInodes, "0755", false);
   uint64_t input_bytes = 0;
   for (const InputBind& in : spec.inputs) {
     struct stat st {};
@@ -63,11 +73,12 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
   }
   // A warm sandbox gets its inputs later: its /inputs is capped by the policy's limits.
   p.inputs_opts = spec.warm == Warm::cold
-                      ? tmpfs_opts(input_bytes + (64 << 10), spec.inputs.size() + 16, "0755", false)
-                      : tmpfs_opts(spec.inputs_max_bytes + (64 << 10), spec.inputs_max_files + 16, "0755", false);
-  p.work_opts = tmpfs_opts(spec.work_max_bytes, 16384, "0755", true);
-  p.tmp_opts = tmpfs_opts(spec.tmp_max_bytes, 16384, "1777", true);
-  p.outputs_opts = tmpfs_opts(spec.outputs_max_bytes, spec.outputs_max_files + 1024, "0755", true);
+                      ? tmpfs_opts(input_bytes + kInputsSlackBytes, spec.inputs.size() + kInputsSlackInodes, "0755", false)
+                      : tmpfs_opts(spec.inputs_max_bytes + kInputsSlackBytes, spec.inputs_max_files + kInputsSlackInodes,
+                                   "0755", false);
+  p.work_opts = tmpfs_opts(spec.work_max_bytes, kScratchInodes, "0755", true);
+  p.tmp_opts = tmpfs_opts(spec.tmp_max_bytes, kScratchInodes, "1777", true);
+  p.outputs_opts = tmpfs_opts(spec.outputs_max_bytes, spec.outputs_max_files + kOutputsSlackInodes, "0755", true);
   // Every path below is relative to the new root, which is the child's cwd
   // while it builds: no host directory is walked after the identity switch.
   p.dev = "dev";
@@ -126,8 +137,8 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
                     {"/proc/self/fd/2", p.dev + "/stderr"}};
 
   for (const InputBind& in : spec.inputs) {
-    if (in.name.empty() || in.name.find('/') != std::string::npos || in.name == "." || in.name == "..")
-      return util::make_error("sandbox", "input name \"" + in.name + "\" is not a plain file name");
+    if (const char* why = util::file_name_problem(in.name))
+      return util::make_error("sandbox", "input name \"" + util::to_valid_utf8(in.name) + "\": " + why);
     bool is_dir = false;
     if (auto st = check_source(in.host_path, O_NOFOLLOW, is_dir); !st) return st.error();
     if (is_dir) return util::make_error("sandbox", in.host_path + ": an input must be a regular file");

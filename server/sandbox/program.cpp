@@ -20,6 +20,15 @@
 namespace sandbox::program {
 namespace {
 
+// Where the descriptors the program keeps are parked above stdio (before the
+// others are closed), and where the warm loader finds its two pipes: the
+// loader's contract (server/broker/python_loader.h reads fd 3, writes fd 4).
+constexpr int kRulesetParkFd = 3;
+constexpr int kLoaderGoParkFd = 4;
+constexpr int kLoaderReadyParkFd = 5;
+constexpr int kLoaderGoFd = 3;
+constexpr int kLoaderReadyFd = 4;
+
 // The program child's state: what pid 1 handed it, the descriptors as they
 // move, and the step running now (named in a failure report).
 struct Child {
@@ -77,13 +86,14 @@ void program_place_fds(Child& c) {
   if (::dup2(c.ctx.stdout_write, 1) < 0 || ::dup2(c.ctx.stderr_write, 2) < 0) c.fail(errno);
   c.step = "dup3(landlock ruleset, loader pipes)";
   if (c.ruleset_fd >= 0) {
-    if (::dup3(c.ruleset_fd, 3, O_CLOEXEC) < 0) c.fail(errno);
-    c.ruleset_fd = 3;
+    if (::dup3(c.ruleset_fd, kRulesetParkFd, O_CLOEXEC) < 0) c.fail(errno);
+    c.ruleset_fd = kRulesetParkFd;
   }
   if (c.go_fd >= 0 && c.ready_fd >= 0) {
-    if (::dup3(c.go_fd, 4, O_CLOEXEC) < 0 || ::dup3(c.ready_fd, 5, O_CLOEXEC) < 0) c.fail(errno);
-    c.go_fd = 4;
-    c.ready_fd = 5;
+    if (::dup3(c.go_fd, kLoaderGoParkFd, O_CLOEXEC) < 0 || ::dup3(c.ready_fd, kLoaderReadyParkFd, O_CLOEXEC) < 0)
+      c.fail(errno);
+    c.go_fd = kLoaderGoParkFd;
+    c.ready_fd = kLoaderReadyParkFd;
   }
 }
 
@@ -91,12 +101,12 @@ void program_place_fds(Child& c) {
 // nothing of pid 1's, the zygote's or the runner's reaches the program.
 void program_close_other_fds(Child& c) {
   c.step = "close_range";
-  if (::close_range(6, static_cast<unsigned>(c.exec_err_fd - 1), 0) != 0) c.fail(errno);
+  if (::close_range(kLoaderReadyParkFd + 1, static_cast<unsigned>(c.exec_err_fd - 1), 0) != 0) c.fail(errno);
   if (::close_range(static_cast<unsigned>(c.exec_err_fd + 1), ~0U, 0) != 0) c.fail(errno);
-  if (c.ruleset_fd < 0) ::close(3);
+  if (c.ruleset_fd < 0) ::close(kRulesetParkFd);
   if (c.go_fd < 0) {
-    ::close(4);
-    ::close(5);
+    ::close(kLoaderGoParkFd);
+    ::close(kLoaderReadyParkFd);
   }
   c.done(Layer::fd_hygiene);
   trace::mark("program: fds placed");
@@ -136,8 +146,8 @@ void program_restrict_landlock(Child& c) {
 void program_place_loader_pipes(Child& c) {
   if (c.go_fd < 0) return;
   c.step = "dup2(loader pipes)";
-  if (::dup2(c.go_fd, 3) < 0 || ::dup2(c.ready_fd, 4) < 0) c.fail(errno);
-  ::close(5);
+  if (::dup2(c.go_fd, kLoaderGoFd) < 0 || ::dup2(c.ready_fd, kLoaderReadyFd) < 0) c.fail(errno);
+  ::close(kLoaderReadyParkFd);
 }
 
 void program_drop_capabilities(Child& c) {

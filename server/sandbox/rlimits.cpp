@@ -1,6 +1,8 @@
 // The rlimit table. Runs: build in the runner parent, apply in the program child.
 #include "server/sandbox/rlimits.h"
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 
 namespace sandbox::rlimits {
@@ -9,7 +11,7 @@ Table build_in_parent(const Inputs& in) {
   // CPU seconds: the wall deadline normally ends the job first; this is the
   // backstop if the runner's kill were ever late (SIGXCPU, then SIGKILL).
   rlim_t cpu_s = static_cast<rlim_t>((in.timeout_ms + 999) / 1000 + 1);
-  return Table{{
+  const auto entries = std::to_array<Entry>({
       // Fork bombs: processes per (user namespace, uid), so other host users don't count.
       {RLIMIT_NPROC, static_cast<rlim_t>(in.pids_max), "RLIMIT_NPROC"},
       // Descriptor exhaustion.
@@ -24,7 +26,11 @@ Table build_in_parent(const Inputs& in) {
       {RLIMIT_DATA, static_cast<rlim_t>(in.memory_max_bytes), "RLIMIT_DATA"},
       // No memory locked away from reclaim.
       {RLIMIT_MEMLOCK, 0, "RLIMIT_MEMLOCK"},
-  }};
+  });
+  static_assert(std::tuple_size_v<decltype(entries)> == kCount, "rlimits::kCount must match the list");
+  Table t{};
+  std::copy(entries.begin(), entries.end(), t.entries);
+  return t;
 }
 
 int apply_in_child(const Table& table, const char** failed) {

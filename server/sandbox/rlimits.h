@@ -13,6 +13,8 @@ struct Entry {
   const char* name;     // for the error message
 };
 
+// build_in_parent's list has exactly this many entries (a static_assert
+// there): a shorter brace list would zero-fill into {RLIMIT_CPU, 0}.
 constexpr int kCount = 7;
 struct Table {
   Entry entries[kCount];

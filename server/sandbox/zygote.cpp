@@ -367,6 +367,10 @@ void zygote_report_and_exit(const Build& b) {
 
 }  // namespace
 
+// About the size of the compiled filter in base64 (some 320 BPF instructions),
+// so the rehearsal touches as much of the parser and decoder as a real spec.
+constexpr size_t kRehearsalSeccompBase64 = 3440;
+
 void rehearse_parse() {
   LaunchSpec s;
   s.job_id = std::string(32, '0');
@@ -374,7 +378,7 @@ void rehearse_parse() {
   s.argv = {"/usr/bin/python3", "-I", "/work/main.py"};
   s.env = {"PATH=/usr/bin:/bin", "HOME=/work", "LANG=C.UTF-8"};
   s.readonly_paths = {"/usr", "/lib", "/lib64", "/bin"};
-  s.seccomp_bpf_base64 = std::string(3440, 'A');
+  s.seccomp_bpf_base64 = std::string(kRehearsalSeccompBase64, 'A');
   auto doc = nlohmann::json::parse(to_json(s).dump(), nullptr, false);
   if (!doc.is_discarded()) (void)spec_from_json(doc);
   (void)util::base64_decode(s.seccomp_bpf_base64);

@@ -91,4 +91,26 @@ std::string signal_name(int sig) {
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+const char* file_name_problem(std::string_view name) {
+  constexpr size_t kMaxBytes = 255;  // NAME_MAX
+  if (name.empty()) return "must not be empty";
+  if (name.size() > kMaxBytes) return "longer than 255 bytes";
+  if (name == "." || name == "..") return "\".\" and \"..\" are not file names";
+  if (name.find('/') != std::string_view::npos) return "must be a plain file name without \"/\"";
+  for (unsigned char c : name)
+    if (c < 0x20 || c == 0x7F) return "must not contain NUL or control characters";
+  if (!is_valid_utf8(name)) return "must be valid UTF-8";
+  // C1 controls (U+0080-U+009F, C2 80-9F) and bidirectional overrides (U+200E/F,
+  // U+202A-E, U+2066-9) make a name display as something it is not.
+  auto b = [&](size_t k) { return static_cast<unsigned char>(name[k]); };
+  for (size_t i = 0; i + 1 < name.size(); ++i) {
+    if (b(i) == 0xC2 && b(i + 1) >= 0x80 && b(i + 1) <= 0x9F) return "must not contain control characters";
+    if (i + 2 < name.size() && b(i) == 0xE2 &&
+        ((b(i + 1) == 0x80 && (b(i + 2) == 0x8E || b(i + 2) == 0x8F || (b(i + 2) >= 0xAA && b(i + 2) <= 0xAE))) ||
+         (b(i + 1) == 0x81 && b(i + 2) >= 0xA6 && b(i + 2) <= 0xA9)))
+      return "must not contain bidirectional control characters";
+  }
+  return nullptr;
+}
+
 }  // namespace util

@@ -18,5 +18,11 @@ std::string errno_name(int err);
 std::string call_error(std::string_view call, std::string_view arg, int err);
 // "SIGKILL" etc.
 std::string signal_name(int sig);
+// The one rule for a file name a client gives (an input's name): null when
+// `name` is a plain file name, else what is wrong ("must not be empty", ...).
+// A plain name: 1-255 bytes of valid UTF-8, not "." or "..", no "/", no C0 or
+// C1 control character and no bidirectional control that would make it
+// display as another name.
+const char* file_name_problem(std::string_view name);
 
 }  // namespace util

@@ -197,3 +197,26 @@ TEST_CASE("base64 decode rejects misplaced padding") {
     CHECK_FALSE(util::base64_decode(bad).has_value());
   }
 }
+
+TEST_CASE("file_name_problem: one rule for every input name") {
+  auto problem = [](std::string_view n) {
+    const char* p = util::file_name_problem(n);
+    return p ? std::string(p) : std::string();
+  };
+  CHECK(problem("data.csv") == "");
+  CHECK(problem("r\xC3\xA9sum\xC3\xA9.txt") == "");  // é is fine
+  CHECK(problem(std::string(255, 'a')) == "");
+  CHECK(problem("") == "must not be empty");
+  CHECK(problem(std::string(256, 'a')) == "longer than 255 bytes");
+  CHECK(problem(".") == "\".\" and \"..\" are not file names");
+  CHECK(problem("..") == "\".\" and \"..\" are not file names");
+  CHECK(problem("a/b") == "must be a plain file name without \"/\"");
+  CHECK(problem(std::string("a\0b", 3)) == "must not contain NUL or control characters");
+  CHECK(problem("a\nb") == "must not contain NUL or control characters");
+  CHECK(problem("a\x7F") == "must not contain NUL or control characters");
+  CHECK(problem("a\xFF") == "must be valid UTF-8");
+  CHECK(problem("a\xC2\x85") == "must not contain control characters");               // U+0085
+  CHECK(problem("invoice\xE2\x80\xAE" "fdp.cmd") == "must not contain bidirectional control characters");  // U+202E
+  CHECK(problem("a\xE2\x81\xA6") == "must not contain bidirectional control characters");                 // U+2066
+  CHECK(problem("a\xE2\x80\x8F") == "must not contain bidirectional control characters");                 // U+200F
+}

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cmath>
 
+#include "server/util/clock.h"
 #include "server/util/fd.h"
 #include "server/util/fs.h"
 #include "server/util/text.h"
@@ -40,11 +41,7 @@ uint64_t keyed_value(const std::string& text, const std::string& key) {
   return 0;
 }
 
-int64_t now_ms() {
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
+using util::now_ms;
 
 }  // namespace
 

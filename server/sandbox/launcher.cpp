@@ -33,6 +33,7 @@
 #include "server/sandbox/layers.h"
 #include "server/sandbox/mounts.h"
 #include "server/sandbox/zygote.h"
+#include "server/util/clock.h"
 #include "server/util/fd.h"
 #include "server/util/text.h"
 
@@ -44,11 +45,7 @@ constexpr int kKillGraceMs = 2000;       // pid 1 reporting after a kill request
 constexpr int kDrainTimeoutMs = 1000;    // pipes reaching EOF once everything is dead
 constexpr size_t kClaimMaxBytes = 64 << 20;  // code and input names; far above the policy ceilings
 
-int64_t now_ms() {
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
+using util::now_ms;
 
 Outcome sandbox_error(std::string message) {
   Outcome o;

@@ -41,6 +41,12 @@ constexpr const char* kPath = "/mcp";
 constexpr size_t kWorkers = 96;             // requests served at once (SSE streams included)
 constexpr size_t kGetStreamsMax = 32;       // open GET streams, each holding a worker; beyond: 405
 constexpr size_t kQueued = 256;             // accepted connections waiting for a worker; beyond: 503
+// Threads running tools/call, shared by every session (each within its quota,
+// the policy's concurrent_calls_max): a call is answered on the POST that
+// brought it, which holds one of the kWorkers until then, so more threads
+// would only run calls no client waits on. Batches and calls whose client
+// left wait their turn in arrival order. Started on demand.
+constexpr size_t kCallThreadsMax = kWorkers;
 constexpr size_t kSessionsMax = 1024;
 constexpr size_t kSessionsPerTenantMax = 64;
 constexpr auto kSessionIdle = std::chrono::minutes(30);
@@ -242,8 +248,9 @@ struct HttpSession {
 };
 
 // A session-less 2026-07-28 request: its own session (nothing carries over
-// between requests), with one worker for its one call. Destroyed after the
-// answer, the session first (it drains its call), then its router.
+// between requests), with a quota of one call on the server's call pool.
+// Destroyed after the answer, the session first (it drains its call), then
+// its router.
 struct StatelessCall {
   Router router;
   protocol::mcp::Session session;
@@ -308,7 +315,9 @@ std::string sse_event(const Outgoing& m) { return "event: message\ndata: " + m.t
 class HttpServer {
  public:
   HttpServer(protocol::mcp::ServerContext& ctx, Options opt, std::optional<Auth> auth)
-      : ctx_(ctx), opt_(std::move(opt)), auth_(std::move(auth)) {}
+      : calls_(kCallThreadsMax), ctx_(ctx), opt_(std::move(opt)), auth_(std::move(auth)) {
+    ctx_.calls = &calls_;
+  }
 
   util::Status run();
 
@@ -325,7 +334,8 @@ class HttpServer {
   void del(const httplib::Request& req, httplib::Response& res);
   void expire_sessions();
 
-  protocol::mcp::ServerContext& ctx_;
+  util::CallPool calls_;  // outlives every session (declared before them)
+  protocol::mcp::ServerContext ctx_;  // the caller's, with calls_
   Options opt_;
   std::optional<Auth> auth_;
   std::set<std::string> hosts_, origins_;

@@ -1,4 +1,5 @@
-// WorkerPool implementation.
+// WorkerPool and CallPool. One mutex per pool guards its queues and every
+// lane's counters: each hold is a few pointer moves, never a task.
 #include "server/util/worker_pool.h"
 
 namespace util {
@@ -48,6 +49,98 @@ void WorkerPool::work() {
       --running_;
     }
     idle_cv_.notify_all();
+  }
+}
+
+// Guarded by the pool's mu_.
+struct CallPool::LaneState {
+  size_t running_max = 1;
+  size_t queued_max = 0;
+  size_t active = 0;                          // ready in the pool or running
+  std::deque<std::function<void()>> waiting;  // beyond running_max, in order
+};
+
+CallPool::CallPool(size_t threads_max) : threads_max_(threads_max > 0 ? threads_max : 1) {}
+
+CallPool::~CallPool() {
+  std::vector<std::jthread> threads;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    threads.swap(threads_);
+  }
+  cv_.notify_all();
+  threads.clear();  // jthread joins once the ready calls have run
+}
+
+std::unique_ptr<CallPool::Lane> CallPool::make_lane(size_t running_max, size_t queued_max) {
+  auto state = std::make_shared<LaneState>();
+  state->running_max = running_max > 0 ? running_max : 1;
+  state->queued_max = queued_max;
+  return std::unique_ptr<Lane>(new Lane(*this, std::move(state)));
+}
+
+size_t CallPool::threads() {
+  std::lock_guard lock(mu_);
+  return threads_.size();
+}
+
+CallPool::Lane::~Lane() { drain(); }
+bool CallPool::Lane::submit(std::function<void()> task) { return pool_.submit(state_, std::move(task)); }
+void CallPool::Lane::drain() { pool_.drain(*state_); }
+
+bool CallPool::submit(const std::shared_ptr<LaneState>& lane, std::function<void()> task) {
+  {
+    std::lock_guard lock(mu_);
+    if (lane->active < lane->running_max) {
+      ++lane->active;
+      make_ready(Ready{lane, std::move(task)});
+    } else if (lane->waiting.size() < lane->queued_max) {
+      lane->waiting.push_back(std::move(task));
+      return true;
+    } else {
+      return false;
+    }
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void CallPool::make_ready(Ready r) {
+  ready_.push_back(std::move(r));
+  // Every idle thread will take one ready call; start one for the rest.
+  if (!stopping_ && ready_.size() > idle_threads_ && threads_.size() < threads_max_)
+    threads_.emplace_back([this] { work(); });
+}
+
+void CallPool::drain(LaneState& lane) {
+  std::unique_lock lock(mu_);
+  idle_cv_.wait(lock, [&] { return lane.active == 0 && lane.waiting.empty(); });
+}
+
+void CallPool::work() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    ++idle_threads_;
+    cv_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
+    --idle_threads_;
+    if (ready_.empty()) return;  // stopping and nothing left
+    Ready r = std::move(ready_.front());
+    ready_.pop_front();
+    lock.unlock();
+    r.task();
+    r.task = nullptr;  // its captures go before the lane can be seen idle
+    lock.lock();
+    LaneState& lane = *r.lane;
+    if (!lane.waiting.empty()) {
+      // The lane's next call joins the back of the line, behind other
+      // lanes'; this thread is about to take a ready call, so none starts.
+      std::function<void()> next = std::move(lane.waiting.front());
+      lane.waiting.pop_front();
+      ready_.push_back(Ready{std::move(r.lane), std::move(next)});
+    } else if (--lane.active == 0) {
+      idle_cv_.notify_all();
+    }
   }
 }
 

@@ -1,6 +1,11 @@
 // WorkerPool and CallPool. One mutex per pool guards its queues and every
-// lane's counters: each hold is a few pointer moves, never a task.
+// lane's counters: a hold moves a few pointers (or starts a thread), never
+// runs a task.
 #include "server/util/worker_pool.h"
+
+#include <spdlog/spdlog.h>
+
+#include <system_error>
 
 namespace util {
 
@@ -93,8 +98,8 @@ bool CallPool::submit(const std::shared_ptr<LaneState>& lane, std::function<void
   {
     std::lock_guard lock(mu_);
     if (lane->active < lane->running_max) {
+      if (!make_ready(Ready{lane, std::move(task)})) return false;
       ++lane->active;
-      make_ready(Ready{lane, std::move(task)});
     } else if (lane->waiting.size() < lane->queued_max) {
       lane->waiting.push_back(std::move(task));
       return true;
@@ -106,11 +111,22 @@ bool CallPool::submit(const std::shared_ptr<LaneState>& lane, std::function<void
   return true;
 }
 
-void CallPool::make_ready(Ready r) {
+bool CallPool::make_ready(Ready r) {
   ready_.push_back(std::move(r));
   // Every idle thread will take one ready call; start one for the rest.
-  if (!stopping_ && ready_.size() > idle_threads_ && threads_.size() < threads_max_)
+  if (stopping_ || ready_.size() <= idle_threads_ || threads_.size() >= threads_max_) return true;
+  try {
     threads_.emplace_back([this] { work(); });
+  } catch (const std::system_error& e) {
+    // No thread to be had (RLIMIT_NPROC, memory): the call waits for a
+    // running thread, or is refused when there is none.
+    spdlog::warn("call pool: cannot start a thread ({}); {} running", e.what(), threads_.size());
+    if (threads_.empty()) {
+      ready_.pop_back();
+      return false;
+    }
+  }
+  return true;
 }
 
 void CallPool::drain(LaneState& lane) {

@@ -83,8 +83,9 @@ class CallPool {
   };
   bool submit(const std::shared_ptr<LaneState>& lane, std::function<void()> task);
   void drain(LaneState& lane);
-  // With mu_ held: a call became ready; start a thread if none is free for it.
-  void make_ready(Ready r);
+  // With mu_ held: a call became ready; starts a thread if none is free for
+  // it. False (and the call dropped) when no thread exists or can start.
+  bool make_ready(Ready r);
   void work();
 
   const size_t threads_max_;

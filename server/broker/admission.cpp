@@ -71,7 +71,7 @@ std::vector<std::shared_ptr<Admission::Waiter>> Admission::admit_waiters() {
 }
 
 util::Status Admission::acquire(const std::string& tenant, const std::shared_ptr<Cancellation>& cancel) {
-  auto w = std::make_shared<Waiter>();
+  std::shared_ptr<Waiter> w;
   {
     std::lock_guard lock(mu_);
     auto now = Clock::now();
@@ -91,6 +91,7 @@ util::Status Admission::acquire(const std::string& tenant, const std::shared_ptr
       return util::make_error("busy", "busy: " + std::to_string(running_) + " jobs running and " +
                                           std::to_string(waiters_.size()) +
                                           " waiting (the policy's limits); retry in a few seconds");
+    w = std::make_shared<Waiter>();
     w->tenant = tenant;
     w->wake = util::UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!w->wake.valid())
@@ -102,7 +103,7 @@ util::Status Admission::acquire(const std::string& tenant, const std::shared_ptr
     pollfd fds[2];
     nfds_t n = 0;
     if (w->wake.valid()) fds[n++] = {w->wake.get(), POLLIN, 0};
-    if (cancel) fds[n++] = {cancel->fd(), POLLIN, 0};
+    if (cancel) fds[n++] = {cancel->fd(), POLLIN, 0};  // never read by anyone: readable for good once cancelled
     ::poll(fds, n, w->wake.valid() ? -1 : kWakeFallbackMs);  // EINTR: looked at again below
     std::vector<std::shared_ptr<Waiter>> woken;
     {

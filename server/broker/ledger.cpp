@@ -1,6 +1,7 @@
 // SQLite job ledger. synchronous=NORMAL with WAL: a committed row survives a
 // server crash (not necessarily a power cut), and no per-job fsync sits on the
-// hot path.
+// hot path. WAL also lets a read on another connection go on while a write
+// commits (sqlite.org/wal.html: readers do not block writers and vice versa).
 #include "server/broker/ledger.h"
 
 #include <sqlite3.h>
@@ -8,6 +9,8 @@
 
 #include <chrono>
 #include <variant>
+
+#include <spdlog/spdlog.h>
 
 namespace broker {
 namespace {
@@ -44,6 +47,9 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE INDEX IF NOT EXISTS tasks_tenant ON tasks(tenant, created_ms, task_id);
 CREATE INDEX IF NOT EXISTS tasks_status ON tasks(status, expires_ms);
 )sql";
+
+// Read connections kept open between reads; more may be open at a peak.
+constexpr size_t kIdleReadersMax = 4;
 
 int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -129,13 +135,58 @@ util::Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& path) {
     sqlite3_close(db);
     return util::make_error("io", "ledger schema: " + msg);
   }
-  return std::unique_ptr<Ledger>(new Ledger(db));
+  return std::unique_ptr<Ledger>(new Ledger(db, path));
 }
 
-Ledger::~Ledger() { sqlite3_close(db_); }
+Ledger::~Ledger() {
+  for (sqlite3* r : idle_readers_) sqlite3_close(r);
+  sqlite3_close(db_);
+}
+
+sqlite3* Ledger::open_reader() {
+  // An in-memory database is private to its connection: reads stay on the writer.
+  if (path_.empty() || path_ == ":memory:") return nullptr;
+  sqlite3* db = nullptr;
+  // NOMUTEX: a read connection serves one thread at a time (leased).
+  if (sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK ||
+      sqlite3_exec(db, "PRAGMA busy_timeout=5000; PRAGMA query_only=1;", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    spdlog::warn("ledger: read connection to {}: {}; reading on the write connection", path_,
+                 db ? sqlite3_errmsg(db) : "out of memory");
+    sqlite3_close(db);
+    return nullptr;
+  }
+  return db;
+}
+
+Ledger::ReadConnection::ReadConnection(Ledger& ledger) : ledger_(ledger) {
+  {
+    std::lock_guard lock(ledger_.readers_mu_);
+    if (!ledger_.idle_readers_.empty()) {
+      db_ = ledger_.idle_readers_.back();
+      ledger_.idle_readers_.pop_back();
+      return;
+    }
+  }
+  db_ = ledger_.open_reader();
+  if (db_) return;
+  write_lock_ = std::unique_lock(ledger_.write_mu_);
+  db_ = ledger_.db_;
+}
+
+Ledger::ReadConnection::~ReadConnection() {
+  if (write_lock_.owns_lock()) return;  // the writer's; the lock goes with this object
+  {
+    std::lock_guard lock(ledger_.readers_mu_);
+    if (ledger_.idle_readers_.size() < kIdleReadersMax) {
+      ledger_.idle_readers_.push_back(db_);
+      return;
+    }
+  }
+  sqlite3_close(db_);
+}
 
 util::Status Ledger::record_start(const LedgerRow& r) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(write_mu_);
   Stmt st;
   const char* sql =
       "INSERT INTO jobs (job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key, request_sha256,"
@@ -159,7 +210,7 @@ util::Status Ledger::record_start(const LedgerRow& r) {
 }
 
 util::Status Ledger::record_end(const std::string& job_id, const std::string& status, const nlohmann::json& result) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(write_mu_);
   Stmt st;
   if (sqlite3_prepare_v2(db_, "UPDATE jobs SET status = ?1, result = ?2, ended_ms = ?3 WHERE job_id = ?4", -1,
                          &st.s, nullptr) != SQLITE_OK)
@@ -175,9 +226,9 @@ util::Status Ledger::record_end(const std::string& job_id, const std::string& st
 }
 
 std::optional<LedgerRow> Ledger::query_one(const char* sql, const std::string& a, const std::string& b) {
-  std::lock_guard lock(mu_);
+  ReadConnection db(*this);
   Stmt st;
-  if (sqlite3_prepare_v2(db_, sql, -1, &st.s, nullptr) != SQLITE_OK) return std::nullopt;
+  if (sqlite3_prepare_v2(db.get(), sql, -1, &st.s, nullptr) != SQLITE_OK) return std::nullopt;
   sqlite3_bind_text(st.s, 1, a.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st.s, 2, b.c_str(), -1, SQLITE_TRANSIENT);
   if (sqlite3_step(st.s) != SQLITE_ROW) return std::nullopt;
@@ -211,7 +262,7 @@ std::optional<LedgerRow> Ledger::find(const std::string& tenant, const std::stri
 }
 
 size_t Ledger::fail_interrupted(const std::string& reason) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(write_mu_);
   Stmt st;
   if (sqlite3_prepare_v2(db_,
                          "UPDATE jobs SET status = 'failed', ended_ms = ?1, result = json_object('interrupted', ?2)"
@@ -229,7 +280,7 @@ size_t Ledger::fail_interrupted(const std::string& reason) {
 namespace broker {
 
 size_t Ledger::expire(uint64_t ttl_s) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(write_mu_);
   Stmt st;
   if (sqlite3_prepare_v2(db_, "DELETE FROM jobs WHERE status != 'running' AND ended_ms < ?1", -1, &st.s, nullptr) !=
       SQLITE_OK)
@@ -244,7 +295,7 @@ size_t Ledger::expire(uint64_t ttl_s) {
 namespace broker {
 
 util::Status Ledger::task_insert(const TaskRow& r) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(write_mu_);
   auto n = write(db_, "task insert",
                  "INSERT INTO tasks (task_id, tenant, tool, status, status_message, created_ms, updated_ms, ttl_ms,"
                  " expires_ms, result) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -255,7 +306,7 @@ util::Status Ledger::task_insert(const TaskRow& r) {
 }
 
 util::Result<bool> Ledger::task_finish(const TaskRow& r) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(write_mu_);
   // Only from working: a terminal task never changes status again (MCP tasks, lifecycle).
   auto n = write(db_, "task update",
                  "UPDATE tasks SET status = ?1, status_message = ?2, updated_ms = ?3, expires_ms = ?4, result = ?5"
@@ -266,33 +317,33 @@ util::Result<bool> Ledger::task_finish(const TaskRow& r) {
 }
 
 util::Status Ledger::task_set_result(const std::string& task_id, const nlohmann::json& result) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(write_mu_);
   auto n = write(db_, "task update", "UPDATE tasks SET result = ?1 WHERE task_id = ?2", {json_arg(result), task_id});
   if (!n) return n.error();
   return util::ok_status();
 }
 
 util::Status Ledger::task_delete(const std::string& task_id) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(write_mu_);
   auto n = write(db_, "task delete", "DELETE FROM tasks WHERE task_id = ?1", {task_id});
   if (!n) return n.error();
   return util::ok_status();
 }
 
 std::optional<TaskRow> Ledger::task_find(const std::string& tenant, const std::string& task_id, int64_t now_ms) {
-  std::lock_guard lock(mu_);
+  ReadConnection db(*this);
   Stmt st;
   std::string error;
   std::string sql = std::string("SELECT ") + kTaskColumns +
                     " FROM tasks WHERE tenant = ?1 AND task_id = ?2 AND (status = 'working' OR expires_ms > ?3)";
-  if (!prepare(db_, st, sql.c_str(), {tenant, task_id, now_ms}, error)) return std::nullopt;
+  if (!prepare(db.get(), st, sql.c_str(), {tenant, task_id, now_ms}, error)) return std::nullopt;
   if (sqlite3_step(st.s) != SQLITE_ROW) return std::nullopt;
   return read_task(st.s);
 }
 
 std::vector<TaskRow> Ledger::task_list(const std::string& tenant, int64_t after_created_ms,
                                        const std::string& after_task_id, size_t limit, int64_t now_ms) {
-  std::lock_guard lock(mu_);
+  ReadConnection db(*this);
   std::vector<TaskRow> out;
   Stmt st;
   std::string error;
@@ -300,7 +351,7 @@ std::vector<TaskRow> Ledger::task_list(const std::string& tenant, int64_t after_
                     " FROM tasks WHERE tenant = ?1 AND (status = 'working' OR expires_ms > ?2)"
                     " AND (created_ms > ?3 OR (created_ms = ?3 AND task_id > ?4))"
                     " ORDER BY created_ms, task_id LIMIT ?5";
-  if (!prepare(db_, st, sql.c_str(),
+  if (!prepare(db.get(), st, sql.c_str(),
                {tenant, now_ms, after_created_ms, after_task_id, static_cast<int64_t>(limit)}, error))
     return out;
   while (sqlite3_step(st.s) == SQLITE_ROW) out.push_back(read_task(st.s));
@@ -308,10 +359,10 @@ std::vector<TaskRow> Ledger::task_list(const std::string& tenant, int64_t after_
 }
 
 uint64_t Ledger::task_count(const std::string& tenant, int64_t now_ms) {
-  std::lock_guard lock(mu_);
+  ReadConnection db(*this);
   Stmt st;
   std::string error;
-  if (!prepare(db_, st, "SELECT count(*) FROM tasks WHERE tenant = ?1 AND (status = 'working' OR expires_ms > ?2)",
+  if (!prepare(db.get(), st, "SELECT count(*) FROM tasks WHERE tenant = ?1 AND (status = 'working' OR expires_ms > ?2)",
                {tenant, now_ms}, error) ||
       sqlite3_step(st.s) != SQLITE_ROW)
     return 0;
@@ -320,7 +371,7 @@ uint64_t Ledger::task_count(const std::string& tenant, int64_t now_ms) {
 
 size_t Ledger::task_fail_interrupted(const std::string& message, const nlohmann::json& result, int64_t now_ms,
                                      int64_t keep_ms) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(write_mu_);
   auto n = write(db_, "task recovery",
                  "UPDATE tasks SET status = 'failed', status_message = ?1, result = ?2, updated_ms = ?3,"
                  " expires_ms = max(expires_ms, ?4) WHERE status = 'working'",
@@ -329,7 +380,7 @@ size_t Ledger::task_fail_interrupted(const std::string& message, const nlohmann:
 }
 
 size_t Ledger::task_expire(const std::string& tenant, int64_t now_ms) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(write_mu_);
   auto n = tenant.empty()
                ? write(db_, "task expiry", "DELETE FROM tasks WHERE status != 'working' AND expires_ms <= ?1", {now_ms})
                : write(db_, "task expiry",

@@ -1,7 +1,9 @@
 // The job ledger: one SQLite row per job (WAL mode) in the state directory,
 // written before a job starts and when it ends. Backs idempotency keys and
 // crash recovery. Also holds the MCP task rows (broker::Tasks opens its own
-// connection). Thread-safe (one connection behind a mutex).
+// Ledger). Thread-safe: writes go through one connection behind a mutex;
+// reads take a pooled connection of their own, which WAL never makes wait
+// behind a write.
 #pragma once
 #include <memory>
 #include <mutex>
@@ -82,10 +84,30 @@ class Ledger {
   size_t task_expire(const std::string& tenant, int64_t now_ms);
 
  private:
-  explicit Ledger(sqlite3* db) : db_(db) {}
+  // A connection for one read: a pooled one, or the write connection under
+  // its lock when no other could be opened.
+  class ReadConnection {
+   public:
+    explicit ReadConnection(Ledger& ledger);
+    ~ReadConnection();
+    ReadConnection(const ReadConnection&) = delete;
+    ReadConnection& operator=(const ReadConnection&) = delete;
+    sqlite3* get() const { return db_; }
+
+   private:
+    Ledger& ledger_;
+    sqlite3* db_ = nullptr;
+    std::unique_lock<std::mutex> write_lock_;  // held only in the fallback
+  };
+
+  Ledger(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   std::optional<LedgerRow> query_one(const char* sql, const std::string& a, const std::string& b);
-  sqlite3* db_;
-  std::mutex mu_;
+  sqlite3* open_reader();
+  sqlite3* db_;             // every write, under write_mu_
+  std::mutex write_mu_;
+  const std::string path_;  // for the read connections
+  std::mutex readers_mu_;
+  std::vector<sqlite3*> idle_readers_;  // under readers_mu_
 };
 
 }  // namespace broker

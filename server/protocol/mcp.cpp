@@ -157,17 +157,30 @@ std::string instructions_text(const policy::Policy& p) {
          " files. A non-zero exit is status failed, with stderr telling why: read it and fix the program.";
 }
 
-Session::Session(ServerContext& server, Outbox& outbox, std::string tenant, int worker_threads)
+namespace {
+
+size_t calls_quota(const ServerContext& server, int calls_max) {
+  return static_cast<size_t>(calls_max > 0 ? calls_max : server.policy.server.concurrent_calls_max);
+}
+
+}  // namespace
+
+Session::Session(ServerContext& server, Outbox& outbox, std::string tenant, int calls_max)
     : server_(server),
       outbox_(outbox),
       tenant_(std::move(tenant)),
-      limits_{server.policy.server.message_max_bytes, server.policy.server.json_max_depth},
-      pool_(worker_threads > 0 ? worker_threads : server.policy.server.concurrent_calls_max,
-            static_cast<size_t>(worker_threads > 0 ? worker_threads : server.policy.server.concurrent_calls_max) *
-                4) {}
+      limits_{server.policy.server.message_max_bytes, server.policy.server.json_max_depth} {
+  const size_t running_max = calls_quota(server, calls_max);
+  util::CallPool* pool = server.calls;
+  if (!pool) {
+    own_calls_ = std::make_unique<util::CallPool>(running_max);
+    pool = own_calls_.get();
+  }
+  calls_ = pool->make_lane(running_max, running_max * 4);
+}
 
 Session::~Session() {
-  pool_.drain();
+  calls_->drain();
   // Tasks outlive the session; what waits on them for this session does not.
   std::map<std::string, PendingResult> pending;
   {
@@ -185,7 +198,7 @@ bool Session::tasks_enabled() {
   return server_.tasks != nullptr && version_ == kTasksVersion;
 }
 
-void Session::drain() { pool_.drain(); }
+void Session::drain() { calls_->drain(); }
 
 void Session::cancel_all() {
   stopping_.store(true);
@@ -462,7 +475,7 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
     // one the stopping server cancelled gets its "cancelled" result.
     reply(cancel->requested() && !stopping_.load() ? json(nullptr) : make_result(id, std::move(wire)));
   };
-  if (!pool_.submit(task)) {
+  if (!calls_->submit(task)) {
     {
       std::lock_guard lock(mu_);
       in_flight_.erase(id.dump());

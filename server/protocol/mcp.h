@@ -1,7 +1,8 @@
 // One MCP session: lifecycle, tools/*, resources/* and tasks/* dispatch, and the
 // stateless 2026-07-28 requests of a session never initialized. Called by a
-// transport's reader thread; tools/call runs on the session's pool so a slow
-// run_code never holds up tools/list. Responses may leave out of order.
+// transport's reader thread; tools/call runs on a call pool (the server's, or
+// the session's own) so a slow run_code never holds up tools/list. Responses
+// may leave out of order.
 #pragma once
 #include <atomic>
 #include <functional>
@@ -62,6 +63,9 @@ struct ServerContext {
   const tools::Registry& tools;
   broker::Audit* audit = nullptr;  // one record per tools/call when set
   broker::Tasks* tasks = nullptr;  // MCP tasks for 2025-11-25 sessions when set
+  // Threads for tools/call shared by every session when set (HTTP); else each
+  // session starts its own, at most its quota (stdio's one session).
+  util::CallPool* calls = nullptr;
 };
 
 // The protocol version that has tasks (MCP 2025-11-25, basic/utilities/tasks).
@@ -77,9 +81,10 @@ struct Liveness {
 
 class Session {
  public:
-  // `worker_threads` 0: the policy's concurrent_calls_max (a per-request
-  // session of the HTTP transport needs one).
-  Session(ServerContext& server, Outbox& outbox, std::string tenant, int worker_threads = 0);
+  // Quota: `calls_max` tools/call running at once (0: the policy's
+  // concurrent_calls_max; a per-request session of the HTTP transport needs
+  // one), four times as many waiting; beyond them a call is answered busy.
+  Session(ServerContext& server, Outbox& outbox, std::string tenant, int calls_max = 0);
   ~Session();
 
   void handle_line(std::string_view line);
@@ -126,7 +131,8 @@ class Session {
   // tools/list's array, without and with taskSupport; null until first asked.
   const json& tools_list(bool with_task_support);
   json tools_list_[2];
-  util::WorkerPool pool_;
+  std::unique_ptr<util::CallPool> own_calls_;  // when the server has no shared pool
+  std::unique_ptr<util::CallPool::Lane> calls_;  // this session's quota; ends before own_calls_
 };
 
 }  // namespace protocol::mcp

@@ -230,21 +230,30 @@ std::vector<ArtifactRecord> Store::list_artifacts(const std::string& tenant, siz
 
 size_t Store::expire(uint64_t inputs_ttl_s, uint64_t artifacts_ttl_s) {
   namespace fs = std::filesystem;
-  std::lock_guard lock(mu_);
-  const auto now = fs::file_time_type::clock::now();
-  auto older_than = [&](const fs::directory_entry& e, uint64_t ttl_s) {
+  // The walk takes no lock, so uploads and job results are not stalled behind
+  // it: files are written whole (a rename) and only this function removes
+  // them. Each removal takes mu_ for one unlink and looks at the file again
+  // first: a blob that put_blob() reused meanwhile (it refreshes the mtime
+  // under mu_) is no longer old, so it stays.
+  auto older_than = [](const fs::path& p, uint64_t ttl_s) {
     std::error_code ec;
-    auto t = e.last_write_time(ec);
-    return !ec && now - t > std::chrono::seconds(ttl_s);
+    auto t = fs::last_write_time(p, ec);
+    return !ec && fs::file_time_type::clock::now() - t > std::chrono::seconds(ttl_s);
   };
   size_t removed = 0;
+  auto remove_if_still_old = [&](const fs::path& p, uint64_t ttl_s) {
+    std::lock_guard lock(mu_);
+    std::error_code ec;
+    if (older_than(p, ttl_s) && fs::remove(p, ec)) ++removed;
+  };
   std::error_code ec;
   for (auto& tenant : fs::directory_iterator(state_dir_ + "/tenants", ec)) {
     std::set<std::string> referenced;
+    std::vector<std::pair<fs::path, uint64_t>> stale;
     for (auto [sub, ttl] : {std::pair<const char*, uint64_t>{"inputs", inputs_ttl_s}, {"artifacts", artifacts_ttl_s}}) {
       for (auto& e : fs::directory_iterator(tenant.path() / sub, ec)) {
-        if (older_than(e, ttl)) {
-          if (fs::remove(e.path(), ec)) ++removed;
+        if (older_than(e.path(), ttl)) {
+          stale.emplace_back(e.path(), ttl);
           continue;
         }
         std::string name = e.path().filename().string();
@@ -256,11 +265,15 @@ size_t Store::expire(uint64_t inputs_ttl_s, uint64_t artifacts_ttl_s) {
           referenced.insert(m["sha256"].get<std::string>());
       }
     }
+    for (auto& [path, ttl] : stale) remove_if_still_old(path, ttl);
+    // Records written after the walk above refreshed their blob's mtime, so
+    // the look again under mu_ keeps those blobs too.
     const uint64_t min_ttl = std::min(inputs_ttl_s, artifacts_ttl_s);
-    for (auto& e : fs::directory_iterator(tenant.path() / "blobs", ec)) {
-      if (referenced.count(e.path().filename().string()) || !older_than(e, min_ttl)) continue;
-      if (fs::remove(e.path(), ec)) ++removed;
-    }
+    std::vector<fs::path> unreferenced;
+    for (auto& e : fs::directory_iterator(tenant.path() / "blobs", ec))
+      if (!referenced.count(e.path().filename().string()) && older_than(e.path(), min_ttl))
+        unreferenced.push_back(e.path());
+    for (auto& path : unreferenced) remove_if_still_old(path, min_ttl);
   }
   return removed;
 }

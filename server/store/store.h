@@ -71,7 +71,7 @@ class Store {
                                      const std::string& content);
 
   std::string state_dir_;
-  std::mutex mu_;  // serialises blob creation and metadata writes
+  std::mutex mu_;  // serialises blob creation, metadata writes and each removal by expire()
 };
 
 }  // namespace store

@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <spdlog/spdlog.h>
+#include <system_error>
 #include <thread>
 
 #include "server/protocol/jsonrpc.h"
@@ -41,6 +42,12 @@ constexpr const char* kPath = "/mcp";
 constexpr size_t kWorkers = 96;             // requests served at once (SSE streams included)
 constexpr size_t kGetStreamsMax = 32;       // open GET streams, each holding a worker; beyond: 405
 constexpr size_t kQueued = 256;             // accepted connections waiting for a worker; beyond: 503
+// Threads running tools/call, shared by every session (each within its quota,
+// the policy's concurrent_calls_max): a call is answered on the POST that
+// brought it, which holds one of the kWorkers until then, so more threads
+// would only run calls no client waits on. Batches and calls whose client
+// left wait their turn in arrival order. Started on demand.
+constexpr size_t kCallThreadsMax = kWorkers;
 constexpr size_t kSessionsMax = 1024;
 constexpr size_t kSessionsPerTenantMax = 64;
 constexpr auto kSessionIdle = std::chrono::minutes(30);
@@ -51,61 +58,91 @@ constexpr int kAnswerGraceS = 30;           // beyond the policy's longest job
 // Set while a connection is served by the overflow path: answer 503 at once.
 thread_local bool t_overloaded = false;
 
-// A fixed pool with a bounded queue. Beyond it a connection is still read
+// A pool with a bounded queue. Beyond it a connection is still read
 // (cpp-httplib owns the socket) but only to be answered 503 by a small pool of
 // its own, so a flood neither grows memory nor starves the accept loop.
+// Workers start on demand (one when a connection waits and none of its kind is
+// idle), up to `workers` and kRejectWorkers, and stay: the count follows the
+// peak of connections served at once, not the limit.
 class BoundedQueue : public httplib::TaskQueue {
  public:
   BoundedQueue(size_t workers, size_t max_queued) : max_(max_queued) {
-    for (size_t i = 0; i < workers; ++i) threads_.emplace_back([this] { work(queue_, false); });
-    for (size_t i = 0; i < 4; ++i) threads_.emplace_back([this] { work(rejects_, true); });
+    serve_.threads_max = workers;
+    reject_.threads_max = kRejectWorkers;
+    reject_.overloaded = true;
   }
   ~BoundedQueue() override { shutdown(); }
   void enqueue(std::function<void()> fn) override {
     {
       std::lock_guard lock(mu_);
-      if (queue_.size() < max_) queue_.push_back(std::move(fn));
-      else if (rejects_.size() < max_) rejects_.push_back(std::move(fn));
-      else {
-        // Both full: the accept thread answers this one itself.
-        t_overloaded = true;
-        fn();
-        t_overloaded = false;
+      Workers* to = serve_.queue.size() < max_ ? &serve_ : reject_.queue.size() < max_ ? &reject_ : nullptr;
+      if (to && worker_for_one_more(*to)) {
+        to->queue.push_back(std::move(fn));
+        cv_.notify_all();
         return;
       }
     }
-    cv_.notify_all();
+    // Both full (or no worker could start): the accept thread answers this one itself.
+    t_overloaded = true;
+    fn();
+    t_overloaded = false;
   }
   void shutdown() override {
+    std::vector<std::thread> threads;
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
       stopping_ = true;
+      threads.swap(threads_);
     }
     cv_.notify_all();
-    for (auto& t : threads_) t.join();
-    threads_.clear();
+    for (auto& t : threads) t.join();
   }
 
  private:
-  void work(std::deque<std::function<void()>>& q, bool overloaded) {
+  static constexpr size_t kRejectWorkers = 4;
+  struct Workers {
+    std::deque<std::function<void()>> queue;
+    size_t threads_max = 0;
+    size_t started = 0;
+    size_t idle = 0;  // waiting for a connection
+    bool overloaded = false;
+  };
+  // With mu_ held: whether a worker of `w` will take one more connection,
+  // starting one when every idle one already has a connection waiting.
+  bool worker_for_one_more(Workers& w) {
+    if (stopping_) return false;
+    if (w.queue.size() < w.idle) return true;
+    if (w.started >= w.threads_max) return w.started > 0;
+    try {
+      threads_.emplace_back([this, &w] { work(w); });
+      ++w.started;
+      return true;
+    } catch (const std::system_error& e) {
+      spdlog::warn("http: cannot start a worker ({}); {} running", e.what(), w.started);
+      return w.started > 0;
+    }
+  }
+  void work(Workers& w) {
+    std::unique_lock lock(mu_);
     for (;;) {
-      std::function<void()> fn;
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !q.empty(); });
-        if (q.empty()) return;
-        fn = std::move(q.front());
-        q.pop_front();
-      }
-      t_overloaded = overloaded;
+      ++w.idle;
+      cv_.wait(lock, [&] { return stopping_ || !w.queue.empty(); });
+      --w.idle;
+      if (w.queue.empty()) return;
+      std::function<void()> fn = std::move(w.queue.front());
+      w.queue.pop_front();
+      lock.unlock();
+      t_overloaded = w.overloaded;
       fn();
       t_overloaded = false;
+      fn = nullptr;  // the connection's state goes outside the lock
+      lock.lock();
     }
   }
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_, rejects_;
+  Workers serve_, reject_;
   size_t max_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
@@ -242,8 +279,9 @@ struct HttpSession {
 };
 
 // A session-less 2026-07-28 request: its own session (nothing carries over
-// between requests), with one worker for its one call. Destroyed after the
-// answer, the session first (it drains its call), then its router.
+// between requests), with a quota of one call on the server's call pool.
+// Destroyed after the answer, the session first (it drains its call), then
+// its router.
 struct StatelessCall {
   Router router;
   protocol::mcp::Session session;
@@ -308,7 +346,9 @@ std::string sse_event(const Outgoing& m) { return "event: message\ndata: " + m.t
 class HttpServer {
  public:
   HttpServer(protocol::mcp::ServerContext& ctx, Options opt, std::optional<Auth> auth)
-      : ctx_(ctx), opt_(std::move(opt)), auth_(std::move(auth)) {}
+      : calls_(kCallThreadsMax), ctx_(ctx), opt_(std::move(opt)), auth_(std::move(auth)) {
+    ctx_.calls = &calls_;
+  }
 
   util::Status run();
 
@@ -325,7 +365,8 @@ class HttpServer {
   void del(const httplib::Request& req, httplib::Response& res);
   void expire_sessions();
 
-  protocol::mcp::ServerContext& ctx_;
+  util::CallPool calls_;  // outlives every session (declared before them)
+  protocol::mcp::ServerContext ctx_;  // the caller's, with calls_
   Options opt_;
   std::optional<Auth> auth_;
   std::set<std::string> hosts_, origins_;

@@ -1,14 +1,20 @@
 // The job ledger (SQLite) and the audit log: records, keys, crash recovery,
-// size-bounded rotation. Temp files only.
+// size-bounded rotation, reads beside a write in progress. Temp files only.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <sqlite3.h>
+
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <string>
+#include <thread>
 
 #include "server/broker/audit.h"
 #include "server/broker/ledger.h"
@@ -164,4 +170,33 @@ TEST_CASE("task rows: tenant-scoped reads, one terminal transition, recovery and
   CHECK(l.task_expire("t2", 1100) == 0);
   CHECK(l.task_expire("", 1100) == 1);
   CHECK(l.task_count("t1", 0) == 1);
+}
+
+TEST_CASE("a read does not wait behind a write in progress (issue 15)") {
+  TempDir d;
+  const std::string path = d.path + "/ledger.sqlite3";
+  auto ledger = broker::Ledger::open(path);
+  REQUIRE(ledger.ok());
+  REQUIRE((*ledger)->record_start(row("j1", "k1")).ok());
+  // Another connection holds SQLite's write lock, so the ledger's next write
+  // waits (busy_timeout) while it holds the ledger's write side.
+  sqlite3* other = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &other) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  std::atomic<bool> written{false};
+  auto writer = std::async(std::launch::async, [&] {
+    auto s = (*ledger)->record_start(row("j2", "k2"));
+    written = true;
+    return s.ok();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the write is under way
+  auto found = (*ledger)->find("t1", "j1");
+  const bool write_still_pending = !written.load();
+  REQUIRE(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(other);
+  REQUIRE(found);
+  CHECK(found->job_id == "j1");
+  CHECK(write_still_pending);
+  CHECK(writer.get());
+  CHECK((*ledger)->find("t1", "j2"));  // and the read after the write sees it
 }

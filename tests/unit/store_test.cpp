@@ -1,9 +1,11 @@
 // The tenant-scoped store: input names, media types, opaque handles, tenant
-// isolation, immutable blobs, artifact URIs.
+// isolation, immutable blobs, artifact URIs, expiry.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -331,4 +333,49 @@ TEST_CASE("input names with C1 controls or bidi overrides are refused") {
     CHECK(s.error().code == "invalid_argument");
   }
   CHECK(store::validate_input_name("r\xC3\xA9sum\xC3\xA9.csv").ok());
+}
+
+namespace {
+
+// Moves a file's mtime `age_s` seconds into the past.
+void backdate(const std::string& path, int age_s) {
+  struct timespec times[2];
+  ::clock_gettime(CLOCK_REALTIME, &times[0]);
+  times[0].tv_sec -= age_s;
+  times[1] = times[0];
+  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("expire: old records go, then blobs no record references; a referenced or reused blob stays") {
+  TempDir dir;
+  store::Store s(dir.path);
+  auto old_in = s.put_input("alice", "old.txt", "old content");
+  auto kept_in = s.put_input("alice", "kept.txt", "kept content");
+  auto shared_old = s.put_input("alice", "shared-old.txt", "shared");
+  auto shared_new = s.put_input("alice", "shared-new.txt", "shared");
+  auto reused = s.put_input("alice", "reused.txt", "reused content");
+  REQUIRE((old_in && kept_in && shared_old && shared_new && reused));
+  const std::string inputs = dir.path + "/tenants/alice/inputs/";
+  for (auto* r : {&old_in, &shared_old, &reused}) {
+    backdate(inputs + (*r)->input_id + ".json", 7200);
+    backdate((*r)->blob_path, 7200);
+  }
+  backdate(kept_in->blob_path, 7200);  // old blob, but its record is young
+  // Reused after it grew old: put_blob refreshes the blob, the new record is young.
+  auto again = s.put_input("alice", "reused-again.txt", "reused content");
+  REQUIRE(again);
+
+  s.expire(3600, 3600);
+  CHECK_FALSE(s.get_input("alice", old_in->input_id));
+  CHECK_FALSE(std::filesystem::exists(old_in->blob_path));
+  CHECK(s.get_input("alice", kept_in->input_id));
+  CHECK(std::filesystem::exists(kept_in->blob_path));
+  CHECK_FALSE(s.get_input("alice", shared_old->input_id));
+  CHECK(s.get_input("alice", shared_new->input_id));
+  CHECK(std::filesystem::exists(shared_new->blob_path));  // still referenced by the young record
+  CHECK_FALSE(s.get_input("alice", reused->input_id));
+  CHECK(s.get_input("alice", again->input_id));
+  CHECK(std::filesystem::exists(again->blob_path));
 }

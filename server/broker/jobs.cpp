@@ -424,26 +424,40 @@ util::Result<sandbox::Outcome> Jobs::start_runner(const sandbox::LaunchSpec& spe
   // while this thread wrote the record: 0.26 ms median in a sched trace of 26
   // jobs, 0.06 ms with the release thread.
   if (wrote && before_start) {
-    RunnerProcess* r = runner->get();
-    auto released = std::make_shared<std::promise<util::Status>>();
-    std::future<util::Status> ready = released->get_future();
-    auto release = [&before_start, r, released] {
-      util::Status s = before_start();
+    // The release task owns what it touches (a copy of before_start, which
+    // owns its own state, and the runner's shared control): it may outlive
+    // this frame if exchange() throws (the progress callback is the client's).
+    struct Release {
+      std::function<util::Status()> before_start;
+      std::shared_ptr<RunnerControl> runner;
+      std::promise<util::Status> released;
+    };
+    auto state = std::make_shared<Release>(Release{before_start, (*runner)->control(), {}});
+    std::future<util::Status> ready = state->released.get_future();
+    auto release = [state] {
+      util::Status s = state->before_start();
       // A failed record is a cancel at the start gate: the program never
       // starts, and the runner removes its cgroup and mount point as after
       // any job (a SIGKILL would leave them to the next start-up's reclaim).
-      if (s) r->close_stdin();
-      else ::kill(r->pid(), SIGTERM);
-      released->set_value(std::move(s));
+      // Once the runner was reaped (its deadline passed) there is no one to signal.
+      if (s) state->runner->close_stdin();
+      else state->runner->signal(SIGTERM);
+      state->released.set_value(std::move(s));
     };
+    // However this frame is left, the record is made (or has failed) first.
+    struct AwaitRelease {
+      std::future<util::Status>& ready;
+      ~AwaitRelease() {
+        if (ready.valid()) ready.wait();
+      }
+    } await_release{ready};
     if (!release_.submit(release)) release();
     auto outcome = exchange(std::move(*runner), spec.scratch_dir, spec.job_id, spec.timeout_ms, request, finished);
-    // Before the runner can be reaped (finished) and before_start's state goes.
     if (util::Status s = ready.get(); !s) return s.error();
     return outcome;
   }
   if (!wrote) {
-    ::kill((*runner)->pid(), SIGTERM);
+    (*runner)->signal(SIGTERM);
     finished = std::make_unique<Finished>(Finished{std::move(*runner), spec.scratch_dir, spec.job_id});
     return util::make_error("internal", "writing the launch spec to the runner failed");
   }
@@ -465,7 +479,7 @@ util::Result<sandbox::Outcome> Jobs::exchange(std::unique_ptr<RunnerProcess> run
     int64_t left = deadline - now_ms();
     if (left <= 0) {
       spdlog::error("job {}: runner did not finish {} ms after its deadline; killing it", job_id, kRunnerGraceMs);
-      ::kill(runner->pid(), SIGKILL);  // PDEATHSIG then takes the sandbox down
+      runner->signal(SIGKILL);  // PDEATHSIG then takes the sandbox down
       killed = true;
       break;
     }
@@ -475,7 +489,7 @@ util::Result<sandbox::Outcome> Jobs::exchange(std::unique_ptr<RunnerProcess> run
     if (r <= 0) continue;
     if (p[1].revents) {
       // The runner kills the tree through pid 1 and reports "cancelled".
-      ::kill(runner->pid(), SIGTERM);
+      runner->signal(SIGTERM);
       cancel_sent = true;
     }
     if (!p[0].revents) continue;
@@ -483,7 +497,7 @@ util::Result<sandbox::Outcome> Jobs::exchange(std::unique_ptr<RunnerProcess> run
     if (n <= 0) break;
     text.append(buf, static_cast<size_t>(n));
     if (text.size() > kOutcomeMaxBytes) {
-      ::kill(runner->pid(), SIGKILL);
+      runner->signal(SIGKILL);
       killed = true;
       break;
     }
@@ -653,14 +667,21 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   row.idempotency_key = req.idempotency_key;
   row.request_sha256 = request_sha256;
   const int64_t t_admitted = now_us();
-  int64_t t_recorded = 0;
-  std::optional<util::Error> ledger_error;
+  // What recording the start needs and leaves, owned by the record_start
+  // closure: on the cold path it runs on the release thread.
+  struct Start {
+    Ledger& ledger;
+    LedgerRow row;
+    int64_t t_recorded = 0;
+    std::optional<util::Error> error;
+  };
+  auto start = std::make_shared<Start>(Start{*ledger_, std::move(row), 0, std::nullopt});
   // Before any of the job's code can run; a cold runner builds its sandbox meanwhile.
-  auto record_start = [&]() -> util::Status {
-    auto s = ledger_->record_start(row);
-    t_recorded = now_us();
+  std::function<util::Status()> record_start = [start]() -> util::Status {
+    auto s = start->ledger.record_start(start->row);
+    start->t_recorded = now_us();
     if (s) return util::ok_status();
-    ledger_error = util::Error{"internal", s.error().message};
+    start->error = util::Error{"internal", s.error().message};
     return util::make_error("internal", s.error().message);
   };
 
@@ -693,12 +714,12 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   if (!started) {
     // The runner's zygote makes the scratch directory (an ext4 mkdir here took
     // 0.11 ms before the spec could be written); its parent exists.
-    outcome = start_runner(*spec, req, finished, t_recorded ? std::function<util::Status()>() : record_start);
+    outcome = start_runner(*spec, req, finished, start->t_recorded ? std::function<util::Status()>() : record_start);
   }
-  if (ledger_error) {
+  if (start->error) {
     // Never recorded, never started: the call fails as a whole.
     if (finished) retire(std::move(finished->runner), finished->scratch_dir, finished->job_id);
-    return *ledger_error;
+    return *start->error;
   }
   if (outcome) {
     result.outcome = std::move(*outcome);
@@ -733,8 +754,8 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   metrics_.job_ended(result.outcome.status, static_cast<double>(t_end - t_admitted) / 1e6);
   for (auto& a : result.artifacts) metrics_.artifact_judged(a.verdict);
   spdlog::debug("job {} timings (us): resolve+admit {} ledger_start {} runner {} store {} ledger_end+cleanup {}",
-                result.job_id, t_admitted - t_begin, t_recorded - t_admitted,
-                (t_outcome ? t_outcome : t_stored) - t_recorded, t_outcome ? t_stored - t_outcome : 0, t_end - t_stored);
+                result.job_id, t_admitted - t_begin, start->t_recorded - t_admitted,
+                (t_outcome ? t_outcome : t_stored) - start->t_recorded, t_outcome ? t_stored - t_outcome : 0, t_end - t_stored);
   std::string layers;
   for (auto& l : result.outcome.layers) layers += (layers.empty() ? "" : " ") + l;
   spdlog::info("job {} tenant={} runtime={} start={} status={} duration_ms={} layers=[{}]", result.job_id,

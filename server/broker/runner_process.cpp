@@ -3,7 +3,6 @@
 // bookkeeping shared across threads.
 #include "server/broker/runner_process.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -62,7 +61,7 @@ int64_t now_ms() {
 }  // namespace
 
 RunnerProcess::RunnerProcess(std::unique_ptr<Impl> impl, std::shared_ptr<RunnerControl> control)
-    : impl_(std::move(impl)), control_(std::move(control)) {}
+    : impl_(std::move(impl)), control_(std::move(control)), lines_(impl_->from.native_source()) {}
 
 util::Result<std::unique_ptr<RunnerProcess>> RunnerProcess::spawn(const std::string& exe) {
   auto impl = std::make_unique<Impl>();
@@ -108,28 +107,6 @@ void RunnerProcess::close_stdout() {
 int RunnerProcess::stdout_fd() const { return impl_->from.native_source(); }
 
 pid_t RunnerProcess::pid() const { return control_->impl_->pid; }
-
-std::optional<std::string> RunnerProcess::read_line(int timeout_ms, size_t max_bytes) {
-  const int64_t deadline = now_ms() + timeout_ms;
-  char buf[65536];
-  for (;;) {
-    if (size_t nl = pending_.find('\n'); nl != std::string::npos) {
-      std::string line = pending_.substr(0, nl);
-      pending_.erase(0, nl + 1);
-      return line;
-    }
-    if (pending_.size() > max_bytes) return std::nullopt;
-    int64_t left = deadline - now_ms();
-    if (left <= 0) return std::nullopt;
-    struct pollfd p {stdout_fd(), POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(left));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return std::nullopt;
-    long n = util::read_some(stdout_fd(), buf, sizeof buf);
-    if (n <= 0) return std::nullopt;
-    pending_.append(buf, static_cast<size_t>(n));
-  }
-}
 
 bool RunnerProcess::wait_or_kill(int grace_ms) {
   RunnerControl::Impl& c = *control_->impl_;

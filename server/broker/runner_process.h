@@ -6,10 +6,10 @@
 
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <utility>
 
+#include "server/broker/runner_protocol.h"
 #include "server/util/result.h"
 
 namespace broker {
@@ -49,10 +49,9 @@ class RunnerProcess {
   // kill(2) while the runner is un-reaped; false once it has been reaped.
   bool signal(int sig) { return control_->signal(sig); }
   const std::shared_ptr<RunnerControl>& control() const { return control_; }
-  // One line from stdout within timeout_ms; nullopt on EOF, timeout or a line above max_bytes.
-  std::optional<std::string> read_line(int timeout_ms, size_t max_bytes);
-  // Bytes read_line read past its last line (for a caller that reads on).
-  std::string take_pending() { return std::exchange(pending_, {}); }
+  // Its stdout, line by line (runner_protocol.h): one reader from the warm
+  // ready line through the outcome, so bytes read past a line are kept.
+  LineReader& stdout_lines() { return lines_; }
   // Waits up to grace_ms for the runner to exit, then SIGKILLs and reaps it.
   // Returns false when it had to be killed.
   bool wait_or_kill(int grace_ms);
@@ -62,7 +61,7 @@ class RunnerProcess {
   RunnerProcess(std::unique_ptr<Impl> impl, std::shared_ptr<RunnerControl> control);
   std::unique_ptr<Impl> impl_;
   std::shared_ptr<RunnerControl> control_;  // the stdin pipe, the pid and whether it was reaped
-  std::string pending_;  // bytes read past the last line
+  LineReader lines_;
 };
 
 }  // namespace broker

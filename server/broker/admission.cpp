@@ -21,9 +21,10 @@ util::Status Admission::acquire(const std::string& tenant, const std::shared_ptr
   if (cpu_ms_last_hour(tenant, now) >= budget_ms) {
     auto& q = usage_[tenant];
     auto retry_s = std::chrono::duration_cast<std::chrono::seconds>(q.front().first + std::chrono::hours(1) - now).count() + 1;
-    return util::make_error("busy", "busy: this tenant's CPU budget of " +
-                                        std::to_string(limits_.cpu_seconds_per_tenant_per_hour) +
-                                        " CPU seconds per hour is spent; retry in " + std::to_string(retry_s) + " s");
+    return util::busy_error("busy: this tenant's CPU budget of " +
+                                std::to_string(limits_.cpu_seconds_per_tenant_per_hour) +
+                                " CPU seconds per hour is spent; retry in " + std::to_string(retry_s) + " s",
+                            static_cast<uint64_t>(retry_s));
   }
   auto has_slot = [&] {
     return running_ < limits_.jobs_running_max && running_by_tenant_[tenant] < limits_.jobs_running_per_tenant_max;

@@ -27,7 +27,7 @@ std::string request_sha256(const JobRequest& req) {
 }
 
 util::Error key_conflict(const std::string& key) {
-  return util::make_error("invalid_argument",
+  return util::make_error(util::ErrorCode::kInvalidArgument,
                           "idempotency_key: \"" + key +
                               "\" was already used for a different request (runtime, code, input_ids or "
                               "timeout_s differ); use a new key for a new request");
@@ -65,7 +65,7 @@ util::Result<JobResult> Idempotency::run(const std::string& tenant, const std::s
       {
         std::lock_guard lock(slot.mu);
         if (!slot.bound_sha256) slot.bound_sha256 = bound_default;
-        if (!slot.done) slot.error = util::make_error("internal", "the first call with this idempotency_key failed");
+        if (!slot.done) slot.error = util::make_error(util::ErrorCode::kInternal, "the first call with this idempotency_key failed");
         slot.done = true;
       }
       slot.cv.notify_all();

@@ -42,7 +42,7 @@ util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& 
   if (!wrote) {
     (*runner)->signal(SIGTERM);
     finished = std::make_unique<FinishedRunner>(FinishedRunner{std::move(*runner), spec.scratch_dir, spec.job_id});
-    return util::make_error("internal", "writing the launch spec to the runner failed");
+    return util::make_error(util::ErrorCode::kInternal, "writing the launch spec to the runner failed");
   }
   if (!before_start) {
     (*runner)->close_stdin();

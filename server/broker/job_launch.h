@@ -26,7 +26,7 @@ util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& 
 
 struct WarmStart {
   bool started = false;  // false: no warm sandbox took the job; run it cold
-  util::Result<sandbox::Outcome> outcome = util::make_error("internal", "not started");
+  util::Result<sandbox::Outcome> outcome = util::make_error(util::ErrorCode::kInternal, "not started");
 };
 // The warm claim. record_start runs first, on this thread; when it fails the
 // sandbox is retired unclaimed and nothing is started.

@@ -61,19 +61,19 @@ util::Result<const policy::Runtime*> check_request(const policy::Policy& policy,
   if (!rt) {
     std::string names;
     for (auto& n : policy.available_runtimes()) names += (names.empty() ? "" : ", ") + n;
-    return util::make_error("invalid_argument",
+    return util::make_error(util::ErrorCode::kInvalidArgument,
                             "runtime: \"" + req.runtime + "\" is not offered here; available: " + names);
   }
   if (req.code.size() > lim.code_max_bytes)
-    return util::make_error("invalid_argument", "code: longer than the policy's " +
+    return util::make_error(util::ErrorCode::kInvalidArgument, "code: longer than the policy's " +
                                                     std::to_string(lim.code_max_bytes) + " bytes");
   double timeout_s = req.timeout_s.value_or(lim.timeout_s_default);
   if (!std::isfinite(timeout_s) || timeout_s <= 0 || timeout_s > lim.timeout_s_max)
-    return util::make_error("invalid_argument",
+    return util::make_error(util::ErrorCode::kInvalidArgument,
                             "timeout_s: must be > 0 and at most " + std::to_string(static_cast<int>(lim.timeout_s_max)) +
                                 " seconds (the policy's ceiling)");
   if (req.input_ids.size() > lim.inputs_per_job_max)
-    return util::make_error("invalid_argument", "input_ids: more than " +
+    return util::make_error(util::ErrorCode::kInvalidArgument, "input_ids: more than " +
                                                     std::to_string(lim.inputs_per_job_max) + " inputs");
   return rt;
 }
@@ -85,7 +85,7 @@ util::Result<sandbox::LaunchSpec> build_job_spec(const policy::Policy& policy, c
   auto rt = check_request(policy, req);
   if (!rt) return rt.error();
   if (inputs.size() != req.input_ids.size())
-    return util::make_error("internal", "input_ids: " + std::to_string(req.input_ids.size()) + " ids but " +
+    return util::make_error(util::ErrorCode::kInternal, "input_ids: " + std::to_string(req.input_ids.size()) + " ids but " +
                                             std::to_string(inputs.size()) + " lookups");
   sandbox::LaunchSpec spec = base_spec(policy, host, **rt, job_id);
   std::set<std::string> names;
@@ -93,7 +93,7 @@ util::Result<sandbox::LaunchSpec> build_job_spec(const policy::Policy& policy, c
     const auto& in = inputs[i];
     if (!in) return util::make_error(in.error().code, "input_ids: \"" + req.input_ids[i] + "\": " + in.error().message);
     if (!names.insert(in->name).second)
-      return util::make_error("invalid_argument", "input_ids: two inputs are both named \"" + in->name +
+      return util::make_error(util::ErrorCode::kInvalidArgument, "input_ids: two inputs are both named \"" + in->name +
                                                       "\"; /inputs/<name> must be unique per run");
     spec.inputs.push_back({in->name, in->blob_path});
   }

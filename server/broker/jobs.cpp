@@ -143,7 +143,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   if (!spec) return spec.error();
   // A slot first: beyond the limits this answers busy at once.
   if (auto s = admission_.acquire(req.tenant, req.cancel); !s) {
-    if (s.error().code != "cancelled") return s.error();
+    if (s.error().code != util::ErrorCode::kCancelled) return s.error();
     result.outcome.status = "cancelled";
     result.outcome.error = "cancelled while waiting for a slot";
     return result;
@@ -171,13 +171,13 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     auto s = start->ledger.record_start(start->row);
     start->t_recorded = now_us();
     if (s) return util::ok_status();
-    start->error = util::Error{"internal", s.error().message};
-    return util::make_error("internal", s.error().message);
+    start->error = util::make_error(util::ErrorCode::kInternal, s.error().message);
+    return util::make_error(util::ErrorCode::kInternal, s.error().message);
   };
 
   std::unique_ptr<FinishedRunner> finished;
   spec->progress = static_cast<bool>(req.on_progress);
-  util::Result<sandbox::Outcome> outcome = util::make_error("internal", "not started");
+  util::Result<sandbox::Outcome> outcome = util::make_error(util::ErrorCode::kInternal, "not started");
   int64_t t_outcome = 0;
   bool started = false;
   if (pool_) {

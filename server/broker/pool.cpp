@@ -139,7 +139,7 @@ util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt
   auto fail = [&](const std::string& why) {
     w->runner->close_stdin();
     retire_(std::move(w->runner), w->spec.scratch_dir, w->spec.job_id);
-    return util::make_error("sandbox", why);
+    return util::make_error(util::ErrorCode::kSandbox, why);
   };
   if (!w->runner->write_line(to_json(w->spec).dump())) return fail("writing the warm spec to the runner failed");
   if (util::Status ready = read_warm_ready(*w->runner, kBuildTimeoutMs); !ready) return fail(ready.error().message);

@@ -81,7 +81,7 @@ util::Result<std::unique_ptr<RunnerProcess>> RunnerProcess::spawn(const std::str
     impl->child = bp::child(bp::exe = exe, bp::std_in < control->to, bp::std_out > impl->from, empty_env,
                             bp::posix::use_vfork);
   } catch (const std::exception& e) {
-    return util::make_error("internal", "starting runner " + exe + ": " + e.what());
+    return util::make_error(util::ErrorCode::kInternal, "starting runner " + exe + ": " + e.what());
   }
   impl->child.detach();  // reaped by wait_or_kill's waitpid, never by Boost
   control->pid = impl->child.id();

@@ -58,11 +58,11 @@ NextLine LineReader::next(int64_t deadline_ms, size_t max_bytes, int wake_fd) {
 util::Status read_warm_ready(RunnerProcess& runner, int timeout_ms) {
   NextLine got = runner.stdout_lines().next(monotonic_ms() + timeout_ms, kWarmLineMaxBytes);
   if (got.end != LineEnd::kLine)
-    return util::make_error("sandbox", "the runner did not report a warm sandbox within " +
+    return util::make_error(util::ErrorCode::kSandbox, "the runner did not report a warm sandbox within " +
                                            std::to_string(timeout_ms) + " ms");
   if (got.line == kWarmReady) return util::ok_status();
   auto doc = nlohmann::json::parse(got.line, nullptr, false);
-  return util::make_error("sandbox", doc.is_object() ? doc.value("error", got.line) : got.line);
+  return util::make_error(util::ErrorCode::kSandbox, doc.is_object() ? doc.value("error", got.line) : got.line);
 }
 
 util::Result<sandbox::Outcome> read_outcome(RunnerProcess& runner, const std::string& job_id, uint64_t timeout_ms,
@@ -107,10 +107,10 @@ util::Result<sandbox::Outcome> read_outcome(RunnerProcess& runner, const std::st
   runner.close_stdout();
   if (killed) {
     runner.wait_or_kill(0);
-    return util::make_error("internal", "runner exceeded its deadline or output bound");
+    return util::make_error(util::ErrorCode::kInternal, "runner exceeded its deadline or output bound");
   }
   auto doc = nlohmann::json::parse(outcome_line, nullptr, false);
-  if (doc.is_discarded()) return util::make_error("internal", "runner exited without a readable outcome");
+  if (doc.is_discarded()) return util::make_error(util::ErrorCode::kInternal, "runner exited without a readable outcome");
   return sandbox::outcome_from_json(doc);
 }
 

@@ -18,7 +18,7 @@ std::vector<ArtifactSummary> store_artifacts(const artifacts::Gate& gate, store:
     a.name = f.name;
     a.size = f.size;
     if (!f.rejected.empty()) {
-      a.verdict = "rejected";
+      a.verdict = artifacts::VerdictKind::kRejected;
       a.reason = f.rejected;
       a.media_type = "application/octet-stream";
       out.push_back(a);
@@ -26,7 +26,7 @@ std::vector<ArtifactSummary> store_artifacts(const artifacts::Gate& gate, store:
     }
     auto content = util::read_file(f.host_path, file_max_read_bytes);
     if (!content) {
-      a.verdict = "rejected";
+      a.verdict = artifacts::VerdictKind::kRejected;
       a.reason = "could not be read back: " + content.error().message;
       out.push_back(a);
       continue;
@@ -35,8 +35,8 @@ std::vector<ArtifactSummary> store_artifacts(const artifacts::Gate& gate, store:
     artifacts::Verdict v = gate.check(f.name, std::move(*content));
     a.verdict = v.verdict;
     a.reason = v.reason;
-    a.media_type = v.verdict == "rejected" ? "application/octet-stream" : v.media_type;
-    if (v.verdict == "rejected") {
+    a.media_type = v.verdict == artifacts::VerdictKind::kRejected ? "application/octet-stream" : v.media_type;
+    if (v.verdict == artifacts::VerdictKind::kRejected) {
       out.push_back(a);
       continue;
     }
@@ -44,12 +44,12 @@ std::vector<ArtifactSummary> store_artifacts(const artifacts::Gate& gate, store:
     rec.job_id = job_id;
     rec.name = f.name;
     rec.media_type = v.media_type;
-    rec.verdict = v.verdict;
+    rec.verdict = to_string(v.verdict);  // the store keeps the name
     rec.reason = v.reason;
     auto stored = store.put_artifact(tenant, rec, v.content);
     if (!stored) {
       spdlog::error("job {}: storing artifact {}: {}", job_id, f.name, stored.error().message);
-      a.verdict = "rejected";
+      a.verdict = artifacts::VerdictKind::kRejected;
       a.reason = "could not be stored";
     } else {
       a.artifact_id = stored->artifact_id;

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/artifacts/gate.h"
 #include "server/sandbox/spec.h"
 #include "server/util/fd.h"
 
@@ -48,7 +49,7 @@ struct ArtifactSummary {
   std::string media_type;
   uint64_t size = 0;
   std::string sha256;
-  std::string verdict;
+  artifacts::VerdictKind verdict = artifacts::VerdictKind::kRejected;
   std::string reason;
 };
 

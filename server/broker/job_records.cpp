@@ -11,7 +11,7 @@ nlohmann::json artifacts_to_json(const std::vector<ArtifactSummary>& list) {
   for (auto& a : list)
     out.push_back({{"artifact_id", a.artifact_id ? nlohmann::json(*a.artifact_id) : nlohmann::json(nullptr)},
                    {"name", a.name}, {"media_type", a.media_type}, {"size", a.size}, {"sha256", a.sha256},
-                   {"verdict", a.verdict}, {"reason", a.reason}});
+                   {"verdict", to_string(a.verdict)}, {"reason", a.reason}});
   return out;
 }
 
@@ -25,7 +25,7 @@ std::vector<ArtifactSummary> artifacts_from_json(const nlohmann::json& j) {
     s.media_type = a.value("media_type", "");
     s.size = a.value("size", uint64_t{0});
     s.sha256 = a.value("sha256", "");
-    s.verdict = a.value("verdict", "");
+    s.verdict = artifacts::verdict_from_string(a.value("verdict", ""));
     s.reason = a.value("reason", "");
     out.push_back(s);
   }

@@ -222,7 +222,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     spdlog::error("job {}: ledger: {}", result.job_id, s.error().message);
   const int64_t t_end = now_us();
   metrics_.job_ended(result.outcome.status, static_cast<double>(t_end - t_admitted) / 1e6);
-  for (auto& a : result.artifacts) metrics_.artifact_judged(a.verdict);
+  for (auto& a : result.artifacts) metrics_.artifact_judged(std::string(to_string(a.verdict)));
   spdlog::debug("job {} timings (us): resolve+admit {} ledger_start {} runner {} store {} ledger_end+cleanup {}",
                 result.job_id, t_admitted - t_begin, start->t_recorded - t_admitted,
                 (t_outcome ? t_outcome : t_stored) - start->t_recorded, t_outcome ? t_stored - t_outcome : 0,

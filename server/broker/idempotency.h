@@ -1,9 +1,6 @@
-// The rule for repeated keyed calls (run_code's idempotency_key), per tenant:
-// - a new key runs its request and is bound to it (the ledger keeps the binding);
-// - the same key and request while the first call runs waits and shares its result or error;
-// - the same key and request after it ended replays the recorded result, with no second run;
-// - the same key with a different request is a conflict, running or ended.
-// Thread-safe. No lock is held across the ledger read or the run (the client's progress callback).
+// The rule for repeated keyed calls (run_code's idempotency_key), per tenant,
+// without a runner (tests/unit/idempotency_test). Thread-safe; no lock is held
+// across the ledger read or the run (which calls the client's progress callback).
 #pragma once
 #include <functional>
 #include <map>
@@ -23,6 +20,10 @@ std::string request_sha256(const JobRequest& request);
 // The error a conflicting repeat gets (invalid_argument; HTTP answers it 409).
 util::Error key_conflict(const std::string& key);
 
+// - a new key runs its request and is bound to it (the ledger keeps the binding);
+// - the same key and request while the first call runs waits and shares its result or error;
+// - the same key and request after it ended replays the recorded result, with no second run;
+// - the same key with a different request is a conflict, running or ended.
 class Idempotency {
  public:
   // The ended (or interrupted) job recorded under tenant's key, if any.

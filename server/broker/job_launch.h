@@ -1,8 +1,7 @@
-// A job's runner from start to outcome, on the job's worker thread: cold (the
-// spare or a fresh runner gets the whole spec; the start gate opens once the
-// ledger has the job, on the release thread) or warm (a pooled sandbox gets
-// the job's claim: code, inputs, deadline). The runner is left in `finished`
-// for the fleet's reaper.
+// A job's runner from start to outcome, on the job's worker thread: cold (a
+// runner gets the whole spec; its start gate opens on the release thread once
+// the ledger has the job) or warm (a pooled sandbox gets the job's claim).
+// The runner is left in `finished` for the fleet's reaper.
 #pragma once
 #include <functional>
 #include <memory>

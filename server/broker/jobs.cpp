@@ -4,6 +4,7 @@
 // host environment stay here.
 #include "server/broker/jobs.h"
 
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -176,6 +177,19 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   };
 
   std::unique_ptr<FinishedRunner> finished;
+  // A runner still here when this frame is left by an exception (the progress
+  // callback is the client's) is cancelled and handed to the reaper: its
+  // scratch directory and cgroup are removed as after any job.
+  struct RetireOnUnwind {
+    RunnerFleet& fleet;
+    std::unique_ptr<FinishedRunner>& finished;
+    ~RetireOnUnwind() {
+      if (!finished || !finished->runner) return;
+      finished->runner->close_stdout();
+      finished->runner->signal(SIGTERM);
+      fleet.retire(std::move(*finished));
+    }
+  } retire_on_unwind{fleet_, finished};
   spec->progress = static_cast<bool>(req.on_progress);
   util::Result<sandbox::Outcome> outcome = util::make_error(util::ErrorCode::kInternal, "not started");
   int64_t t_outcome = 0;

@@ -1,8 +1,7 @@
-// The broker's job path, a thin coordinator: a request is checked and
-// resolved to a launch spec (job_spec.h), admitted, recorded (job_records.h),
-// run by a warm or cold runner (job_launch.h, runner_fleet.h) and its files
-// taken in (artifact_intake.h); keyed repeats follow idempotency.h.
-// Called from server worker threads.
+// The broker's job path, a thin coordinator, on server worker threads: a
+// request is resolved to a spec (job_spec.h), admitted, recorded (job_records.h),
+// run warm or cold (job_launch.h, runner_fleet.h) and its files taken in
+// (artifact_intake.h); keyed repeats follow idempotency.h.
 #pragma once
 #include <cstdint>
 #include <memory>

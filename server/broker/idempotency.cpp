@@ -27,7 +27,7 @@ std::string request_sha256(const JobRequest& req) {
 }
 
 util::Error key_conflict(const std::string& key) {
-  return util::make_error(util::ErrorCode::kInvalidArgument,
+  return util::make_error(util::ErrorCode::kConflict,
                           "idempotency_key: \"" + key +
                               "\" was already used for a different request (runtime, code, input_ids or "
                               "timeout_s differ); use a new key for a new request");

@@ -17,7 +17,7 @@ namespace broker {
 
 // The request's identity: everything that changes what runs.
 std::string request_sha256(const JobRequest& request);
-// The error a conflicting repeat gets (invalid_argument; HTTP answers it 409).
+// The error a conflicting repeat gets (kConflict; HTTP answers it 409).
 util::Error key_conflict(const std::string& key);
 
 // - a new key runs its request and is bound to it (the ledger keeps the binding);

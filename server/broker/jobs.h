@@ -32,8 +32,9 @@ class Jobs {
   Jobs(const policy::Policy& policy, store::Store& store, std::string runner_exe, nlohmann::json cgroup_host);
   ~Jobs();
 
-  // Errors are request problems (code "invalid_argument" / "not_found") or
-  // broker faults ("internal"); a program that fails is a JobResult.
+  // Errors are request problems (kInvalidArgument, kNotFound, kConflict for a
+  // reused idempotency key, kBusy) or broker faults (kInternal); a program
+  // that fails is a JobResult.
   util::Result<JobResult> run(const JobRequest& request);
   // At start-up: removes what a crashed server left (scratch directories under
   // <state>/run, empty job cgroups, "running" ledger rows). Returns how many.

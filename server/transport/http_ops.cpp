@@ -248,9 +248,8 @@ class Ops {
         res.set_header("Retry-After", std::to_string(after ? after : kQueueFullRetryAfterS));
         return fail(after ? 429 : 503, e.message);
       }
-      // A key reused for another request: the body's fields were checked above,
-      // so an idempotency_key complaint from the broker is this conflict.
-      if (e.code == util::ErrorCode::kInvalidArgument && e.message.starts_with("idempotency_key:")) return fail(409, e.message);
+      // A key reused for another request.
+      if (e.code == util::ErrorCode::kConflict) return fail(409, e.message);
       if (e.code == util::ErrorCode::kInvalidArgument || e.code == util::ErrorCode::kNotFound) return fail(400, e.message);
       spdlog::error("http POST /jobs: tenant {}: {}", tenant, e.message);
       return fail(500, "internal error: the job could not be run");

@@ -15,6 +15,7 @@ enum class ErrorCode {
   kInternal,         // a broker fault (the default)
   kInvalidArgument,  // the request is wrong; its message names the field
   kNotFound,         // unknown, expired or another tenant's id
+  kConflict,         // an idempotency key already bound to a different request
   kBusy,             // admission or task limits: retry later (retry_after_s when known)
   kCancelled,        // the caller cancelled
   kTooLarge,         // over a byte cap
@@ -33,6 +34,7 @@ constexpr std::string_view to_string(ErrorCode code) {
     case ErrorCode::kInternal: return "internal";
     case ErrorCode::kInvalidArgument: return "invalid_argument";
     case ErrorCode::kNotFound: return "not_found";
+    case ErrorCode::kConflict: return "conflict";
     case ErrorCode::kBusy: return "busy";
     case ErrorCode::kCancelled: return "cancelled";
     case ErrorCode::kTooLarge: return "too_large";
@@ -49,7 +51,7 @@ constexpr std::string_view to_string(ErrorCode code) {
 
 // The inverse of to_string; a name it does not know is kInternal.
 constexpr ErrorCode error_code_from_string(std::string_view name) {
-  for (ErrorCode c : {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kBusy, ErrorCode::kCancelled,
+  for (ErrorCode c : {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kConflict, ErrorCode::kBusy, ErrorCode::kCancelled,
                       ErrorCode::kTooLarge, ErrorCode::kIo, ErrorCode::kPolicy, ErrorCode::kSandbox, ErrorCode::kSpec,
                       ErrorCode::kAuth, ErrorCode::kHttp, ErrorCode::kOutcome})
     if (to_string(c) == name) return c;

@@ -14,7 +14,7 @@ using util::ErrorCode;
 TEST_CASE("every code has its stable name, and the name maps back") {
   const std::pair<ErrorCode, const char*> names[] = {
       {ErrorCode::kInternal, "internal"},   {ErrorCode::kInvalidArgument, "invalid_argument"},
-      {ErrorCode::kNotFound, "not_found"},  {ErrorCode::kBusy, "busy"},
+      {ErrorCode::kNotFound, "not_found"},  {ErrorCode::kConflict, "conflict"}, {ErrorCode::kBusy, "busy"},
       {ErrorCode::kCancelled, "cancelled"}, {ErrorCode::kTooLarge, "too_large"},
       {ErrorCode::kIo, "io"},               {ErrorCode::kPolicy, "policy"},
       {ErrorCode::kSandbox, "sandbox"},     {ErrorCode::kSpec, "spec"},

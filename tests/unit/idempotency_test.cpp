@@ -112,7 +112,7 @@ TEST_CASE("same key, different request, after it ended: a conflict") {
   auto got = keys.run("alice", "k", "sha2", [&] { ++runs; return util::Result<broker::JobResult>(ran("x")); });
   REQUIRE_FALSE(got.ok());
   CHECK(runs == 0);
-  CHECK(got.error().code == "invalid_argument");
+  CHECK(got.error().code == util::ErrorCode::kConflict);
   CHECK(got.error().message == kConflict);
 }
 
@@ -159,6 +159,7 @@ TEST_CASE("concurrent repeats: the same request shares the first run, a differen
   // A different request is refused while the first still runs.
   auto other = keys.run("alice", "k", "sha2", [&] { ++runs; return util::Result<broker::JobResult>(ran("third")); });
   REQUIRE_FALSE(other.ok());
+  CHECK(other.error().code == util::ErrorCode::kConflict);
   CHECK(other.error().message == kConflict);
   CHECK(same.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout);  // waits for the first
   let_go.set_value();

@@ -56,14 +56,14 @@ Registry make_registry(const policy::Policy& policy) {
 }
 
 util::Status require_object(const json& args) {
-  if (!args.is_object()) return util::make_error("invalid_argument", "arguments: must be an object");
+  if (!args.is_object()) return util::make_error(util::ErrorCode::kInvalidArgument, "arguments: must be an object");
   return util::ok_status();
 }
 
 util::Status reject_unknown_fields(const json& args, std::initializer_list<const char*> known) {
   std::set<std::string> k(known.begin(), known.end());
   for (auto& [name, _] : args.items())
-    if (!k.count(name)) return util::make_error("invalid_argument", name + ": unknown argument");
+    if (!k.count(name)) return util::make_error(util::ErrorCode::kInvalidArgument, name + ": unknown argument");
   return util::ok_status();
 }
 

@@ -67,7 +67,7 @@ json job_result_json(const broker::JobResult& r) {
   for (auto& a : r.artifacts)
     artifacts.push_back({{"artifact_id", a.artifact_id ? json(*a.artifact_id) : json(nullptr)},
                          {"name", a.name}, {"media_type", a.media_type}, {"size", a.size},
-                         {"sha256", a.sha256}, {"verdict", a.verdict}, {"reason", a.reason}});
+                         {"sha256", a.sha256}, {"verdict", to_string(a.verdict)}, {"reason", a.reason}});
   json s{{"job_id", r.job_id},
          {"status", sandbox::to_string(o.status)},
          {"exit_code", o.exited ? json(o.exit_code) : json(nullptr)},
@@ -184,7 +184,7 @@ Tool make_run_code(const policy::Policy& policy) {
       if (!a.artifact_id) continue;
       out.content.push_back({{"type", "resource_link"}, {"uri", store::artifact_uri(*a.artifact_id)},
                              {"name", a.name}, {"mimeType", a.media_type}, {"size", a.size},
-                             {"description", "artifact " + a.verdict + ": " + a.reason}});
+                             {"description", "artifact " + std::string(to_string(a.verdict)) + ": " + a.reason}});
     }
     return out;
   };

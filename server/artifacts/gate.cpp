@@ -20,7 +20,7 @@ bool allowed(const GatePolicy& p, const std::string& type) {
          p.allowed_media_types.end();
 }
 
-Verdict reject(std::string reason) { return {"rejected", std::move(reason), "", ""}; }
+Verdict reject(std::string reason) { return {VerdictKind::kRejected, std::move(reason), "", ""}; }
 
 // Markdown's own link syntax: [text](dest), ![alt](dest), [ref]: dest. A
 // renderer makes dest clickable, and CommonMark decodes character references
@@ -75,6 +75,21 @@ util::Result<Gate> Gate::create(GatePolicy policy) {
   return Gate(std::move(*sniffer), std::move(policy));
 }
 
+std::string_view to_string(VerdictKind kind) {
+  switch (kind) {
+    case VerdictKind::kAccepted: return "accepted";
+    case VerdictKind::kSanitized: return "sanitized";
+    case VerdictKind::kRejected: return "rejected";
+  }
+  return "rejected";
+}
+
+VerdictKind verdict_from_string(std::string_view name) {
+  if (name == "accepted") return VerdictKind::kAccepted;
+  if (name == "sanitized") return VerdictKind::kSanitized;
+  return VerdictKind::kRejected;
+}
+
 Verdict Gate::check(const std::string& name, std::string content) const {
   if (content.size() > policy_.file_max_bytes)
     return reject("larger than the policy's " + std::to_string(policy_.file_max_bytes) + " bytes per file");
@@ -98,7 +113,7 @@ Verdict Gate::check(const std::string& name, std::string content) const {
     if (f.active || (as_text && !allowed(policy_, d.media_type))) {
       // Delivered as text, never rendered: the policy chose text over rejection.
       if (!allowed(policy_, "text/plain")) return reject("active content: " + f.reason);
-      return {"accepted",
+      return {VerdictKind::kAccepted,
               (f.active ? "active content (" + f.reason + ")" : "markup (" + d.media_type + ")") +
                   " delivered as text/plain, never rendered",
               "text/plain", std::move(content)};
@@ -107,7 +122,7 @@ Verdict Gate::check(const std::string& name, std::string content) const {
       return reject("media type " + d.media_type + " is not allowed by the policy");
     // HTML is never served as text/html: a client must not render it.
     if (d.media_type == "text/html" || d.media_type == "application/xhtml+xml")
-      return {"accepted", "no active content found; HTML is delivered as text/plain", "text/plain",
+      return {VerdictKind::kAccepted, "no active content found; HTML is delivered as text/plain", "text/plain",
               std::move(content)};
   }
 
@@ -116,10 +131,10 @@ Verdict Gate::check(const std::string& name, std::string content) const {
     csv::Result r = csv::process(content, delimiter, policy_.csv_mode);
     if (!r.ok) return reject("spreadsheet check: " + r.reason);
     if (r.cells_changed > 0)
-      return {"sanitized", r.reason, d.media_type, std::move(r.output)};
-    return {"accepted", "no formula cells; type agrees with content", d.media_type, std::move(content)};
+      return {VerdictKind::kSanitized, r.reason, d.media_type, std::move(r.output)};
+    return {VerdictKind::kAccepted, "no formula cells; type agrees with content", d.media_type, std::move(content)};
   }
-  return {"accepted", "type agrees with content (" + d.media_type + ")", d.media_type, std::move(content)};
+  return {VerdictKind::kAccepted, "type agrees with content (" + d.media_type + ")", d.media_type, std::move(content)};
 }
 
 std::string Gate::input_media_type(const std::string& name, const std::string& content) const {

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/artifacts/csv.h"
@@ -20,8 +21,15 @@ struct GatePolicy {
   bool active_content_as_text = false;  // false: reject active markup
 };
 
+// What the gate decided about one file.
+enum class VerdictKind { kAccepted, kSanitized, kRejected };
+// "accepted" | "sanitized" | "rejected": the names in results, records and metrics.
+std::string_view to_string(VerdictKind kind);
+// The inverse of to_string; a name it does not know reads as rejected (fail closed).
+VerdictKind verdict_from_string(std::string_view name);
+
 struct Verdict {
-  std::string verdict;     // accepted | sanitized | rejected
+  VerdictKind verdict = VerdictKind::kRejected;
   std::string reason;
   std::string media_type;  // what it is served as; empty when rejected
   std::string content;     // the bytes to store (rewritten when sanitized)

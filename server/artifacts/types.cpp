@@ -169,7 +169,7 @@ util::Result<Sniffer> Sniffer::create(const std::string& database_path) {
   // decompressor or looks inside archives.
   handle->cookie = magic_open(MAGIC_MIME_TYPE);
   if (handle->cookie == nullptr)
-    return util::make_error("internal", util::call_error("magic_open", "MAGIC_MIME_TYPE", errno));
+    return util::make_error(util::ErrorCode::kInternal, util::call_error("magic_open", "MAGIC_MIME_TYPE", errno));
   const char* path = database_path.empty() ? nullptr : database_path.c_str();
   if (magic_load(handle->cookie, path) != 0) {
     const char* why = magic_error(handle->cookie);

@@ -79,16 +79,17 @@ util::Status Admission::acquire(const std::string& tenant, const std::shared_ptr
     if (cpu_ms_last_hour(tenant, now) >= budget_ms) {
       auto& q = usage_[tenant];
       auto retry_s = std::chrono::duration_cast<std::chrono::seconds>(q.front().first + std::chrono::hours(1) - now).count() + 1;
-      return util::make_error("busy", "busy: this tenant's CPU budget of " +
-                                          std::to_string(limits_.cpu_seconds_per_tenant_per_hour) +
-                                          " CPU seconds per hour is spent; retry in " + std::to_string(retry_s) + " s");
+      return util::busy_error("busy: this tenant's CPU budget of " +
+                                  std::to_string(limits_.cpu_seconds_per_tenant_per_hour) +
+                                  " CPU seconds per hour is spent; retry in " + std::to_string(retry_s) + " s",
+                              static_cast<uint64_t>(retry_s));
     }
     if (has_slot(tenant)) {
       take_slot(tenant);
       return util::ok_status();
     }
     if (waiters_.size() >= limits_.jobs_queued_max)
-      return util::make_error("busy", "busy: " + std::to_string(running_) + " jobs running and " +
+      return util::make_error(util::ErrorCode::kBusy, "busy: " + std::to_string(running_) + " jobs running and " +
                                           std::to_string(waiters_.size()) +
                                           " waiting (the policy's limits); retry in a few seconds");
     w = std::make_shared<Waiter>();
@@ -123,7 +124,7 @@ util::Status Admission::acquire(const std::string& tenant, const std::shared_ptr
       }
     }
     wake(woken);
-    return util::make_error("cancelled", "cancelled while queued");
+    return util::make_error(util::ErrorCode::kCancelled, "cancelled while queued");
   }
 }
 

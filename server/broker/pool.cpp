@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "server/broker/runner_process.h"
+#include "server/broker/runner_protocol.h"
 #include "server/util/fs.h"
 
 namespace broker {
@@ -138,16 +139,10 @@ util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt
   auto fail = [&](const std::string& why) {
     w->runner->close_stdin();
     retire_(std::move(w->runner), w->spec.scratch_dir, w->spec.job_id);
-    return util::make_error("sandbox", why);
+    return util::make_error(util::ErrorCode::kSandbox, why);
   };
   if (!w->runner->write_line(to_json(w->spec).dump())) return fail("writing the warm spec to the runner failed");
-  auto line = w->runner->read_line(kBuildTimeoutMs, 1 << 20);
-  if (!line) return fail("the runner did not report a warm sandbox within " + std::to_string(kBuildTimeoutMs) + " ms");
-  if (*line != R"({"warm":"ready"})") {
-    auto doc = nlohmann::json::parse(*line, nullptr, false);
-    std::string why = doc.is_object() ? doc.value("error", *line) : *line;
-    return fail(why);
-  }
+  if (util::Status ready = read_warm_ready(*w->runner, kBuildTimeoutMs); !ready) return fail(ready.error().message);
   w->memory_bytes = tree_memory_bytes(w->runner->pid());
   return w;
 }

@@ -3,7 +3,6 @@
 // bookkeeping shared across threads.
 #include "server/broker/runner_process.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -17,6 +16,7 @@
 #include <boost/process/posix.hpp>
 #include <cerrno>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "server/util/fd.h"
@@ -25,11 +25,32 @@ namespace broker {
 
 namespace bp = boost::process;
 
-struct RunnerProcess::Impl {
-  bp::pipe to, from;
-  bp::child child;
+// The stdin pipe and the reap state, behind one lock: another thread may
+// close stdin or signal while the owner reads and reaps.
+struct RunnerControl::Impl {
+  std::mutex mu;
+  bp::pipe to;
+  pid_t pid = 0;
   bool reaped = false;
 };
+
+struct RunnerProcess::Impl {
+  bp::pipe from;
+  bp::child child;
+};
+
+RunnerControl::RunnerControl(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RunnerControl::~RunnerControl() = default;
+
+void RunnerControl::close_stdin() {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->to.is_open()) impl_->to.close();
+}
+
+bool RunnerControl::signal(int sig) {
+  std::lock_guard lock(impl_->mu);
+  return !impl_->reaped && ::kill(impl_->pid, sig) == 0;
+}
 
 namespace {
 int64_t now_ms() {
@@ -39,10 +60,12 @@ int64_t now_ms() {
 }
 }  // namespace
 
-RunnerProcess::RunnerProcess(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RunnerProcess::RunnerProcess(std::unique_ptr<Impl> impl, std::shared_ptr<RunnerControl> control)
+    : impl_(std::move(impl)), control_(std::move(control)), lines_(impl_->from.native_source()) {}
 
 util::Result<std::unique_ptr<RunnerProcess>> RunnerProcess::spawn(const std::string& exe) {
   auto impl = std::make_unique<Impl>();
+  auto control = std::make_unique<RunnerControl::Impl>();
   // An empty environment: nothing of the server's (tokens, paths) reaches the runner.
   bp::environment empty_env;
   empty_env.clear();
@@ -55,27 +78,27 @@ util::Result<std::unique_ptr<RunnerProcess>> RunnerProcess::spawn(const std::str
   // per job with fork). Boost reports vfork launch errors as exceptions.
   // Boost closes the runner's ends of both pipes in this process after the spawn.
   try {
-    impl->child = bp::child(bp::exe = exe, bp::std_in < impl->to, bp::std_out > impl->from, empty_env,
+    impl->child = bp::child(bp::exe = exe, bp::std_in < control->to, bp::std_out > impl->from, empty_env,
                             bp::posix::use_vfork);
   } catch (const std::exception& e) {
-    return util::make_error("internal", "starting runner " + exe + ": " + e.what());
+    return util::make_error(util::ErrorCode::kInternal, "starting runner " + exe + ": " + e.what());
   }
   impl->child.detach();  // reaped by wait_or_kill's waitpid, never by Boost
-  return std::unique_ptr<RunnerProcess>(new RunnerProcess(std::move(impl)));
+  control->pid = impl->child.id();
+  return std::unique_ptr<RunnerProcess>(
+      new RunnerProcess(std::move(impl), std::make_shared<RunnerControl>(std::move(control))));
 }
 
-RunnerProcess::~RunnerProcess() {
-  if (impl_ && !impl_->reaped) wait_or_kill(0);
-}
+RunnerProcess::~RunnerProcess() { wait_or_kill(0); }
 
 bool RunnerProcess::write_line(const std::string& text) {
   std::string line = text + "\n";
-  return impl_->to.is_open() && util::write_all(impl_->to.native_sink(), line.data(), line.size());
+  RunnerControl::Impl& c = *control_->impl_;
+  std::lock_guard lock(c.mu);
+  return c.to.is_open() && util::write_all(c.to.native_sink(), line.data(), line.size());
 }
 
-void RunnerProcess::close_stdin() {
-  if (impl_->to.is_open()) impl_->to.close();
-}
+void RunnerProcess::close_stdin() { control_->close_stdin(); }
 
 void RunnerProcess::close_stdout() {
   if (impl_->from.is_open()) impl_->from.close();
@@ -83,51 +106,34 @@ void RunnerProcess::close_stdout() {
 
 int RunnerProcess::stdout_fd() const { return impl_->from.native_source(); }
 
-pid_t RunnerProcess::pid() const { return impl_->child.id(); }
-
-std::optional<std::string> RunnerProcess::read_line(int timeout_ms, size_t max_bytes) {
-  const int64_t deadline = now_ms() + timeout_ms;
-  char buf[65536];
-  for (;;) {
-    if (size_t nl = pending_.find('\n'); nl != std::string::npos) {
-      std::string line = pending_.substr(0, nl);
-      pending_.erase(0, nl + 1);
-      return line;
-    }
-    if (pending_.size() > max_bytes) return std::nullopt;
-    int64_t left = deadline - now_ms();
-    if (left <= 0) return std::nullopt;
-    struct pollfd p {stdout_fd(), POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(left));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return std::nullopt;
-    long n = util::read_some(stdout_fd(), buf, sizeof buf);
-    if (n <= 0) return std::nullopt;
-    pending_.append(buf, static_cast<size_t>(n));
-  }
-}
+pid_t RunnerProcess::pid() const { return control_->impl_->pid; }
 
 bool RunnerProcess::wait_or_kill(int grace_ms) {
-  if (impl_->reaped) return true;
-  const pid_t pid = impl_->child.id();
+  RunnerControl::Impl& c = *control_->impl_;
   const int64_t deadline = now_ms() + grace_ms;
   int st = 0;
-  bool killed = false;
   for (;;) {
-    pid_t r = ::waitpid(pid, &st, WNOHANG);
-    if (r == pid || (r < 0 && errno != EINTR && errno != EAGAIN)) break;
-    if (now_ms() >= deadline) {
-      // PR_SET_PDEATHSIG then takes the runner's sandbox down with it.
-      ::kill(pid, SIGKILL);
-      while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    {
+      // Reaped under the lock that RunnerControl::signal takes: a signal
+      // either reaches the (live or zombie) runner or is not sent at all.
+      std::lock_guard lock(c.mu);
+      if (c.reaped) return true;
+      pid_t r = ::waitpid(c.pid, &st, WNOHANG);
+      if (r == c.pid || (r < 0 && errno != EINTR && errno != EAGAIN)) {
+        c.reaped = true;
+        return true;
       }
-      killed = true;
-      break;
+      if (now_ms() >= deadline) {
+        // PR_SET_PDEATHSIG then takes the runner's sandbox down with it.
+        ::kill(c.pid, SIGKILL);
+        while (::waitpid(c.pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        c.reaped = true;
+        return false;
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  impl_->reaped = true;
-  return !killed;
 }
 
 }  // namespace broker

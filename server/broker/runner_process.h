@@ -5,13 +5,34 @@
 #include <sys/types.h>
 
 #include <memory>
-#include <optional>
+#include <mutex>
 #include <string>
 #include <utility>
 
+#include "server/broker/runner_protocol.h"
 #include "server/util/result.h"
 
 namespace broker {
+
+// What a thread that does not own the runner may do to it: release its start
+// gate (EOF on its stdin) or signal it. Shared with the RunnerProcess, so it
+// outlives whichever side finishes first; a signal reaches the runner only
+// while it is un-reaped (the reap takes the same lock), never a recycled pid.
+class RunnerControl {
+ public:
+  struct Impl;  // defined beside RunnerProcess's (Boost.Process)
+  explicit RunnerControl(std::unique_ptr<Impl> impl);
+  ~RunnerControl();
+  RunnerControl(const RunnerControl&) = delete;
+  RunnerControl& operator=(const RunnerControl&) = delete;
+
+  void close_stdin();
+  bool signal(int sig);  // false once the runner has been reaped
+
+ private:
+  friend class RunnerProcess;
+  std::unique_ptr<Impl> impl_;
+};
 
 class RunnerProcess {
  public:
@@ -25,19 +46,22 @@ class RunnerProcess {
   void close_stdout();
   int stdout_fd() const;
   pid_t pid() const;
-  // One line from stdout within timeout_ms; nullopt on EOF, timeout or a line above max_bytes.
-  std::optional<std::string> read_line(int timeout_ms, size_t max_bytes);
-  // Bytes read_line read past its last line (for a caller that reads on).
-  std::string take_pending() { return std::exchange(pending_, {}); }
+  // kill(2) while the runner is un-reaped; false once it has been reaped.
+  bool signal(int sig) { return control_->signal(sig); }
+  const std::shared_ptr<RunnerControl>& control() const { return control_; }
+  // Its stdout, line by line (runner_protocol.h): one reader from the warm
+  // ready line through the outcome, so bytes read past a line are kept.
+  LineReader& stdout_lines() { return lines_; }
   // Waits up to grace_ms for the runner to exit, then SIGKILLs and reaps it.
   // Returns false when it had to be killed.
   bool wait_or_kill(int grace_ms);
 
  private:
   struct Impl;
-  explicit RunnerProcess(std::unique_ptr<Impl> impl);
+  RunnerProcess(std::unique_ptr<Impl> impl, std::shared_ptr<RunnerControl> control);
   std::unique_ptr<Impl> impl_;
-  std::string pending_;  // bytes read past the last line
+  std::shared_ptr<RunnerControl> control_;  // the stdin pipe, the pid and whether it was reaped
+  LineReader lines_;
 };
 
 }  // namespace broker

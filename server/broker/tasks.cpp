@@ -61,7 +61,7 @@ bool decode_cursor(const std::string& cursor, int64_t& created_ms, std::string& 
   return true;
 }
 
-util::Error not_found() { return util::make_error("not_found", kTaskNotFound); }
+util::Error not_found() { return util::make_error(util::ErrorCode::kNotFound, kTaskNotFound); }
 
 }  // namespace
 
@@ -162,7 +162,7 @@ util::Result<TaskRow> Tasks::start(const std::string& tenant, const std::string&
     ledger_->task_expire(tenant, now);
     const uint64_t retained = ledger_->task_count(tenant, now);
     if (retained >= options_.per_tenant_max)
-      return util::make_error("busy", "busy: " + std::to_string(retained) +
+      return util::make_error(util::ErrorCode::kBusy, "busy: " + std::to_string(retained) +
                                           " tasks are retained for this tenant (the most is " +
                                           std::to_string(options_.per_tenant_max) +
                                           "); fetch their results and wait for some to expire, or call without a task");
@@ -176,7 +176,7 @@ util::Result<TaskRow> Tasks::start(const std::string& tenant, const std::string&
     row.expires_ms = now + ttl;
     if (auto s = ledger_->task_insert(row); !s) {
       spdlog::error("task {}: {}", row.task_id, s.error().message);
-      return util::make_error("internal", s.error().message);
+      return util::make_error(util::ErrorCode::kInternal, s.error().message);
     }
     auto live = std::make_unique<Live>();
     live->tenant = tenant;
@@ -192,7 +192,7 @@ util::Result<TaskRow> Tasks::start(const std::string& tenant, const std::string&
     std::lock_guard lock(mu_);
     live_.erase(id);
     if (auto s = ledger_->task_delete(id); !s) spdlog::error("task {}: {}", id, s.error().message);
-    return util::make_error("busy", "busy: " + std::to_string(options_.workers) +
+    return util::make_error(util::ErrorCode::kBusy, "busy: " + std::to_string(options_.workers) +
                                         " tasks are running and as many waiting on this server; retry in a few seconds");
   }
   spdlog::info("task {} ({}) started for tenant {}, ttl {} ms", id, tool, tenant, ttl);
@@ -259,7 +259,7 @@ util::Result<Tasks::Page> Tasks::list(const std::string& tenant, const std::stri
   int64_t after_created_ms = -1;
   std::string after_id;
   if (!cursor.empty() && !decode_cursor(cursor, after_created_ms, after_id))
-    return util::make_error("invalid_argument", "Invalid params: invalid cursor");
+    return util::make_error(util::ErrorCode::kInvalidArgument, "Invalid params: invalid cursor");
   Page page;
   {
     std::lock_guard lock(mu_);
@@ -281,7 +281,7 @@ util::Result<TaskRow> Tasks::cancel(const std::string& tenant, const std::string
     auto found = find(tenant, task_id, now);
     if (!found) return not_found();
     if (found->status != "working")
-      return util::make_error("invalid_argument",
+      return util::make_error(util::ErrorCode::kInvalidArgument,
                               "Cannot cancel task: already in terminal status '" + found->status + "'");
     row = std::move(*found);
     // Terminal before the answer (MCP tasks, cancellation); the job is killed
@@ -295,7 +295,7 @@ util::Result<TaskRow> Tasks::cancel(const std::string& tenant, const std::string
     auto changed = ledger_->task_finish(row);
     if (!changed) {
       spdlog::error("task {}: {}", task_id, changed.error().message);
-      return util::make_error("internal", changed.error().message);
+      return util::make_error(util::ErrorCode::kInternal, changed.error().message);
     }
     if (auto it = live_.find(task_id); it != live_.end()) {
       Live& live = *it->second;
@@ -321,7 +321,7 @@ util::Result<Tasks::Awaited> Tasks::await_result(const std::string& tenant, cons
   auto it = live_.find(task_id);
   if (it == live_.end()) {
     spdlog::error("task {} is working in the ledger but not running in this process", task_id);
-    return util::make_error("internal", "task " + task_id + " is not running here");
+    return util::make_error(util::ErrorCode::kInternal, "task " + task_id + " is not running here");
   }
   const uint64_t waiter = ++next_waiter_;
   it->second->waiters.emplace_back(waiter, std::move(on_ready));

@@ -148,19 +148,19 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   p.source = source;
   if (!r.only_keys(doc, "", {"$comment", "version", "runtimes", "limits", "server", "sandbox", "artifacts", "admission",
                              "retention", "pool"}))
-    return make_error("policy", source + ": " + r.error);
+    return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
   if (!doc.contains("version") || doc["version"] != 1)
-    return make_error("policy", source + ": version: must be 1");
+    return make_error(util::ErrorCode::kPolicy, source + ": version: must be 1");
 
   if (!doc.contains("runtimes") || !doc["runtimes"].is_object() || doc["runtimes"].empty())
-    return make_error("policy", source + ": runtimes: must be a non-empty object");
+    return make_error(util::ErrorCode::kPolicy, source + ": runtimes: must be a non-empty object");
   for (auto& [name, v] : doc["runtimes"].items()) {
     Runtime rt;
-    if (!parse_runtime(r, name, v, rt)) return make_error("policy", source + ": " + r.error);
+    if (!parse_runtime(r, name, v, rt)) return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     p.runtimes[name] = rt;
   }
   if (p.available_runtimes().empty())
-    return make_error("policy", source + ": runtimes: none is available on this host");
+    return make_error(util::ErrorCode::kPolicy, source + ": runtimes: none is available on this host");
 
   if (doc.contains("limits")) {
     const json& l = doc["limits"];
@@ -170,15 +170,15 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
                       "input_max_bytes", "inputs_per_job_max", "work_max_bytes", "tmp_max_bytes",
                       "outputs_max_bytes", "outputs_max_files", "artifact_inline_max_bytes",
                       "memory_max_bytes", "pids_max", "nofile_max", "cpu_max_cores"}))
-      return make_error("policy", source + ": " + r.error);
+      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     if (l.contains("timeout_s")) {
       const json& t = l["timeout_s"];
       if (!r.only_keys(t, "limits.timeout_s", {"default", "max"}) ||
           !r.seconds(t, "limits.timeout_s", "default", o.timeout_s_default) ||
           !r.seconds(t, "limits.timeout_s", "max", o.timeout_s_max))
-        return make_error("policy", source + ": " + r.error);
+        return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
       if (o.timeout_s_default > o.timeout_s_max)
-        return make_error("policy", source + ": limits.timeout_s.default: exceeds limits.timeout_s.max");
+        return make_error(util::ErrorCode::kPolicy, source + ": limits.timeout_s.default: exceeds limits.timeout_s.max");
     }
     const std::string k = "limits";
     if (!r.u64(l, k, "stdout_max_bytes", o.stdout_max_bytes, 1024, 64 << 20) ||
@@ -194,11 +194,11 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         !r.u64(l, k, "memory_max_bytes", o.memory_max_bytes, 16 << 20, kBytesCeiling * 4) ||
         !r.u64(l, k, "pids_max", o.pids_max, 1, 65536) ||
         !r.u64(l, k, "nofile_max", o.nofile_max, 16, 65536))
-      return make_error("policy", source + ": " + r.error);
+      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     if (l.contains("cpu_max_cores")) {
       const json& c = l["cpu_max_cores"];
       if (!c.is_number() || c.get<double>() < 0.01 || c.get<double>() > 1024)
-        return make_error("policy", source + ": limits.cpu_max_cores: must be a number between 0.01 and 1024");
+        return make_error(util::ErrorCode::kPolicy, source + ": limits.cpu_max_cores: must be a number between 0.01 and 1024");
       o.cpu_max_cores = c.get<double>();
     }
   }
@@ -212,22 +212,22 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
                kMessageCeilingBytes) ||
         !r.u64(s, "server", "json_max_depth", depth, 4, 256) ||
         !r.u64(s, "server", "concurrent_calls_max", calls, 1, 256))
-      return make_error("policy", source + ": " + r.error);
+      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     p.server.json_max_depth = static_cast<int>(depth);
     p.server.concurrent_calls_max = static_cast<int>(calls);
   }
 
-  if (!doc.contains("sandbox")) return make_error("policy", source + ": sandbox: is required");
+  if (!doc.contains("sandbox")) return make_error(util::ErrorCode::kPolicy, source + ": sandbox: is required");
   {
     const json& s = doc["sandbox"];
     if (!r.only_keys(s, "sandbox", {"host_uid_when_root", "host_gid_when_root", "readonly_paths", "env", "require"}))
-      return make_error("policy", source + ": " + r.error);
+      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     if (s.contains("require")) {
       const json& req = s["require"];
       if (!r.only_keys(req, "sandbox.require", {"landlock", "cgroups"}))
-        return make_error("policy", source + ": " + r.error);
+        return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
       for (auto& [k, v] : req.items()) {
-        if (!v.is_boolean()) return make_error("policy", source + ": sandbox.require." + k + ": must be true or false");
+        if (!v.is_boolean()) return make_error(util::ErrorCode::kPolicy, source + ": sandbox.require." + k + ": must be true or false");
         (k == "landlock" ? p.sandbox.require_landlock : p.sandbox.require_cgroups) = v.get<bool>();
       }
     }
@@ -235,24 +235,24 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
     // Host id 0 is never a sandbox identity: that would make the job host root.
     if (!r.u64(s, "sandbox", "host_uid_when_root", uid, 1, 0xFFFFFFFE) ||
         !r.u64(s, "sandbox", "host_gid_when_root", gid, 1, 0xFFFFFFFE))
-      return make_error("policy", source + ": " + r.error);
+      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     p.sandbox.host_uid_when_root = static_cast<uint32_t>(uid);
     p.sandbox.host_gid_when_root = static_cast<uint32_t>(gid);
     if (!s.contains("readonly_paths") ||
         !r.string_list(s["readonly_paths"], "sandbox.readonly_paths", p.sandbox.readonly_paths, true))
-      return make_error("policy", source + ": " + (r.error.empty() ? "sandbox.readonly_paths: is required" : r.error));
+      return make_error(util::ErrorCode::kPolicy, source + ": " + (r.error.empty() ? "sandbox.readonly_paths: is required" : r.error));
     for (auto& path : p.sandbox.readonly_paths) {
       // The in-sandbox contract paths are owned by the launcher, never by a bind.
       for (const char* reserved : {"/inputs", "/outputs", "/work", "/tmp", "/proc", "/dev"})
         if (path == reserved || path.rfind(std::string(reserved) + "/", 0) == 0 || path == "/")
-          return make_error("policy", source + ": sandbox.readonly_paths: \"" + path +
+          return make_error(util::ErrorCode::kPolicy, source + ": sandbox.readonly_paths: \"" + path +
                                           "\" overlaps a path the sandbox owns");
     }
     if (s.contains("env")) {
-      if (!s["env"].is_object()) return make_error("policy", source + ": sandbox.env: must be an object");
+      if (!s["env"].is_object()) return make_error(util::ErrorCode::kPolicy, source + ": sandbox.env: must be an object");
       for (auto& [k, v] : s["env"].items()) {
         if (!v.is_string() || k.empty() || k.find('=') != std::string::npos)
-          return make_error("policy", source + ": sandbox.env." + k + ": must be a string value with a name without '='");
+          return make_error(util::ErrorCode::kPolicy, source + ": sandbox.env." + k + ": must be a string value with a name without '='");
         p.sandbox.env[k] = v.get<std::string>();
       }
     }
@@ -267,7 +267,7 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         !r.u64(a, "admission", "jobs_queued_max", o.jobs_queued_max, 0, 100000) ||
         !r.u64(a, "admission", "cpu_seconds_per_tenant_per_hour", o.cpu_seconds_per_tenant_per_hour, 1, 1u << 30) ||
         !r.u64(a, "admission", "tasks_per_tenant_max", o.tasks_per_tenant_max, 1, 100000))
-      return make_error("policy", source + ": " + r.error);
+      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
   }
   if (doc.contains("retention")) {
     const json& a = doc["retention"];
@@ -280,33 +280,33 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         !r.u64(a, "retention", "janitor_interval_s", o.janitor_interval_s, 1, 86400) ||
         !r.u64(a, "retention", "tasks_ttl_max_s", o.tasks_ttl_max_s, 1, 1u << 30) ||
         !r.u64(a, "retention", "tasks_ttl_s", o.tasks_ttl_s, 1, o.tasks_ttl_max_s))
-      return make_error("policy", source + ": " + r.error);
+      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     // A ceiling below the built-in default needs the default lowered too.
     if (o.tasks_ttl_s > o.tasks_ttl_max_s)
-      return make_error("policy", source + ": retention.tasks_ttl_s: the default (" + std::to_string(o.tasks_ttl_s) +
+      return make_error(util::ErrorCode::kPolicy, source + ": retention.tasks_ttl_s: the default (" + std::to_string(o.tasks_ttl_s) +
                                       ") exceeds retention.tasks_ttl_max_s");
   }
   if (doc.contains("artifacts")) {
     const json& a = doc["artifacts"];
     if (!r.only_keys(a, "artifacts", {"allowed_media_types", "file_max_bytes", "csv_formulas", "active_content"}) ||
         !r.u64(a, "artifacts", "file_max_bytes", p.artifacts.file_max_bytes, 1, kBytesCeiling))
-      return make_error("policy", source + ": " + r.error);
+      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     if (a.contains("allowed_media_types")) {
       if (!r.string_list(a["allowed_media_types"], "artifacts.allowed_media_types",
                          p.artifacts.allowed_media_types, false))
-        return make_error("policy", source + ": " + r.error);
+        return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
       for (auto& t : p.artifacts.allowed_media_types)
         if (t.find('/') == std::string::npos || t.find(' ') != std::string::npos)
-          return make_error("policy", source + ": artifacts.allowed_media_types: \"" + t + "\" is not a media type");
+          return make_error(util::ErrorCode::kPolicy, source + ": artifacts.allowed_media_types: \"" + t + "\" is not a media type");
     }
     if (a.contains("csv_formulas")) {
       if (a["csv_formulas"] != "neutralise" && a["csv_formulas"] != "reject")
-        return make_error("policy", source + ": artifacts.csv_formulas: must be \"neutralise\" or \"reject\"");
+        return make_error(util::ErrorCode::kPolicy, source + ": artifacts.csv_formulas: must be \"neutralise\" or \"reject\"");
       p.artifacts.csv_reject = a["csv_formulas"] == "reject";
     }
     if (a.contains("active_content")) {
       if (a["active_content"] != "reject" && a["active_content"] != "text")
-        return make_error("policy", source + ": artifacts.active_content: must be \"reject\" or \"text\"");
+        return make_error(util::ErrorCode::kPolicy, source + ": artifacts.active_content: must be \"reject\" or \"text\"");
       p.artifacts.active_content_as_text = a["active_content"] == "text";
     }
   }
@@ -317,25 +317,25 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         !r.u64(a, "pool", "claim_wait_ms", o.claim_wait_ms, 0, 60000) ||
         !r.u64(a, "pool", "size", o.size, 1, 16) ||
         !r.u64(a, "pool", "idle_memory_max_bytes", o.idle_memory_max_bytes, 1 << 20, kBytesCeiling))
-      return make_error("policy", source + ": " + r.error);
+      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     if (a.contains("enabled")) {
-      if (!a["enabled"].is_boolean()) return make_error("policy", source + ": pool.enabled: must be true or false");
+      if (!a["enabled"].is_boolean()) return make_error(util::ErrorCode::kPolicy, source + ": pool.enabled: must be true or false");
       o.enabled = a["enabled"].get<bool>();
     }
     if (a.contains("runtimes") && !r.string_list(a["runtimes"], "pool.runtimes", o.runtimes, false))
-      return make_error("policy", source + ": " + r.error);
+      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     for (auto& name : o.runtimes)
       if (!p.runtimes.count(name))
-        return make_error("policy", source + ": pool.runtimes: \"" + name + "\" is not a runtime of this policy");
+        return make_error(util::ErrorCode::kPolicy, source + ": pool.runtimes: \"" + name + "\" is not a runtime of this policy");
   }
   return p;
 }
 
 util::Result<Policy> load_file(const std::string& path) {
   auto text = util::read_file(path, kPolicyFileMaxBytes);
-  if (!text) return make_error("policy", "cannot read policy: " + text.error().message);
+  if (!text) return make_error(util::ErrorCode::kPolicy, "cannot read policy: " + text.error().message);
   json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/false);
-  if (doc.is_discarded()) return make_error("policy", path + ": not valid JSON");
+  if (doc.is_discarded()) return make_error(util::ErrorCode::kPolicy, path + ": not valid JSON");
   return parse(doc, path);
 }
 

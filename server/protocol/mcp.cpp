@@ -539,7 +539,7 @@ void Session::start_task(const jsonrpc::Message& m, const tools::Tool& tool, con
   };
   auto created = server_.tasks->start(tenant_, name, ttl_ms, std::move(work), std::move(on_terminal));
   if (!created) {
-    if (created.error().code == "busy")
+    if (created.error().code == util::ErrorCode::kBusy)
       return reply(make_result(m.id, tools::error_result(created.error().message).to_json()));
     return reply(make_error(m.id, jsonrpc::kInternalError, "Internal error: the task could not be created"));
   }
@@ -556,7 +556,7 @@ void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
   const json& p = m.params;
   auto fail = [&](const util::Error& e) {
     // Unknown, expired, malformed and foreign ids share one message (kTaskNotFound).
-    if (e.code == "not_found" || e.code == "invalid_argument")
+    if (e.code == util::ErrorCode::kNotFound || e.code == util::ErrorCode::kInvalidArgument)
       return reply(make_error(m.id, jsonrpc::kInvalidParams, e.message));
     spdlog::error("{}: {}", m.method, e.message);
     reply(make_error(m.id, jsonrpc::kInternalError, "Internal error"));
@@ -623,7 +623,7 @@ void Session::handle_resources_read(const jsonrpc::Message& m, const Reply& repl
   std::string uri = p["uri"].get<std::string>();
   std::string id = store::artifact_id_from_uri(uri);
   // Unknown, malformed and foreign URIs give one and the same answer.
-  auto rec = id.empty() ? util::Result<store::ArtifactRecord>(util::make_error("not_found", ""))
+  auto rec = id.empty() ? util::Result<store::ArtifactRecord>(util::make_error(util::ErrorCode::kNotFound, ""))
                         : server_.store.get_artifact(tenant_, id);
   if (!rec) return reply(make_error(m.id, not_found_code, "Resource not found", {{"uri", uri}}));
   const uint64_t max = server_.policy.limits.artifact_inline_max_bytes;

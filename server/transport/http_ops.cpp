@@ -69,15 +69,6 @@ bool is_job_id(const std::string& id) {
   return true;
 }
 
-// "retry in N s" in an admission refusal (the CPU budget), else 0.
-long retry_after_s(const std::string& message) {
-  auto at = message.find("retry in ");
-  if (at == std::string::npos) return 0;
-  char* end = nullptr;
-  long n = std::strtol(message.c_str() + at + 9, &end, 10);
-  return end && std::string_view(end).starts_with(" s") && n > 0 ? n : 0;
-}
-
 // Why the server cannot take jobs, or "" when it can.
 std::string not_ready_reason(protocol::mcp::ServerContext& s) {
   if (s.policy.available_runtimes().empty()) return "no runtime of the policy is available on this host";
@@ -182,7 +173,7 @@ class Ops {
     store::Store& store = ctx_.server.store;
     auto rec = store.put_input(tenant, name, req.body, ctx_.server.jobs.gate().input_media_type(name, req.body));
     if (!rec) {
-      if (rec.error().code == "invalid_argument") {
+      if (rec.error().code == util::ErrorCode::kInvalidArgument) {
         send_error(res, 400, rec.error().message);
         return 400;
       }
@@ -251,16 +242,15 @@ class Ops {
     auto result = ctx_.server.jobs.run(job);
     if (!result) {
       const util::Error& e = result.error();
-      if (e.code == "busy") {
+      if (e.code == util::ErrorCode::kBusy) {
         // The tenant's CPU budget is the tenant's limit (429); a full queue is the server's (503).
-        long after = retry_after_s(e.message);
+        const uint64_t after = e.retry_after_s.value_or(0);
         res.set_header("Retry-After", std::to_string(after ? after : kQueueFullRetryAfterS));
         return fail(after ? 429 : 503, e.message);
       }
-      // A key reused for another request: the body's fields were checked above,
-      // so an idempotency_key complaint from the broker is this conflict.
-      if (e.code == "invalid_argument" && e.message.starts_with("idempotency_key:")) return fail(409, e.message);
-      if (e.code == "invalid_argument" || e.code == "not_found") return fail(400, e.message);
+      // A key reused for another request.
+      if (e.code == util::ErrorCode::kConflict) return fail(409, e.message);
+      if (e.code == util::ErrorCode::kInvalidArgument || e.code == util::ErrorCode::kNotFound) return fail(400, e.message);
       spdlog::error("http POST /jobs: tenant {}: {}", tenant, e.message);
       return fail(500, "internal error: the job could not be run");
     }

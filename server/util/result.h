@@ -1,15 +1,72 @@
 // Result<T>: a value or an Error{code, message}. Used by every fallible function;
-// expected failures are values, not exceptions (STYLE.md, Errors).
+// expected failures are values, not exceptions (STYLE.md, Errors). The code is
+// an enum inside the server; its string form is for the JSON/HTTP boundary.
 #pragma once
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
 namespace util {
 
+enum class ErrorCode {
+  kInternal,         // a broker fault (the default)
+  kInvalidArgument,  // the request is wrong; its message names the field
+  kNotFound,         // unknown, expired or another tenant's id
+  kConflict,         // an idempotency key already bound to a different request
+  kBusy,             // admission or task limits: retry later (retry_after_s when known)
+  kCancelled,        // the caller cancelled
+  kTooLarge,         // over a byte cap
+  kIo,               // a file or directory call failed
+  kPolicy,           // the policy file is invalid
+  kSandbox,          // a sandbox step failed (the job is sandbox_error)
+  kSpec,             // a launch spec or claim line could not be read
+  kAuth,             // tokens and tenants
+  kHttp,             // the HTTP transport's set-up
+  kOutcome,          // a runner's outcome line could not be read
+};
+
+// "invalid_argument", "not_found", ...: the stable machine-readable names.
+constexpr std::string_view to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kInvalidArgument: return "invalid_argument";
+    case ErrorCode::kNotFound: return "not_found";
+    case ErrorCode::kConflict: return "conflict";
+    case ErrorCode::kBusy: return "busy";
+    case ErrorCode::kCancelled: return "cancelled";
+    case ErrorCode::kTooLarge: return "too_large";
+    case ErrorCode::kIo: return "io";
+    case ErrorCode::kPolicy: return "policy";
+    case ErrorCode::kSandbox: return "sandbox";
+    case ErrorCode::kSpec: return "spec";
+    case ErrorCode::kAuth: return "auth";
+    case ErrorCode::kHttp: return "http";
+    case ErrorCode::kOutcome: return "outcome";
+  }
+  return "internal";
+}
+
+// The inverse of to_string; a name it does not know is kInternal.
+constexpr ErrorCode error_code_from_string(std::string_view name) {
+  for (ErrorCode c : {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kConflict, ErrorCode::kBusy, ErrorCode::kCancelled,
+                      ErrorCode::kTooLarge, ErrorCode::kIo, ErrorCode::kPolicy, ErrorCode::kSandbox, ErrorCode::kSpec,
+                      ErrorCode::kAuth, ErrorCode::kHttp, ErrorCode::kOutcome})
+    if (to_string(c) == name) return c;
+  return ErrorCode::kInternal;
+}
+
+// Transitional, for code still naming codes by string (server/sandbox/ and
+// the admission, store and ledger files, being reworked on other branches):
+// compares by the stable name.
+constexpr bool operator==(ErrorCode code, std::string_view name) { return to_string(code) == name; }
+
 struct Error {
-  std::string code;     // stable, machine-readable: "invalid_argument", "not_found", ...
-  std::string message;  // human text; names the call, its argument and errno
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;                   // human text; names the call, its argument and errno
+  std::optional<uint64_t> retry_after_s;  // kBusy: when a retry may succeed, when known
 };
 
 template <class T>
@@ -34,8 +91,13 @@ struct Unit {};
 using Status = Result<Unit>;
 inline Status ok_status() { return Unit{}; }
 
-inline Error make_error(std::string code, std::string message) {
-  return Error{std::move(code), std::move(message)};
+inline Error make_error(ErrorCode code, std::string message) { return Error{code, std::move(message), std::nullopt}; }
+// Transitional (see operator== above): the code by its stable name.
+inline Error make_error(std::string_view code, std::string message) {
+  return Error{error_code_from_string(code), std::move(message), std::nullopt};
+}
+inline Error busy_error(std::string message, std::optional<uint64_t> retry_after_s) {
+  return Error{ErrorCode::kBusy, std::move(message), retry_after_s};
 }
 
 }  // namespace util

@@ -50,7 +50,7 @@ bool contains(const std::string& haystack, const std::string& needle) {
 
 // A rejected verdict carries no type and no bytes to store.
 void check_rejected(const Verdict& v, const std::string& reason_part) {
-  CHECK(v.verdict == "rejected");
+  CHECK(v.verdict == artifacts::VerdictKind::kRejected);
   CHECK_MESSAGE(contains(v.reason, reason_part), "reason: " << v.reason);
   CHECK(v.media_type == "");
   CHECK(v.content == "");
@@ -102,7 +102,7 @@ const std::string kCleanSvg =
 TEST_CASE("clean CSV is accepted as text/csv with its bytes unchanged") {
   const std::string csv_text = "id,amount,note\n1,12.50,coffee\n2,3.00,\"tea, green\"\n";
   Verdict v = default_gate().check("orders.csv", csv_text);
-  CHECK(v.verdict == "accepted");
+  CHECK(v.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(v.media_type == "text/csv");
   CHECK(v.content == csv_text);
   CHECK(contains(v.reason, "no formula cells"));
@@ -110,7 +110,7 @@ TEST_CASE("clean CSV is accepted as text/csv with its bytes unchanged") {
 
 TEST_CASE("CSV with =HYPERLINK and @SUM cells is sanitized: apostrophes, and the count in the reason") {
   Verdict v = default_gate().check("links.csv", kFormulaCsv);
-  CHECK(v.verdict == "sanitized");
+  CHECK(v.verdict == artifacts::VerdictKind::kSanitized);
   CHECK(v.media_type == "text/csv");
   CHECK(v.content == kFormulaCsvSanitized);
   CHECK_MESSAGE(contains(v.reason, "2 cells"), v.reason);
@@ -125,14 +125,14 @@ TEST_CASE("CSV formulas in reject mode: the file is rejected") {
   CHECK(contains(v.reason, "formula injection"));
   // A clean file still passes in reject mode.
   Verdict clean = gate.check("ok.csv", "a,b\n1,2\n");
-  CHECK(clean.verdict == "accepted");
+  CHECK(clean.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(clean.content == "a,b\n1,2\n");
 }
 
 TEST_CASE("negative and signed numbers are not formulas: untouched") {
   const std::string csv_text = "item,delta,exp\nrefund,-80.00,+1e5\nfee,+3,-0.5\n";
   Verdict v = default_gate().check("ledger.csv", csv_text);
-  CHECK(v.verdict == "accepted");
+  CHECK(v.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(v.media_type == "text/csv");
   CHECK(v.content == csv_text);
 }
@@ -140,7 +140,7 @@ TEST_CASE("negative and signed numbers are not formulas: untouched") {
 TEST_CASE("a formula in a TSV is sanitized and served as text/tab-separated-values") {
   const std::string tsv = "a\tb\tc\n1\t=1+1\t-2+3\n4\t-4.25\tok\n";
   Verdict v = default_gate().check("sheet.tsv", tsv);
-  CHECK(v.verdict == "sanitized");
+  CHECK(v.verdict == artifacts::VerdictKind::kSanitized);
   CHECK(v.media_type == "text/tab-separated-values");
   CHECK(v.content == "a\tb\tc\n1\t'=1+1\t'-2+3\n4\t-4.25\tok\n");
   CHECK_MESSAGE(contains(v.reason, "2 cells"), v.reason);
@@ -167,7 +167,7 @@ TEST_CASE("ELF bytes named chart.png are rejected; the reason names the sniffed 
 
 TEST_CASE("a real PNG named x.png is accepted as image/png with its bytes unchanged") {
   Verdict v = default_gate().check("x.png", kPng);
-  CHECK(v.verdict == "accepted");
+  CHECK(v.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(v.media_type == "image/png");
   CHECK(v.content == kPng);
 }
@@ -184,7 +184,7 @@ TEST_CASE("HTML with <script> is rejected as active content") {
 TEST_CASE("HTML with <script> and active_content_as_text: accepted as text/plain, bytes unchanged") {
   Gate gate = make_gate(kDefaultAllowed, kFileMax, csv::Mode::kNeutralise, true);
   Verdict v = gate.check("report.html", kScriptHtml);
-  CHECK(v.verdict == "accepted");
+  CHECK(v.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(v.media_type == "text/plain");
   CHECK(v.content == kScriptHtml);
   CHECK(contains(v.reason, "text/plain"));
@@ -197,7 +197,7 @@ TEST_CASE("clean HTML: not allowed by the default policy; allowed, it is served 
 
   Gate gate = make_gate(allowed_plus({"text/html"}));
   Verdict allowed = gate.check("report.html", kCleanHtml);
-  CHECK(allowed.verdict == "accepted");
+  CHECK(allowed.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(allowed.media_type == "text/plain");
   CHECK(allowed.media_type != "text/html");
   CHECK(allowed.content == kCleanHtml);
@@ -216,7 +216,7 @@ TEST_CASE("clean SVG: not allowed by the default policy; accepted as image/svg+x
   CHECK(contains(v.reason, "image/svg+xml"));
 
   Verdict allowed = make_gate(allowed_plus({"image/svg+xml"})).check("plot.svg", kCleanSvg);
-  CHECK(allowed.verdict == "accepted");
+  CHECK(allowed.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(allowed.media_type == "image/svg+xml");
   CHECK(allowed.content == kCleanSvg);
 }
@@ -229,7 +229,7 @@ TEST_CASE("Markdown with raw <script> is rejected; clean Markdown is accepted as
 
   const std::string clean = "# Notes\n\n- one\n- two\n\n[link](https://example.org/)\n";
   Verdict ok = default_gate().check("notes.md", clean);
-  CHECK(ok.verdict == "accepted");
+  CHECK(ok.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(ok.media_type == "text/markdown");
   CHECK(ok.content == clean);
 }
@@ -243,7 +243,7 @@ TEST_CASE("Markdown links and link definitions to javascript: URLs are rejected 
                                 "# Notes\n\n[click][r]\n\n[r]: javascript:alert(1)\n"s,
                                 "# Notes\n\n![x](javascript:alert(1))\n"s}) {
     Verdict v = default_gate().check("notes.md", md);
-    CHECK_MESSAGE(v.verdict == "rejected", "accepted: " << md);
+    CHECK_MESSAGE(v.verdict == artifacts::VerdictKind::kRejected, "accepted: " << md);
     CHECK_MESSAGE(contains(v.reason, "active content"), v.reason);
   }
   // The same URL in tag form is already caught.
@@ -251,7 +251,7 @@ TEST_CASE("Markdown links and link definitions to javascript: URLs are rejected 
                  "active content");
   check_rejected(default_gate().check("notes.md", "# Notes\n\n<javascript:alert(1)>\n"), "active content");
   // An ordinary link stays fine.
-  CHECK(default_gate().check("notes.md", "[docs](https://example.org/a_(b))\n").verdict == "accepted");
+  CHECK(default_gate().check("notes.md", "[docs](https://example.org/a_(b))\n").verdict == artifacts::VerdictKind::kAccepted);
 }
 
 TEST_CASE("a file over file_max_bytes is rejected before sniffing") {
@@ -265,7 +265,7 @@ TEST_CASE("a file over file_max_bytes is rejected before sniffing") {
   CHECK_FALSE(contains(v.reason, "executable"));
 
   // Exactly at the cap is fine; one byte over is not.
-  CHECK(gate.check("a.txt", std::string(1024, 'a')).verdict == "accepted");
+  CHECK(gate.check("a.txt", std::string(1024, 'a')).verdict == artifacts::VerdictKind::kAccepted);
   check_rejected(gate.check("a.txt", std::string(1025, 'a')), "larger than");
 }
 
@@ -276,11 +276,11 @@ TEST_CASE("invalid UTF-8 named notes.txt is rejected") {
 
 TEST_CASE("plain text and JSON are accepted with their types") {
   Verdict txt = default_gate().check("ok.txt", "all good\n");
-  CHECK(txt.verdict == "accepted");
+  CHECK(txt.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(txt.media_type == "text/plain");
   CHECK(txt.content == "all good\n");
   Verdict json = default_gate().check("data.json", "{\"a\": [1, 2, 3], \"b\": \"x\"}\n");
-  CHECK(json.verdict == "accepted");
+  CHECK(json.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(json.media_type == "application/json");
 }
 
@@ -297,18 +297,30 @@ TEST_CASE("Markdown links hiding javascript: behind character references or spac
                          "[d](data:text/html;base64,PHNjcmlwdD4=)\n"}) {
     CAPTURE(std::string(md));
     Verdict v = gate.check("notes.md", std::string("# Notes\n\n") + md);
-    CHECK(v.verdict == "rejected");
+    CHECK(v.verdict == artifacts::VerdictKind::kRejected);
     CHECK(v.reason.find("active content") != std::string::npos);
   }
   Verdict ok = gate.check("notes.md", "# Notes\n\n[docs](https://example.org/javascript:guide)\n");
-  CHECK(ok.verdict == "accepted");
+  CHECK(ok.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(ok.media_type == "text/markdown");
 }
 
 TEST_CASE("with active_content as text, clean markup outside the allowlist is also delivered as text") {
   Gate gate = make_gate(kDefaultAllowed, kFileMax, artifacts::csv::Mode::kNeutralise, true);
   Verdict v = gate.check("report.html", "<html><body><h1>Report</h1><p>ok</p></body></html>\n");
-  CHECK(v.verdict == "accepted");
+  CHECK(v.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(v.media_type == "text/plain");
   CHECK(v.reason.find("delivered as text/plain") != std::string::npos);
+}
+
+// The verdict names results, records and metrics use; an unknown name fails closed.
+TEST_CASE("verdict names") {
+  using artifacts::VerdictKind;
+  for (auto [kind, name] : {std::pair{VerdictKind::kAccepted, "accepted"}, std::pair{VerdictKind::kSanitized, "sanitized"},
+                            std::pair{VerdictKind::kRejected, "rejected"}}) {
+    CHECK(artifacts::to_string(kind) == name);
+    CHECK(artifacts::verdict_from_string(name) == kind);
+  }
+  CHECK(artifacts::verdict_from_string("") == VerdictKind::kRejected);
+  CHECK(artifacts::verdict_from_string("Accepted") == VerdictKind::kRejected);
 }

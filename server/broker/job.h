@@ -1,0 +1,62 @@
+// What a job is on the broker side: the request a tool makes, the result it
+// gets back, and the cancellation another thread may set. Plain types; the
+// coordinator is broker::Jobs (jobs.h).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/artifacts/gate.h"
+#include "server/sandbox/spec.h"
+#include "server/util/fd.h"
+
+namespace broker {
+
+// Set from another thread (notifications/cancelled); the job's runner is
+// told to kill the whole tree and the job ends as "cancelled".
+class Cancellation {
+ public:
+  Cancellation();
+  void cancel();
+  bool requested() const { return requested_.load(); }
+  int fd() const { return efd_.get(); }  // readable once cancelled
+
+ private:
+  util::UniqueFd efd_;
+  std::atomic<bool> requested_{false};
+};
+
+struct JobRequest {
+  std::string tenant;
+  std::string runtime;
+  std::string code;
+  std::vector<std::string> input_ids;
+  std::optional<double> timeout_s;
+  std::string idempotency_key;                                    // "" when none
+  std::shared_ptr<Cancellation> cancel;                          // may be null
+  std::function<void(const nlohmann::json& progress)> on_progress;  // may be empty
+};
+
+struct ArtifactSummary {
+  std::optional<std::string> artifact_id;  // absent when rejected
+  std::string name;
+  std::string media_type;
+  uint64_t size = 0;
+  std::string sha256;
+  artifacts::VerdictKind verdict = artifacts::VerdictKind::kRejected;
+  std::string reason;
+};
+
+struct JobResult {
+  std::string job_id;
+  sandbox::Outcome outcome;
+  std::vector<ArtifactSummary> artifacts;
+};
+
+}  // namespace broker

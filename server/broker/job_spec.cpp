@@ -1,0 +1,127 @@
+// Launch specs. Everything a sandbox gets is decided here, from the policy;
+// a request only chooses a runtime, code, inputs and a deadline under its ceiling.
+#include "server/broker/job_spec.h"
+
+#include <cmath>
+#include <set>
+
+#include "server/broker/python_loader.h"
+
+namespace broker {
+namespace {
+
+// What every sandbox of a runtime shares (policy limits, identity, layers).
+sandbox::LaunchSpec base_spec(const policy::Policy& policy, const SpecHost& host, const policy::Runtime& rt,
+                              const std::string& id) {
+  const policy::Limits& lim = policy.limits;
+  sandbox::LaunchSpec spec;
+  spec.job_id = id;
+  spec.argv = rt.command;
+  spec.code_path = "/work/" + rt.code_file;
+  for (auto& [k, v] : policy.sandbox.env) spec.env.push_back(k + "=" + v);
+  spec.readonly_paths = policy.sandbox.readonly_paths;
+  spec.work_max_bytes = lim.work_max_bytes;
+  spec.tmp_max_bytes = lim.tmp_max_bytes;
+  spec.outputs_max_bytes = lim.outputs_max_bytes;
+  spec.outputs_max_files = lim.outputs_max_files;
+  spec.artifact_max_bytes = policy.artifacts.file_max_bytes;
+  spec.stdout_max_bytes = lim.stdout_max_bytes;
+  spec.stderr_max_bytes = lim.stderr_max_bytes;
+  spec.host_uid = host.host_uid;
+  spec.host_gid = host.host_gid;
+  spec.scratch_dir = host.state_dir + "/run/" + id;
+  spec.harvest_dir = spec.scratch_dir + "/outputs";
+  spec.memory_max_bytes = lim.memory_max_bytes;
+  spec.pids_max = lim.pids_max;
+  spec.nofile_max = lim.nofile_max;
+  spec.cpu_max_cores = lim.cpu_max_cores;
+  spec.cgroup_host = host.cgroup_host;
+  spec.require_landlock = policy.sandbox.require_landlock;
+  spec.require_cgroups = policy.sandbox.require_cgroups;
+  spec.seccomp_bpf_base64 = host.seccomp_bpf_base64;
+  return spec;
+}
+
+}  // namespace
+
+SpecHost spec_host(const policy::Policy& policy, std::string state_dir, uint32_t euid, uint32_t egid,
+                   nlohmann::json cgroup_host, std::string seccomp_bpf_base64) {
+  SpecHost host;
+  host.state_dir = std::move(state_dir);
+  host.host_uid = euid == 0 ? policy.sandbox.host_uid_when_root : euid;
+  host.host_gid = euid == 0 ? policy.sandbox.host_gid_when_root : egid;
+  host.cgroup_host = std::move(cgroup_host);
+  host.seccomp_bpf_base64 = std::move(seccomp_bpf_base64);
+  return host;
+}
+
+util::Result<const policy::Runtime*> check_request(const policy::Policy& policy, const JobRequest& req) {
+  const policy::Limits& lim = policy.limits;
+  const policy::Runtime* rt = policy.find_runtime(req.runtime);
+  if (!rt) {
+    std::string names;
+    for (auto& n : policy.available_runtimes()) names += (names.empty() ? "" : ", ") + n;
+    return util::make_error(util::ErrorCode::kInvalidArgument,
+                            "runtime: \"" + req.runtime + "\" is not offered here; available: " + names);
+  }
+  if (req.code.size() > lim.code_max_bytes)
+    return util::make_error(util::ErrorCode::kInvalidArgument, "code: longer than the policy's " +
+                                                    std::to_string(lim.code_max_bytes) + " bytes");
+  double timeout_s = req.timeout_s.value_or(lim.timeout_s_default);
+  if (!std::isfinite(timeout_s) || timeout_s <= 0 || timeout_s > lim.timeout_s_max)
+    return util::make_error(util::ErrorCode::kInvalidArgument,
+                            "timeout_s: must be > 0 and at most " + std::to_string(static_cast<int>(lim.timeout_s_max)) +
+                                " seconds (the policy's ceiling)");
+  if (req.input_ids.size() > lim.inputs_per_job_max)
+    return util::make_error(util::ErrorCode::kInvalidArgument, "input_ids: more than " +
+                                                    std::to_string(lim.inputs_per_job_max) + " inputs");
+  return rt;
+}
+
+util::Result<sandbox::LaunchSpec> build_job_spec(const policy::Policy& policy, const SpecHost& host,
+                                                 const JobRequest& req,
+                                                 const std::vector<util::Result<store::InputRecord>>& inputs,
+                                                 const std::string& job_id) {
+  auto rt = check_request(policy, req);
+  if (!rt) return rt.error();
+  if (inputs.size() != req.input_ids.size())
+    return util::make_error(util::ErrorCode::kInternal, "input_ids: " + std::to_string(req.input_ids.size()) + " ids but " +
+                                            std::to_string(inputs.size()) + " lookups");
+  sandbox::LaunchSpec spec = base_spec(policy, host, **rt, job_id);
+  std::set<std::string> names;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto& in = inputs[i];
+    if (!in) return util::make_error(in.error().code, "input_ids: \"" + req.input_ids[i] + "\": " + in.error().message);
+    if (!names.insert(in->name).second)
+      return util::make_error(util::ErrorCode::kInvalidArgument, "input_ids: two inputs are both named \"" + in->name +
+                                                      "\"; /inputs/<name> must be unique per run");
+    spec.inputs.push_back({in->name, in->blob_path});
+  }
+  spec.argv.push_back(spec.code_path);
+  spec.code = req.code;
+  spec.timeout_ms =
+      static_cast<uint64_t>(std::llround(req.timeout_s.value_or(policy.limits.timeout_s_default) * 1000));
+  return spec;
+}
+
+sandbox::LaunchSpec build_warm_spec(const policy::Policy& policy, const SpecHost& host, const policy::Runtime& rt,
+                                    const std::string& sandbox_id) {
+  sandbox::LaunchSpec spec = base_spec(policy, host, rt, sandbox_id);
+  const policy::Limits& lim = policy.limits;
+  if (rt.loader == "python") {
+    spec.warm = sandbox::Warm::preload;
+    spec.argv.push_back("-c");
+    spec.argv.push_back(kPythonLoader);
+  } else {
+    spec.warm = sandbox::Warm::exec;
+  }
+  spec.argv.push_back(spec.code_path);
+  // The job's own deadline comes with its claim; RLIMIT_CPU, the backstop,
+  // is set for the longest a job may ask for.
+  spec.timeout_ms = static_cast<uint64_t>(std::llround(lim.timeout_s_max * 1000));
+  spec.inputs_max_files = lim.inputs_per_job_max;
+  spec.inputs_max_bytes = lim.inputs_per_job_max * (lim.input_max_bytes + 4096);
+  return spec;
+}
+
+}  // namespace broker

@@ -1,0 +1,117 @@
+// Reading a runner. Runs on the worker thread that owns the runner (and the
+// pool's filler for warm builds). Never blocks past its deadline; a line is
+// bounded before it is parsed.
+#include "server/broker/runner_protocol.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <time.h>
+
+#include <cerrno>
+#include <spdlog/spdlog.h>
+
+#include "server/broker/runner_process.h"
+#include "server/util/fd.h"
+
+namespace broker {
+namespace {
+
+constexpr int64_t kRunnerGraceMs = 15000;  // set-up, kill and harvest beyond the job's own deadline
+constexpr size_t kOutcomeMaxBytes = 64 * 1024 * 1024;
+constexpr size_t kWarmLineMaxBytes = 1 << 20;
+constexpr const char* kWarmReady = R"({"warm":"ready"})";
+
+}  // namespace
+
+int64_t monotonic_ms() {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+NextLine LineReader::next(int64_t deadline_ms, size_t max_bytes, int wake_fd) {
+  char buf[65536];
+  for (;;) {
+    if (size_t nl = pending_.find('\n'); nl != std::string::npos) {
+      NextLine out{LineEnd::kLine, pending_.substr(0, nl)};
+      pending_.erase(0, nl + 1);
+      return out;
+    }
+    if (pending_.size() > max_bytes) return {LineEnd::kTooLong, {}};
+    const int64_t left = deadline_ms - monotonic_ms();
+    if (left <= 0) return {LineEnd::kTimeout, {}};
+    struct pollfd p[2] = {{fd_, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    int r = ::poll(p, 2, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return {LineEnd::kEof, {}};  // nothing more can be read
+    if (r == 0) continue;
+    if (p[1].revents) return {LineEnd::kWoken, {}};
+    if (!p[0].revents) continue;
+    long n = util::read_some(fd_, buf, sizeof buf);
+    if (n <= 0) return {LineEnd::kEof, {}};
+    pending_.append(buf, static_cast<size_t>(n));
+    // Bounded as read, not only per line: many lines in one read count too.
+    if (pending_.size() > max_bytes) return {LineEnd::kTooLong, {}};
+  }
+}
+
+util::Status read_warm_ready(RunnerProcess& runner, int timeout_ms) {
+  NextLine got = runner.stdout_lines().next(monotonic_ms() + timeout_ms, kWarmLineMaxBytes);
+  if (got.end != LineEnd::kLine)
+    return util::make_error(util::ErrorCode::kSandbox, "the runner did not report a warm sandbox within " +
+                                           std::to_string(timeout_ms) + " ms");
+  if (got.line == kWarmReady) return util::ok_status();
+  auto doc = nlohmann::json::parse(got.line, nullptr, false);
+  return util::make_error(util::ErrorCode::kSandbox, doc.is_object() ? doc.value("error", got.line) : got.line);
+}
+
+util::Result<sandbox::Outcome> read_outcome(RunnerProcess& runner, const std::string& job_id, uint64_t timeout_ms,
+                                            int cancel_fd,
+                                            const std::function<void(const nlohmann::json&)>& on_progress) {
+  LineReader& lines = runner.stdout_lines();
+  const int64_t deadline = monotonic_ms() + static_cast<int64_t>(timeout_ms) + kRunnerGraceMs;
+  std::string outcome_line;
+  bool killed = false, cancel_sent = false, reading = true;
+  while (reading) {
+    NextLine got = lines.next(deadline, kOutcomeMaxBytes, cancel_sent ? -1 : cancel_fd);
+    switch (got.end) {
+      case LineEnd::kLine:
+        if (got.line.rfind("{\"progress\"", 0) == 0) {
+          if (on_progress) {
+            auto doc = nlohmann::json::parse(got.line, nullptr, false);
+            if (!doc.is_discarded()) on_progress(doc["progress"]);
+          }
+        } else {
+          outcome_line = std::move(got.line);
+        }
+        break;
+      case LineEnd::kWoken:
+        // The runner kills the tree through pid 1 and reports "cancelled".
+        runner.signal(SIGTERM);
+        cancel_sent = true;
+        break;
+      case LineEnd::kTimeout:
+        spdlog::error("job {}: runner did not finish {} ms after its deadline; killing it", job_id, kRunnerGraceMs);
+        [[fallthrough]];
+      case LineEnd::kTooLong:
+        runner.signal(SIGKILL);  // PDEATHSIG then takes the sandbox down
+        killed = true;
+        reading = false;
+        break;
+      case LineEnd::kEof:
+        reading = false;
+        break;
+    }
+  }
+  if (outcome_line.empty()) outcome_line = lines.take_rest();
+  runner.close_stdout();
+  if (killed) {
+    runner.wait_or_kill(0);
+    return util::make_error(util::ErrorCode::kInternal, "runner exceeded its deadline or output bound");
+  }
+  auto doc = nlohmann::json::parse(outcome_line, nullptr, false);
+  if (doc.is_discarded()) return util::make_error(util::ErrorCode::kInternal, "runner exited without a readable outcome");
+  return sandbox::outcome_from_json(doc);
+}
+
+}  // namespace broker

@@ -1,0 +1,209 @@
+// The idempotency rule without a runner: a fake ledger and fake runs. A
+// repeated key with the same request never runs twice; a different request
+// under a used key is a conflict, whether the first call is running or ended.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "server/broker/idempotency.h"
+#include "server/broker/job_records.h"
+
+namespace {
+
+const std::string kConflict =
+    "idempotency_key: \"k\" was already used for a different request (runtime, code, input_ids or timeout_s "
+    "differ); use a new key for a new request";
+
+// A ledger of ended jobs, by tenant and key.
+struct FakeLedger {
+  std::mutex mu;
+  std::map<std::string, broker::LedgerRow> rows;
+  std::atomic<int> reads{0};
+  void put(const std::string& tenant, const std::string& key, const std::string& sha, const std::string& job_id) {
+    broker::JobResult r;
+    r.job_id = job_id;
+    r.outcome.status = sandbox::Status::completed;
+    r.outcome.stdout_text = "recorded\n";
+    broker::LedgerRow row;
+    row.job_id = job_id;
+    row.tenant = tenant;
+    row.idempotency_key = key;
+    row.request_sha256 = sha;
+    row.status = "completed";
+    row.result = broker::recorded_result(r);
+    std::lock_guard lock(mu);
+    rows[tenant + '/' + key] = row;
+  }
+  broker::Idempotency::FindRecorded finder() {
+    return [this](const std::string& tenant, const std::string& key) -> std::optional<broker::LedgerRow> {
+      ++reads;
+      std::lock_guard lock(mu);
+      auto it = rows.find(tenant + '/' + key);
+      if (it == rows.end()) return std::nullopt;
+      return it->second;
+    };
+  }
+};
+
+broker::JobResult ran(const std::string& job_id) {
+  broker::JobResult r;
+  r.job_id = job_id;
+  r.outcome.status = sandbox::Status::completed;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("request_sha256: everything that changes what runs, nothing else") {
+  broker::JobRequest a;
+  a.tenant = "alice";
+  a.runtime = "python";
+  a.code = "print(1)";
+  broker::JobRequest b = a;
+  b.tenant = "bob";
+  b.idempotency_key = "other";
+  CHECK(broker::request_sha256(a) == broker::request_sha256(b));
+  CHECK(broker::request_sha256(a).size() == 64);
+  for (auto change : {+[](broker::JobRequest& r) { r.runtime = "sh"; }, +[](broker::JobRequest& r) { r.code += " "; },
+                      +[](broker::JobRequest& r) { r.input_ids = {"i"}; },
+                      +[](broker::JobRequest& r) { r.timeout_s = 5; }}) {
+    broker::JobRequest c = a;
+    change(c);
+    CHECK(broker::request_sha256(c) != broker::request_sha256(a));
+  }
+}
+
+TEST_CASE("no key: every call runs, and the ledger is not read") {
+  FakeLedger ledger;
+  broker::Idempotency keys(ledger.finder());
+  int runs = 0;
+  auto run = [&] { return util::Result<broker::JobResult>(ran("j" + std::to_string(++runs))); };
+  CHECK(keys.run("alice", "", "sha", run)->job_id == "j1");
+  CHECK(keys.run("alice", "", "sha", run)->job_id == "j2");
+  CHECK(runs == 2);
+  CHECK(ledger.reads == 0);
+}
+
+TEST_CASE("same key, same request, after it ended: the recorded result, not a second run") {
+  FakeLedger ledger;
+  ledger.put("alice", "k", "sha1", "first");
+  broker::Idempotency keys(ledger.finder());
+  int runs = 0;
+  auto got = keys.run("alice", "k", "sha1", [&] { ++runs; return util::Result<broker::JobResult>(ran("x")); });
+  REQUIRE(got.ok());
+  CHECK(runs == 0);
+  CHECK(got->job_id == "first");
+  CHECK(got->outcome.status == sandbox::Status::completed);
+  CHECK(got->outcome.stdout_text == "recorded\n");
+}
+
+TEST_CASE("same key, different request, after it ended: a conflict") {
+  FakeLedger ledger;
+  ledger.put("alice", "k", "sha1", "first");
+  broker::Idempotency keys(ledger.finder());
+  int runs = 0;
+  auto got = keys.run("alice", "k", "sha2", [&] { ++runs; return util::Result<broker::JobResult>(ran("x")); });
+  REQUIRE_FALSE(got.ok());
+  CHECK(runs == 0);
+  CHECK(got.error().code == util::ErrorCode::kConflict);
+  CHECK(got.error().message == kConflict);
+}
+
+TEST_CASE("keys are per tenant") {
+  FakeLedger ledger;
+  ledger.put("alice", "k", "sha1", "alices");
+  broker::Idempotency keys(ledger.finder());
+  auto got = keys.run("bob", "k", "sha2", [] { return util::Result<broker::JobResult>(ran("bobs")); });
+  REQUIRE(got.ok());
+  CHECK(got->job_id == "bobs");
+}
+
+TEST_CASE("a new key runs once; its run's error is returned as is") {
+  FakeLedger ledger;
+  broker::Idempotency keys(ledger.finder());
+  auto got = keys.run("alice", "k", "sha1", [] {
+    return util::Result<broker::JobResult>(util::make_error("busy", "busy: retry in 3 s"));
+  });
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.error().code == "busy");
+  CHECK(got.error().message == "busy: retry in 3 s");
+  CHECK(ledger.reads == 1);
+}
+
+TEST_CASE("concurrent repeats: the same request shares the first run, a different one conflicts") {
+  FakeLedger ledger;
+  broker::Idempotency keys(ledger.finder());
+  std::promise<void> let_go;
+  std::shared_future<void> go = let_go.get_future().share();
+  std::promise<void> running;
+  std::atomic<int> runs{0};
+  auto first = std::async(std::launch::async, [&] {
+    return keys.run("alice", "k", "sha1", [&] {
+      ++runs;
+      running.set_value();
+      go.wait();  // the repeats arrive while this runs
+      return util::Result<broker::JobResult>(ran("shared"));
+    });
+  });
+  running.get_future().wait();
+  auto same = std::async(std::launch::async, [&] {
+    return keys.run("alice", "k", "sha1", [&] { ++runs; return util::Result<broker::JobResult>(ran("second")); });
+  });
+  // A different request is refused while the first still runs.
+  auto other = keys.run("alice", "k", "sha2", [&] { ++runs; return util::Result<broker::JobResult>(ran("third")); });
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().code == util::ErrorCode::kConflict);
+  CHECK(other.error().message == kConflict);
+  CHECK(same.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout);  // waits for the first
+  let_go.set_value();
+  auto a = first.get();
+  auto b = same.get();
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->job_id == "shared");
+  CHECK(b->job_id == "shared");
+  CHECK(runs == 1);
+}
+
+TEST_CASE("no lock is held across the ledger read: another key proceeds meanwhile") {
+  std::promise<void> reading;
+  std::promise<void> let_go;
+  std::shared_future<void> go = let_go.get_future().share();
+  broker::Idempotency keys([&](const std::string&, const std::string& key) -> std::optional<broker::LedgerRow> {
+    if (key == "slow") {
+      reading.set_value();
+      go.wait();
+    }
+    return std::nullopt;
+  });
+  auto slow = std::async(std::launch::async, [&] {
+    return keys.run("alice", "slow", "sha", [] { return util::Result<broker::JobResult>(ran("slow")); });
+  });
+  reading.get_future().wait();
+  auto fast = std::async(std::launch::async, [&] {
+    return keys.run("alice", "fast", "sha", [] { return util::Result<broker::JobResult>(ran("fast")); });
+  });
+  const bool fast_done = fast.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  let_go.set_value();
+  CHECK(fast_done);
+  CHECK(fast.get()->job_id == "fast");
+  CHECK(slow.get()->job_id == "slow");
+}
+
+TEST_CASE("a first call that throws releases its repeats with an error and frees the key") {
+  FakeLedger ledger;
+  broker::Idempotency keys(ledger.finder());
+  CHECK_THROWS(keys.run("alice", "k", "sha1", []() -> util::Result<broker::JobResult> {
+    throw std::runtime_error("boom");
+  }));
+  auto again = keys.run("alice", "k", "sha1", [] { return util::Result<broker::JobResult>(ran("again")); });
+  REQUIRE(again.ok());
+  CHECK(again->job_id == "again");
+}

@@ -1,0 +1,173 @@
+// The launch spec a request resolves to, without a runner: the policy's
+// limits and identity are what the sandbox gets, a request cannot raise
+// them, and every refusal names its field.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "server/broker/job_spec.h"
+#include "server/policy/policy.h"
+
+using nlohmann::json;
+
+namespace {
+
+policy::Policy test_policy() {
+  json doc{{"version", 1},
+           {"runtimes",
+            {{"sh", {{"command", json::array({"/bin/sh", "-e"})}, {"code_file", "main.sh"}}},
+             {"py", {{"command", json::array({"/bin/sh"})}, {"code_file", "main.py"}, {"loader", "python"}}}}},
+           {"limits",
+            {{"timeout_s", {{"default", 10}, {"max", 60}}},
+             {"code_max_bytes", 2048u},
+             {"inputs_per_job_max", 2u},
+             {"input_max_bytes", 1000u},
+             {"memory_max_bytes", 64u << 20},
+             {"pids_max", 32u},
+             {"stdout_max_bytes", 4096u}}},
+           {"sandbox",
+            {{"readonly_paths", json::array({"/usr"})},
+             {"env", {{"LANG", "C.UTF-8"}}},
+             {"host_uid_when_root", 4242u},
+             {"host_gid_when_root", 4343u}}}};
+  auto p = policy::parse(doc, "test.json");
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  return *p;
+}
+
+broker::SpecHost test_host(const policy::Policy& p, uint32_t euid = 1001) {
+  return broker::spec_host(p, "/state", euid, 1002, json{{"mode", "none"}}, "BPF==");
+}
+
+broker::JobRequest request(std::string runtime = "sh") {
+  broker::JobRequest r;
+  r.tenant = "alice";
+  r.runtime = std::move(runtime);
+  r.code = "echo hi";
+  return r;
+}
+
+store::InputRecord input(std::string id, std::string name) {
+  store::InputRecord in;
+  in.input_id = std::move(id);
+  in.name = std::move(name);
+  in.blob_path = "/state/blobs/" + in.input_id;
+  return in;
+}
+
+using Lookups = std::vector<util::Result<store::InputRecord>>;
+
+std::string error_of(const policy::Policy& p, const broker::JobRequest& r, const Lookups& inputs = {}) {
+  auto spec = broker::build_job_spec(p, test_host(p), r, inputs, "job1");
+  REQUIRE_FALSE(spec.ok());
+  CHECK(spec.error().code == "invalid_argument");
+  return spec.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("a job's spec carries the policy's limits, identity and layers") {
+  const policy::Policy p = test_policy();
+  broker::JobRequest r = request();
+  r.timeout_s = 2.5;
+  auto spec = broker::build_job_spec(p, test_host(p), r, {}, "job1");
+  REQUIRE(spec.ok());
+  CHECK(spec->job_id == "job1");
+  CHECK(spec->argv == std::vector<std::string>{"/bin/sh", "-e", "/work/main.sh"});
+  CHECK(spec->code_path == "/work/main.sh");
+  CHECK(spec->code == "echo hi");
+  CHECK(spec->env == std::vector<std::string>{"LANG=C.UTF-8"});
+  CHECK(spec->readonly_paths == std::vector<std::string>{"/usr"});
+  CHECK(spec->timeout_ms == 2500);
+  CHECK(spec->memory_max_bytes == 64u << 20);
+  CHECK(spec->pids_max == 32);
+  CHECK(spec->stdout_max_bytes == 4096);
+  CHECK(spec->scratch_dir == "/state/run/job1");
+  CHECK(spec->harvest_dir == "/state/run/job1/outputs");
+  CHECK(spec->host_uid == 1001);
+  CHECK(spec->host_gid == 1002);
+  CHECK(spec->seccomp_bpf_base64 == "BPF==");
+  CHECK(spec->cgroup_host == json{{"mode", "none"}});
+  CHECK(spec->warm == sandbox::Warm::cold);
+  CHECK(spec->inputs.empty());
+}
+
+TEST_CASE("no timeout_s: the policy's default") {
+  const policy::Policy p = test_policy();
+  auto spec = broker::build_job_spec(p, test_host(p), request(), {}, "job1");
+  REQUIRE(spec.ok());
+  CHECK(spec->timeout_ms == 10000);
+}
+
+TEST_CASE("as root the sandbox user is the policy's unprivileged id, never host 0") {
+  const policy::Policy p = test_policy();
+  broker::SpecHost host = test_host(p, 0);
+  CHECK(host.host_uid == 4242);
+  CHECK(host.host_gid == 4343);
+  auto spec = broker::build_job_spec(p, host, request(), {}, "job1");
+  REQUIRE(spec.ok());
+  CHECK(spec->host_uid == 4242);
+}
+
+TEST_CASE("inputs are bound by name, in the request's order") {
+  const policy::Policy p = test_policy();
+  broker::JobRequest r = request();
+  r.input_ids = {"i2", "i1"};
+  auto spec = broker::build_job_spec(p, test_host(p), r, {input("i2", "b.csv"), input("i1", "a.csv")}, "job1");
+  REQUIRE(spec.ok());
+  REQUIRE(spec->inputs.size() == 2);
+  CHECK(spec->inputs[0].name == "b.csv");
+  CHECK(spec->inputs[0].host_path == "/state/blobs/i2");
+  CHECK(spec->inputs[1].name == "a.csv");
+}
+
+TEST_CASE("a request cannot go past the policy") {
+  const policy::Policy p = test_policy();
+  broker::JobRequest r = request("ruby");
+  CHECK(error_of(p, r) == "runtime: \"ruby\" is not offered here; available: py, sh");
+  r = request();
+  r.code = std::string(2049, 'x');
+  CHECK(error_of(p, r) == "code: longer than the policy's 2048 bytes");
+  for (double t : {0.0, -1.0, 60.5}) {
+    r = request();
+    r.timeout_s = t;
+    CHECK(error_of(p, r) == "timeout_s: must be > 0 and at most 60 seconds (the policy's ceiling)");
+  }
+  r = request();
+  r.input_ids = {"a", "b", "c"};
+  CHECK(error_of(p, r, {input("a", "a"), input("b", "b"), input("c", "c")}) == "input_ids: more than 2 inputs");
+}
+
+TEST_CASE("inputs: a failed lookup keeps its code; two of one name are refused") {
+  const policy::Policy p = test_policy();
+  broker::JobRequest r = request();
+  r.input_ids = {"i1", "nope"};
+  auto spec = broker::build_job_spec(p, test_host(p), r,
+                                     {input("i1", "a.csv"), util::make_error("not_found", "unknown input_id")}, "j");
+  REQUIRE_FALSE(spec.ok());
+  CHECK(spec.error().code == "not_found");
+  CHECK(spec.error().message == "input_ids: \"nope\": unknown input_id");
+  r.input_ids = {"i1", "i2"};
+  CHECK(error_of(p, r, {input("i1", "a.csv"), input("i2", "a.csv")}) ==
+        "input_ids: two inputs are both named \"a.csv\"; /inputs/<name> must be unique per run");
+}
+
+TEST_CASE("a warm spec has no code and no inputs, and the longest deadline a job may ask for") {
+  const policy::Policy p = test_policy();
+  sandbox::LaunchSpec spec = broker::build_warm_spec(p, test_host(p), *p.find_runtime("py"), "w1");
+  CHECK(spec.warm == sandbox::Warm::preload);
+  REQUIRE(spec.argv.size() == 4);
+  CHECK(spec.argv[1] == "-c");
+  CHECK(spec.argv[3] == "/work/main.py");
+  CHECK(spec.code.empty());
+  CHECK(spec.inputs.empty());
+  CHECK(spec.timeout_ms == 60000);
+  CHECK(spec.inputs_max_files == 2);
+  CHECK(spec.inputs_max_bytes == 2 * (1000 + 4096));
+  CHECK(spec.scratch_dir == "/state/run/w1");
+  sandbox::LaunchSpec exec = broker::build_warm_spec(p, test_host(p), *p.find_runtime("sh"), "w2");
+  CHECK(exec.warm == sandbox::Warm::exec);
+  CHECK(exec.argv == std::vector<std::string>{"/bin/sh", "-e", "/work/main.sh"});
+}

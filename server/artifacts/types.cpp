@@ -174,7 +174,7 @@ util::Result<Sniffer> Sniffer::create(const std::string& database_path) {
   if (magic_load(handle->cookie, path) != 0) {
     const char* why = magic_error(handle->cookie);
     return util::make_error(
-        "io", "magic_load(\"" + (database_path.empty() ? std::string("default") : database_path) +
+        util::ErrorCode::kIo, "magic_load(\"" + (database_path.empty() ? std::string("default") : database_path) +
                   "\"): " + (why != nullptr ? why : "unknown error"));
   }
   return Sniffer(std::move(handle));

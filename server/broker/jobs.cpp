@@ -2,6 +2,7 @@
 // job path. The runner is a separate, single-threaded process (this server is
 // multithreaded and must not do namespace work after fork). Secrets and the
 // host environment stay here.
+#include "server/util/clock.h"
 #include "server/broker/jobs.h"
 
 #include <signal.h>
@@ -48,11 +49,7 @@ std::unique_ptr<Ledger> open_ledger(const std::string& state_dir) {
   return std::move(*ledger);
 }
 
-int64_t now_us() {
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-}
+using util::now_us;
 
 }  // namespace
 
@@ -68,20 +65,12 @@ Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner
   // Cold jobs' scratch directories are made in it by their runners.
   if (auto s = util::make_dirs(store_.state_dir() + "/run", 0700); !s)
     throw std::runtime_error("scratch directory: " + s.error().message);
-  janitor_ = std::jthread([this](std::stop_token stop) {
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::unique_lock lock(m);
-    while (!cv.wait_for(lock, stop, std::chrono::seconds(policy_.retention.janitor_interval_s), [] { return false; }))
-      if (stop.stop_requested()) return;
-      else expire();
-  });
+  janitor_ = util::Periodic(std::chrono::seconds(policy_.retention.janitor_interval_s), [this] { expire(); });
 }
 
 Jobs::~Jobs() {
   pool_.reset();  // its idle runners go to the fleet's reaper, which is still running
-  janitor_.request_stop();
-  janitor_ = std::jthread();
+  janitor_.stop();
 }
 
 void Jobs::start_pool() {

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "server/util/periodic.h"
 #include "server/artifacts/gate.h"
 #include "server/broker/admission.h"
 #include "server/broker/idempotency.h"
@@ -69,7 +70,7 @@ class Jobs {
   Metrics metrics_;
   Idempotency keys_;
   RunnerFleet fleet_;
-  std::jthread janitor_;  // runs expire() every retention.janitor_interval_s
+  util::Periodic janitor_;  // runs expire() every retention.janitor_interval_s
   // Records a cold job in the ledger and releases its runner (start_cold)
   // while the worker that wrote the spec goes on reading the runner.
   util::WorkerPool release_{1, 256};

@@ -93,7 +93,7 @@ util::Result<int> write(sqlite3* db, const char* what, const char* sql, std::ini
   Stmt st;
   std::string error;
   if (!prepare(db, st, sql, args, error) || sqlite3_step(st.s) != SQLITE_DONE)
-    return util::make_error("io", std::string(what) + ": " + (error.empty() ? sqlite3_errmsg(db) : error));
+    return util::make_error(util::ErrorCode::kIo, std::string(what) + ": " + (error.empty() ? sqlite3_errmsg(db) : error));
   return sqlite3_changes(db);
 }
 
@@ -124,7 +124,7 @@ util::Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& path) {
                       nullptr) != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
-    return util::make_error("io", "sqlite3_open(\"" + path + "\"): " + msg);
+    return util::make_error(util::ErrorCode::kIo, "sqlite3_open(\"" + path + "\"): " + msg);
   }
   ::chmod(path.c_str(), 0600);
   char* err = nullptr;
@@ -133,7 +133,7 @@ util::Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& path) {
     std::string msg = err ? err : "unknown";
     sqlite3_free(err);
     sqlite3_close(db);
-    return util::make_error("io", "ledger schema: " + msg);
+    return util::make_error(util::ErrorCode::kIo, "ledger schema: " + msg);
   }
   return std::unique_ptr<Ledger>(new Ledger(db, path));
 }
@@ -192,7 +192,7 @@ util::Status Ledger::record_start(const LedgerRow& r) {
       "INSERT INTO jobs (job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key, request_sha256,"
       " status, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9)";
   if (sqlite3_prepare_v2(db_, sql, -1, &st.s, nullptr) != SQLITE_OK)
-    return util::make_error("io", std::string("ledger insert: ") + sqlite3_errmsg(db_));
+    return util::make_error(util::ErrorCode::kIo, std::string("ledger insert: ") + sqlite3_errmsg(db_));
   std::string inputs = r.inputs.dump(), limits = r.limits.dump();
   sqlite3_bind_text(st.s, 1, r.job_id.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st.s, 2, r.tenant.c_str(), -1, SQLITE_TRANSIENT);
@@ -205,7 +205,7 @@ util::Status Ledger::record_start(const LedgerRow& r) {
   sqlite3_bind_text(st.s, 8, r.request_sha256.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st.s, 9, r.created_ms ? r.created_ms : wall_ms());
   if (sqlite3_step(st.s) != SQLITE_DONE)
-    return util::make_error("io", std::string("ledger insert: ") + sqlite3_errmsg(db_));
+    return util::make_error(util::ErrorCode::kIo, std::string("ledger insert: ") + sqlite3_errmsg(db_));
   return util::ok_status();
 }
 
@@ -214,14 +214,14 @@ util::Status Ledger::record_end(const std::string& job_id, const std::string& st
   Stmt st;
   if (sqlite3_prepare_v2(db_, "UPDATE jobs SET status = ?1, result = ?2, ended_ms = ?3 WHERE job_id = ?4", -1,
                          &st.s, nullptr) != SQLITE_OK)
-    return util::make_error("io", std::string("ledger update: ") + sqlite3_errmsg(db_));
+    return util::make_error(util::ErrorCode::kIo, std::string("ledger update: ") + sqlite3_errmsg(db_));
   std::string text = result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   sqlite3_bind_text(st.s, 1, status.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st.s, 2, text.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st.s, 3, wall_ms());
   sqlite3_bind_text(st.s, 4, job_id.c_str(), -1, SQLITE_TRANSIENT);
   if (sqlite3_step(st.s) != SQLITE_DONE)
-    return util::make_error("io", std::string("ledger update: ") + sqlite3_errmsg(db_));
+    return util::make_error(util::ErrorCode::kIo, std::string("ledger update: ") + sqlite3_errmsg(db_));
   return util::ok_status();
 }
 

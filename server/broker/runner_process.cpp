@@ -1,6 +1,10 @@
 // RunnerProcess: Boost.Process behind a small line-oriented interface.
 // Waiting is a waitpid loop, not Boost's wait_for, which can block on SIGCHLD
 // bookkeeping shared across threads.
+#include <spdlog/spdlog.h>
+
+#include "server/util/text.h"
+#include "server/util/clock.h"
 #include "server/broker/runner_process.h"
 
 #include <signal.h>
@@ -53,11 +57,7 @@ bool RunnerControl::signal(int sig) {
 }
 
 namespace {
-int64_t now_ms() {
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
+using util::now_ms;
 }  // namespace
 
 RunnerProcess::RunnerProcess(std::unique_ptr<Impl> impl, std::shared_ptr<RunnerControl> control)
@@ -81,7 +81,9 @@ util::Result<std::unique_ptr<RunnerProcess>> RunnerProcess::spawn(const std::str
     impl->child = bp::child(bp::exe = exe, bp::std_in < control->to, bp::std_out > impl->from, empty_env,
                             bp::posix::use_vfork);
   } catch (const std::exception& e) {
-    return util::make_error(util::ErrorCode::kInternal, "starting runner " + exe + ": " + e.what());
+    // The install path and Boost's text are for the operator, not the client.
+    spdlog::error("starting runner {}: {}", exe, e.what());
+    return util::make_error(util::ErrorCode::kInternal, "the sandbox runner could not be started (see the server log)");
   }
   impl->child.detach();  // reaped by wait_or_kill's waitpid, never by Boost
   control->pid = impl->child.id();

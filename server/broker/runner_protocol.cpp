@@ -1,6 +1,7 @@
 // Reading a runner. Runs on the worker thread that owns the runner (and the
 // pool's filler for warm builds). Never blocks past its deadline; a line is
 // bounded before it is parsed.
+#include "server/util/clock.h"
 #include "server/broker/runner_protocol.h"
 
 #include <poll.h>
@@ -23,12 +24,6 @@ constexpr const char* kWarmReady = R"({"warm":"ready"})";
 
 }  // namespace
 
-int64_t monotonic_ms() {
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
 NextLine LineReader::next(int64_t deadline_ms, size_t max_bytes, int wake_fd) {
   char buf[65536];
   for (;;) {
@@ -38,7 +33,7 @@ NextLine LineReader::next(int64_t deadline_ms, size_t max_bytes, int wake_fd) {
       return out;
     }
     if (pending_.size() > max_bytes) return {LineEnd::kTooLong, {}};
-    const int64_t left = deadline_ms - monotonic_ms();
+    const int64_t left = deadline_ms - util::now_ms();
     if (left <= 0) return {LineEnd::kTimeout, {}};
     struct pollfd p[2] = {{fd_, POLLIN, 0}, {wake_fd, POLLIN, 0}};
     int r = ::poll(p, 2, static_cast<int>(left));
@@ -56,7 +51,7 @@ NextLine LineReader::next(int64_t deadline_ms, size_t max_bytes, int wake_fd) {
 }
 
 util::Status read_warm_ready(RunnerProcess& runner, int timeout_ms) {
-  NextLine got = runner.stdout_lines().next(monotonic_ms() + timeout_ms, kWarmLineMaxBytes);
+  NextLine got = runner.stdout_lines().next(util::now_ms() + timeout_ms, kWarmLineMaxBytes);
   if (got.end != LineEnd::kLine)
     return util::make_error(util::ErrorCode::kSandbox, "the runner did not report a warm sandbox within " +
                                            std::to_string(timeout_ms) + " ms");
@@ -69,7 +64,7 @@ util::Result<sandbox::Outcome> read_outcome(RunnerProcess& runner, const std::st
                                             int cancel_fd,
                                             const std::function<void(const nlohmann::json&)>& on_progress) {
   LineReader& lines = runner.stdout_lines();
-  const int64_t deadline = monotonic_ms() + static_cast<int64_t>(timeout_ms) + kRunnerGraceMs;
+  const int64_t deadline = util::now_ms() + static_cast<int64_t>(timeout_ms) + kRunnerGraceMs;
   std::string outcome_line;
   bool killed = false, cancel_sent = false, reading = true;
   while (reading) {

@@ -39,7 +39,6 @@ class LineReader {
   std::string pending_;
 };
 
-int64_t monotonic_ms();
 
 // A warm runner's first line within timeout_ms: ok when ready, else why not.
 util::Status read_warm_ready(RunnerProcess& runner, int timeout_ms);

@@ -132,19 +132,11 @@ Tasks::Tasks(std::unique_ptr<Ledger> ledger, TasksOptions options)
       error_call_result(std::string(kTaskInterrupted) + "; its job did not finish. Run it again."),
       options_.now_ms(), options_.keep_after_end_ms);
   if (failed) spdlog::warn("{} task(s) were working when the server last stopped: recorded as failed", failed);
-  janitor_ = std::jthread([this](std::stop_token stop) {
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::unique_lock lock(m);
-    while (!cv.wait_for(lock, stop, std::chrono::seconds(options_.janitor_interval_s), [] { return false; }))
-      if (stop.stop_requested()) return;
-      else expire();
-  });
+  janitor_ = util::Periodic(std::chrono::seconds(options_.janitor_interval_s), [this] { expire(); });
 }
 
 Tasks::~Tasks() {
-  janitor_.request_stop();
-  janitor_ = std::jthread();
+  janitor_.stop();
   pool_.drain();
 }
 

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/util/periodic.h"
 #include "server/broker/jobs.h"
 #include "server/broker/ledger.h"
 #include "server/policy/policy.h"
@@ -102,7 +103,7 @@ class Tasks {
   uint64_t next_waiter_ = 0;
   // Declared last: destroyed first, so no task runs against freed members.
   util::WorkerPool pool_;
-  std::jthread janitor_;
+  util::Periodic janitor_;
 };
 
 }  // namespace broker

@@ -247,7 +247,7 @@ struct Builder {
       // ENOENT: another server removed the empty base meanwhile; make it again.
       if (::mkdir(dir.c_str(), 0755) != 0) {
         if (errno == ENOENT && attempt < 3) continue;
-        return util::make_error("sandbox", util::call_error("mkdir", dir, errno));
+        return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", dir, errno));
       }
       t.dirs_.push_back(dir);
       t.bases_.push_back(base);
@@ -277,9 +277,9 @@ struct Builder {
   util::Status v2_own(const std::string& own) {
     t.orphans_removed_ += reclaim_orphans(own, kDelegatedPrefix, pidns, t.notes_);
     const std::string dir = own + "/" + kDelegatedPrefix + name, leaf = dir + "/server";
-    if (::mkdir(dir.c_str(), 0755) != 0) return util::make_error("sandbox", util::call_error("mkdir", dir, errno));
+    if (::mkdir(dir.c_str(), 0755) != 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", dir, errno));
     t.dirs_.push_back(dir);
-    if (::mkdir(leaf.c_str(), 0755) != 0) return util::make_error("sandbox", util::call_error("mkdir", leaf, errno));
+    if (::mkdir(leaf.c_str(), 0755) != 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", leaf, errno));
     if (auto s = write_file(leaf + "/cgroup.procs", std::to_string(::getpid())); !s) return s;
     t.self_leaf_ = leaf;
     t.original_ = own;
@@ -298,7 +298,7 @@ struct Builder {
       if (auto s = enable_controllers(parent); !s) return s;
     t.orphans_removed_ += reclaim_orphans(parent, kDelegatedPrefix, pidns, t.notes_);
     const std::string dir = parent + "/" + kDelegatedPrefix + name;
-    if (::mkdir(dir.c_str(), 0755) != 0) return util::make_error("sandbox", util::call_error("mkdir", dir, errno));
+    if (::mkdir(dir.c_str(), 0755) != 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", dir, errno));
     t.dirs_.push_back(dir);
     if (auto s = enable_controllers(dir); !s) return s;
     t.host_.v2_base = dir;

@@ -47,9 +47,9 @@ using util::now_ms;
 
 util::Status write_file(const std::string& path, const std::string& value) {
   util::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-  if (!fd.valid()) return util::make_error("sandbox", util::call_error("open", path, errno));
+  if (!fd.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("open", path, errno));
   if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size()))
-    return util::make_error("sandbox", util::call_error("write", path + " <- " + value, errno));
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("write", path + " <- " + value, errno));
   return util::ok_status();
 }
 
@@ -68,7 +68,7 @@ util::Result<Job> Job::create_in_parent(const Host& host, const std::string& job
   };
   if (host.mode == Mode::v2) {
     std::string dir = host.v2_base + "/job-" + job_id;
-    if (::mkdir(dir.c_str(), 0755) != 0) return util::make_error("sandbox", util::call_error("mkdir", dir, errno));
+    if (::mkdir(dir.c_str(), 0755) != 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", dir, errno));
     job.dirs_.push_back(dir);
     job.by_ctl_["v2"] = dir;
     // Memory: a hard cap, and no swap to spill into.
@@ -93,7 +93,7 @@ util::Result<Job> Job::create_in_parent(const Host& host, const std::string& job
     if (::mkdir(dir.c_str(), 0755) != 0) {
       int e = errno;
       job.destroy();
-      return util::make_error("sandbox", util::call_error("mkdir", dir, e));
+      return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", dir, e));
     }
     job.dirs_.push_back(dir);
   }

@@ -54,23 +54,23 @@ class AsSandboxUser {
 
 util::Status copy_input(int root, const LaunchSpec& spec, const InputBind& in, uint64_t& total) {
   if (const char* why = util::file_name_problem(in.name))
-    return util::make_error("sandbox", "input name \"" + util::to_valid_utf8(in.name) + "\": " + why);
+    return util::make_error(util::ErrorCode::kSandbox, "input name \"" + util::to_valid_utf8(in.name) + "\": " + why);
   util::UniqueFd src(::open(in.host_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-  if (!src.valid()) return util::make_error("sandbox", util::call_error("open", in.host_path, errno));
+  if (!src.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("open", in.host_path, errno));
   struct stat st {};
   if (::fstat(src.get(), &st) != 0 || !S_ISREG(st.st_mode))
-    return util::make_error("sandbox", in.host_path + ": an input must be a regular file");
+    return util::make_error(util::ErrorCode::kSandbox, in.host_path + ": an input must be a regular file");
   total += static_cast<uint64_t>(st.st_size);
   if (total > spec.inputs_max_bytes)
-    return util::make_error("sandbox", "inputs exceed the warm sandbox's " + std::to_string(spec.inputs_max_bytes) +
+    return util::make_error(util::ErrorCode::kSandbox, "inputs exceed the warm sandbox's " + std::to_string(spec.inputs_max_bytes) +
                                            " bytes");
   AsSandboxUser as(spec.host_uid, spec.host_gid);
   util::UniqueFd dst(create_beneath(root, "inputs/" + in.name, 0444));
-  if (!dst.valid()) return util::make_error("sandbox", util::call_error("openat2", "/inputs/" + in.name, errno));
+  if (!dst.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("openat2", "/inputs/" + in.name, errno));
   for (off_t left = st.st_size; left > 0;) {
     ssize_t n = ::sendfile(dst.get(), src.get(), nullptr, static_cast<size_t>(left));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return util::make_error("sandbox", util::call_error("sendfile", "/inputs/" + in.name, n < 0 ? errno : EIO));
+    if (n <= 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("sendfile", "/inputs/" + in.name, n < 0 ? errno : EIO));
     left -= n;
   }
   return util::ok_status();
@@ -81,23 +81,23 @@ util::Status copy_input(int root, const LaunchSpec& spec, const InputBind& in, u
 util::Status claim_files(pid_t init_pid, const LaunchSpec& spec, const Claim& claim) {
   std::string root_path = "/proc/" + std::to_string(init_pid) + "/root";
   util::UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root.valid()) return util::make_error("sandbox", util::call_error("open", root_path, errno));
+  if (!root.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("open", root_path, errno));
   if (claim.inputs.size() > spec.inputs_max_files)
-    return util::make_error("sandbox", "more inputs than the warm sandbox takes (" +
+    return util::make_error(util::ErrorCode::kSandbox, "more inputs than the warm sandbox takes (" +
                                            std::to_string(spec.inputs_max_files) + ")");
   std::set<std::string> names;
   uint64_t total = 0;
   for (const InputBind& in : claim.inputs) {
     if (!names.insert(in.name).second)
-      return util::make_error("sandbox", "two inputs are both named \"" + in.name + "\"");
+      return util::make_error(util::ErrorCode::kSandbox, "two inputs are both named \"" + in.name + "\"");
     if (auto s = copy_input(root.get(), spec, in, total); !s) return s;
   }
-  if (spec.code_path.rfind("/work/", 0) != 0) return util::make_error("sandbox", "code_path must be under /work");
+  if (spec.code_path.rfind("/work/", 0) != 0) return util::make_error(util::ErrorCode::kSandbox, "code_path must be under /work");
   AsSandboxUser as(spec.host_uid, spec.host_gid);
   util::UniqueFd code(create_beneath(root.get(), spec.code_path.substr(1), 0644));
-  if (!code.valid()) return util::make_error("sandbox", util::call_error("openat2", spec.code_path, errno));
+  if (!code.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("openat2", spec.code_path, errno));
   if (!util::write_all(code.get(), claim.code.data(), claim.code.size()))
-    return util::make_error("sandbox", util::call_error("write", spec.code_path, errno));
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("write", spec.code_path, errno));
   return util::ok_status();
 }
 

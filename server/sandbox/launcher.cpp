@@ -178,39 +178,39 @@ util::Result<Claim> await_claim(int sock, int cancel_fd, int ready_fd, int claim
   char buf[65536];
   for (;;) {
     int64_t left = built ? -1 : setup_deadline - now_ms();
-    if (!built && left <= 0) return util::make_error("sandbox", "warm sandbox set-up did not finish in time");
+    if (!built && left <= 0) return util::make_error(util::ErrorCode::kSandbox, "warm sandbox set-up did not finish in time");
     struct pollfd fds[3] = {{sock, POLLIN, 0}, {cancel_fd, POLLIN, 0}, {built ? claim_fd : -1, POLLIN, 0}};
     int r = ::poll(fds, 3, static_cast<int>(left));
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return util::make_error("sandbox", util::call_error("poll", "claim", errno));
+    if (r < 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("poll", "claim", errno));
     // SIGTERM: the pool discarding an idle sandbox, or a job's cancel during its claim.
-    if (fds[1].revents) return util::make_error("cancelled", "cancelled before the program started");
+    if (fds[1].revents) return util::make_error(util::ErrorCode::kCancelled, "cancelled before the program started");
     if (fds[0].revents) {
       char msg[1024];
       ssize_t n = ::recv(sock, msg, sizeof msg - 1, MSG_DONTWAIT);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (n <= 0) return util::make_error("sandbox", "sandbox init exited before a claim");
+      if (n <= 0) return util::make_error(util::ErrorCode::kSandbox, "sandbox init exited before a claim");
       if (msg[0] == kMsgError) {
         msg[n] = '\0';
-        return util::make_error("sandbox", msg + 1);
+        return util::make_error(util::ErrorCode::kSandbox, msg + 1);
       }
       if (msg[0] == kMsgWarm && !built) {
         built = true;
         static const char kReady[] = "{\"warm\":\"ready\"}\n";
         if (!util::write_all(ready_fd, kReady, sizeof kReady - 1))
-          return util::make_error("sandbox", util::call_error("write", "warm ready", errno));
+          return util::make_error(util::ErrorCode::kSandbox, util::call_error("write", "warm ready", errno));
       }
     }
     if (fds[2].revents) {
       long n = util::read_some(claim_fd, buf, sizeof buf);
-      if (n < 0) return util::make_error("sandbox", util::call_error("read", "claim", errno));
-      if (n == 0) return util::make_error("sandbox", "warm sandbox released unclaimed");
+      if (n < 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("read", "claim", errno));
+      if (n == 0) return util::make_error(util::ErrorCode::kSandbox, "warm sandbox released unclaimed");
       line.append(buf, static_cast<size_t>(n));
-      if (line.size() > kClaimMaxBytes) return util::make_error("sandbox", "claim too large");
+      if (line.size() > kClaimMaxBytes) return util::make_error(util::ErrorCode::kSandbox, "claim too large");
       size_t nl = line.find('\n');
       if (nl == std::string::npos) continue;
       auto doc = nlohmann::json::parse(line.substr(0, nl), nullptr, false);
-      if (doc.is_discarded()) return util::make_error("sandbox", "claim is not JSON");
+      if (doc.is_discarded()) return util::make_error(util::ErrorCode::kSandbox, "claim is not JSON");
       return claim_from_json(doc);
     }
   }
@@ -225,17 +225,17 @@ util::Status await_start(int sock, int cancel_fd, int start_fd) {
   const int64_t deadline = now_ms() + kSetupTimeoutMs;
   for (;;) {
     int64_t left = deadline - now_ms();
-    if (left <= 0) return util::make_error("sandbox", "the broker did not release the job in time");
+    if (left <= 0) return util::make_error(util::ErrorCode::kSandbox, "the broker did not release the job in time");
     struct pollfd fds[3] = {{start_fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}, {sock, POLLIN, 0}};
     int r = ::poll(fds, 3, static_cast<int>(left));
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return util::make_error("sandbox", util::call_error("poll", "start", errno));
-    if (fds[1].revents) return util::make_error("cancelled", "cancelled before the program started");
+    if (r < 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("poll", "start", errno));
+    if (fds[1].revents) return util::make_error(util::ErrorCode::kCancelled, "cancelled before the program started");
     if (fds[2].revents) {
       char msg[1024];
       ssize_t n = ::recv(sock, msg, sizeof msg - 1, MSG_DONTWAIT | MSG_PEEK);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (n <= 0) return util::make_error("sandbox", "sandbox init exited before the start");
+      if (n <= 0) return util::make_error(util::ErrorCode::kSandbox, "sandbox init exited before the start");
       // pid 1's error report: left for supervise() to read and report.
       if (msg[0] == kMsgError) return util::ok_status();
     }
@@ -243,8 +243,8 @@ util::Status await_start(int sock, int cancel_fd, int start_fd) {
       char c;
       long n = util::read_some(start_fd, &c, 1);
       if (n == 0) return util::ok_status();
-      if (n < 0) return util::make_error("sandbox", util::call_error("read", "start", errno));
-      return util::make_error("sandbox", "unexpected input after the launch spec");
+      if (n < 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("read", "start", errno));
+      return util::make_error(util::ErrorCode::kSandbox, "unexpected input after the launch spec");
     }
   }
 }
@@ -304,7 +304,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
     sv.setup_error = built.error;
   } else if (auto g = await_start(ch.sock.get(), cancel_fd, spec.warm == Warm::cold ? claim_fd : -1); !g) {
     sv.setup_error = g.error().message;
-    sv.cancelled = g.error().code == "cancelled";
+    sv.cancelled = g.error().code == util::ErrorCode::kCancelled;
   } else {
     send_byte(kMsgStart);
   }
@@ -315,7 +315,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
     auto claim = await_claim(ch.sock.get(), cancel_fd, progress_fd, claim_fd);
     if (!claim) {
       sv.setup_error = claim.error().message;
-      sv.cancelled = claim.error().code == "cancelled";
+      sv.cancelled = claim.error().code == util::ErrorCode::kCancelled;
     } else {
       spec.timeout_ms = claim->timeout_ms;
       spec.progress = claim->progress;

@@ -48,9 +48,9 @@ void add_parent_dirs(const std::string& inner, std::set<std::string>& seen,
 util::Status check_source(const std::string& path, int extra_flags, bool& is_dir) {
   struct stat st {};
   int r = (extra_flags & O_NOFOLLOW) ? ::lstat(path.c_str(), &st) : ::stat(path.c_str(), &st);
-  if (r != 0) return util::make_error("sandbox", util::call_error("stat", path, errno));
+  if (r != 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("stat", path, errno));
   if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode))
-    return util::make_error("sandbox", path + ": not a directory, regular file or character device");
+    return util::make_error(util::ErrorCode::kSandbox, path + ": not a directory, regular file or character device");
   is_dir = S_ISDIR(st.st_mode);
   return util::ok_status();
 }
@@ -138,15 +138,15 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
 
   for (const InputBind& in : spec.inputs) {
     if (const char* why = util::file_name_problem(in.name))
-      return util::make_error("sandbox", "input name \"" + util::to_valid_utf8(in.name) + "\": " + why);
+      return util::make_error(util::ErrorCode::kSandbox, "input name \"" + util::to_valid_utf8(in.name) + "\": " + why);
     bool is_dir = false;
     if (auto st = check_source(in.host_path, O_NOFOLLOW, is_dir); !st) return st.error();
-    if (is_dir) return util::make_error("sandbox", in.host_path + ": an input must be a regular file");
+    if (is_dir) return util::make_error(util::ErrorCode::kSandbox, in.host_path + ": an input must be a regular file");
     p.input_copies.push_back({in.host_path, O_NOFOLLOW, {}, -1, p.inputs + "/" + in.name, false});
   }
 
   if (spec.code_path.rfind("/work/", 0) != 0)
-    return util::make_error("sandbox", "code_path must be under /work");
+    return util::make_error(util::ErrorCode::kSandbox, "code_path must be under /work");
   p.code_file = spec.code_path.substr(1);
   return p;
 }

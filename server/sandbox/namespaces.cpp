@@ -18,9 +18,9 @@ namespace {
 util::Status write_proc_file(pid_t pid, const char* file, const std::string& content) {
   std::string path = "/proc/" + std::to_string(pid) + "/" + file;
   util::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-  if (!fd.valid()) return util::make_error("sandbox", util::call_error("open", path, errno));
+  if (!fd.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("open", path, errno));
   if (::write(fd.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
-    return util::make_error("sandbox", util::call_error("write", path, errno));
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("write", path, errno));
   return util::ok_status();
 }
 }  // namespace

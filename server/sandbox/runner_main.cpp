@@ -79,7 +79,7 @@ int runner_main() {
   auto built = zygote->await_report_in_parent();
   if (!built) return fail(built.error().message);  // any pid 1 dies with this process (PR_SET_PDEATHSIG)
   auto doc = nlohmann::json::parse(built->spec_text, nullptr, false);
-  auto spec = doc.is_discarded() ? util::make_error("sandbox", "launch spec is not JSON") : spec_from_json(doc);
+  auto spec = doc.is_discarded() ? util::make_error(util::ErrorCode::kSandbox, "launch spec is not JSON") : spec_from_json(doc);
   if (!spec) return report(launcher::abandon(*built, nullptr, built->error.empty() ? spec.error().message : built->error));
   trace::mark("spec parsed");
   // Cold: nothing may follow the spec but EOF, the broker's release (launch's

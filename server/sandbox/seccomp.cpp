@@ -133,40 +133,40 @@ void add_rules(Builder& b, bool memory_cgroup) {
 
 util::Result<Program> compile_in_parent(bool memory_cgroup) {
   Ctx ctx(seccomp_init(SCMP_ACT_ALLOW), seccomp_release);
-  if (!ctx) return util::make_error("sandbox", "seccomp_init failed");
+  if (!ctx) return util::make_error(util::ErrorCode::kSandbox, "seccomp_init failed");
   // Any syscall made through a non-native ABI (i386 int 0x80, x32) kills the
   // process: the rules below are written for the native table only.
   if (int r = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS); r != 0)
-    return util::make_error("sandbox", "seccomp_attr_set(ACT_BADARCH): " + util::errno_name(-r));
+    return util::make_error(util::ErrorCode::kSandbox, "seccomp_attr_set(ACT_BADARCH): " + util::errno_name(-r));
   // no_new_privs is set by the launcher itself, as its own fail-closed step.
   if (int r = seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_NNP, 0); r != 0)
-    return util::make_error("sandbox", "seccomp_attr_set(CTL_NNP): " + util::errno_name(-r));
+    return util::make_error(util::ErrorCode::kSandbox, "seccomp_attr_set(CTL_NNP): " + util::errno_name(-r));
   // A binary tree over syscall numbers instead of a linear chain: every
   // syscall of the program pays for the filter.
   if (int r = seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2); r != 0)
-    return util::make_error("sandbox", "seccomp_attr_set(CTL_OPTIMIZE): " + util::errno_name(-r));
+    return util::make_error(util::ErrorCode::kSandbox, "seccomp_attr_set(CTL_OPTIMIZE): " + util::errno_name(-r));
   Builder b{ctx.get(), ""};
   add_rules(b, memory_cgroup);
-  if (!b.error.empty()) return util::make_error("sandbox", b.error);
+  if (!b.error.empty()) return util::make_error(util::ErrorCode::kSandbox, b.error);
 
   util::UniqueFd mem(::memfd_create("throwbox-seccomp", MFD_CLOEXEC));
-  if (!mem.valid()) return util::make_error("sandbox", util::call_error("memfd_create", "seccomp", errno));
+  if (!mem.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("memfd_create", "seccomp", errno));
   if (int r = seccomp_export_bpf(ctx.get(), mem.get()); r != 0)
-    return util::make_error("sandbox", "seccomp_export_bpf: " + util::errno_name(-r));
+    return util::make_error(util::ErrorCode::kSandbox, "seccomp_export_bpf: " + util::errno_name(-r));
   off_t size = ::lseek(mem.get(), 0, SEEK_END);
   if (size <= 0 || size % static_cast<off_t>(sizeof(sock_filter)) != 0)
-    return util::make_error("sandbox", "seccomp_export_bpf produced no program");
+    return util::make_error(util::ErrorCode::kSandbox, "seccomp_export_bpf produced no program");
   Program p;
   p.instructions.resize(static_cast<size_t>(size) / sizeof(sock_filter));
   if (::pread(mem.get(), p.instructions.data(), static_cast<size_t>(size), 0) != size)
-    return util::make_error("sandbox", util::call_error("pread", "seccomp", errno));
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("pread", "seccomp", errno));
   return p;
 }
 
 util::Result<Program> from_bytes(const std::string& raw) {
   constexpr size_t kMaxInstructions = 4096;  // BPF_MAXINSNS
   if (raw.empty() || raw.size() % sizeof(sock_filter) != 0 || raw.size() / sizeof(sock_filter) > kMaxInstructions)
-    return util::make_error("sandbox", "seccomp program in the launch spec is malformed");
+    return util::make_error(util::ErrorCode::kSandbox, "seccomp program in the launch spec is malformed");
   Program p;
   p.instructions.resize(raw.size() / sizeof(sock_filter));
   std::memcpy(p.instructions.data(), raw.data(), raw.size());

@@ -59,10 +59,10 @@ util::Result<Claim> claim_from_json(const json& j) {
       c.inputs.push_back({in.at("name").get<std::string>(), in.at("host_path").get<std::string>()});
     j.at("timeout_ms").get_to(c.timeout_ms);
     c.progress = j.value("progress", false);
-    if (c.timeout_ms == 0) return util::make_error("spec", "claim: timeout_ms must be positive");
+    if (c.timeout_ms == 0) return util::make_error(util::ErrorCode::kSpec, "claim: timeout_ms must be positive");
     return c;
   } catch (const json::exception& e) {
-    return util::make_error("spec", std::string("malformed claim: ") + e.what());
+    return util::make_error(util::ErrorCode::kSpec, std::string("malformed claim: ") + e.what());
   }
 }
 
@@ -99,19 +99,19 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     s.seccomp_bpf_base64 = j.value("seccomp_bpf_base64", "");
     s.progress = j.value("progress", false);
     auto warm = warm_from_string(j.value("warm", ""));
-    if (!warm) return util::make_error("spec", "warm must be \"\", \"exec\" or \"preload\"");
+    if (!warm) return util::make_error(util::ErrorCode::kSpec, "warm must be \"\", \"exec\" or \"preload\"");
     s.warm = *warm;
     s.inputs_max_bytes = j.value("inputs_max_bytes", uint64_t{0});
     s.inputs_max_files = j.value("inputs_max_files", uint64_t{0});
     if (s.warm != Warm::cold && (!s.code.empty() || !s.inputs.empty()))
-      return util::make_error("spec", "a warm spec carries no code and no inputs (they come with the claim)");
+      return util::make_error(util::ErrorCode::kSpec, "a warm spec carries no code and no inputs (they come with the claim)");
     if (s.argv.empty() || s.argv[0].empty() || s.argv[0][0] != '/')
-      return util::make_error("spec", "argv[0] must be an absolute path");
+      return util::make_error(util::ErrorCode::kSpec, "argv[0] must be an absolute path");
     if (s.scratch_dir.empty() || s.scratch_dir[0] != '/' || s.harvest_dir.empty())
-      return util::make_error("spec", "scratch_dir and harvest_dir must be absolute");
+      return util::make_error(util::ErrorCode::kSpec, "scratch_dir and harvest_dir must be absolute");
     return s;
   } catch (const json::exception& e) {
-    return util::make_error("spec", std::string("malformed launch spec: ") + e.what());
+    return util::make_error(util::ErrorCode::kSpec, std::string("malformed launch spec: ") + e.what());
   }
 }
 
@@ -133,7 +133,7 @@ util::Result<Outcome> outcome_from_json(const json& j) {
   try {
     Outcome o;
     auto status = status_from_string(j.at("status").get<std::string>());
-    if (!status) return util::make_error("outcome", "malformed runner outcome: unknown status");
+    if (!status) return util::make_error(util::ErrorCode::kOutcome, "malformed runner outcome: unknown status");
     o.status = *status;
     j.at("error").get_to(o.error);
     j.at("exited").get_to(o.exited);
@@ -154,7 +154,7 @@ util::Result<Outcome> outcome_from_json(const json& j) {
                          f.at("host_path").get<std::string>(), f.at("rejected").get<std::string>()});
     return o;
   } catch (const json::exception& e) {
-    return util::make_error("outcome", std::string("malformed runner outcome: ") + e.what());
+    return util::make_error(util::ErrorCode::kOutcome, std::string("malformed runner outcome: ") + e.what());
   }
 }
 

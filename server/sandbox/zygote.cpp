@@ -219,7 +219,7 @@ void zygote_prepare_layers(Build& b) {
                     ? seccomp::compile_in_parent(b.host.mode != cgroups::Mode::none)
                     : [&]() -> util::Result<seccomp::Program> {
     auto raw = util::base64_decode(spec.seccomp_bpf_base64);
-    if (!raw) return util::make_error("sandbox", "seccomp program in the launch spec is not base64");
+    if (!raw) return util::make_error(util::ErrorCode::kSandbox, "seccomp program in the launch spec is not base64");
     return seccomp::from_bytes(*raw);
   }();
   if (!filter) b.fail(filter.error().message);
@@ -403,10 +403,10 @@ void prefault_image() {
 util::Result<Zygote> Zygote::start_in_parent() {
   util::Pipe report, out, err;
   if (!util::make_pipe(report) || !util::make_pipe(out) || !util::make_pipe(err))
-    return util::make_error("sandbox", util::call_error("pipe2", "zygote", errno));
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("pipe2", "zygote", errno));
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-    return util::make_error("sandbox", util::call_error("socketpair", "control", errno));
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("socketpair", "control", errno));
   Zygote z;
   z.channels_.sock.reset(sv[0]);
   z.channels_.child_sock.reset(sv[1]);
@@ -416,7 +416,7 @@ util::Result<Zygote> Zygote::start_in_parent() {
   z.channels_.err_write = std::move(err.write);
   const pid_t runner = ::getpid();
   pid_t pid = ::fork();
-  if (pid < 0) return util::make_error("sandbox", util::call_error("fork", "zygote", errno));
+  if (pid < 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("fork", "zygote", errno));
   if (pid == 0) {
     report.read.reset();
     Build b(runner, report.write.get(), z.channels_);
@@ -467,9 +467,9 @@ util::Result<Report> Zygote::await_report_in_parent() {
   report_read_.reset();
   if (!whole) {
     if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
-      return util::make_error("sandbox", "the sandbox zygote did not finish building in " +
+      return util::make_error(util::ErrorCode::kSandbox, "the sandbox zygote did not finish building in " +
                                              std::to_string(kBuildTimeoutS) + " s");
-    return util::make_error("sandbox", "the sandbox zygote exited before its report");
+    return util::make_error(util::ErrorCode::kSandbox, "the sandbox zygote exited before its report");
   }
   w.error[sizeof w.error - 1] = '\0';
   r.pid = w.pid;

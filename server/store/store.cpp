@@ -23,7 +23,6 @@ namespace store {
 namespace {
 
 using nlohmann::json;
-constexpr size_t kMaxNameBytes = 255;
 constexpr size_t kMetaMaxBytes = 64 * 1024;
 
 // Handles are 32 lowercase hex digits; anything else is unknown before any lookup.
@@ -32,7 +31,7 @@ bool is_handle(const std::string& id) {
 }
 
 util::Error not_found(const char* what) {
-  return util::make_error("not_found", std::string("unknown ") + what +
+  return util::make_error(util::ErrorCode::kNotFound, std::string("unknown ") + what +
                                            " (it does not exist, has expired, or belongs to another tenant)");
 }
 
@@ -44,28 +43,8 @@ bool ends_with(const std::string& s, const char* suffix) {
 }  // namespace
 
 util::Status validate_input_name(const std::string& name) {
-  if (name.empty()) return util::make_error("invalid_argument", "name: must not be empty");
-  if (name.size() > kMaxNameBytes)
-    return util::make_error("invalid_argument", "name: longer than 255 bytes");
-  if (name == "." || name == "..")
-    return util::make_error("invalid_argument", "name: \".\" and \"..\" are not file names");
-  if (name.find('/') != std::string::npos)
-    return util::make_error("invalid_argument", "name: must be a plain file name without \"/\"");
-  for (unsigned char c : name)
-    if (c < 0x20 || c == 0x7F)
-      return util::make_error("invalid_argument", "name: must not contain NUL or control characters");
-  if (!util::is_valid_utf8(name)) return util::make_error("invalid_argument", "name: must be valid UTF-8");
-  // C1 controls (U+0080-U+009F, C2 80-9F) and bidirectional overrides (U+200E/F,
-  // U+202A-E, U+2066-9) make a name display as something it is not.
-  for (size_t i = 0; i + 1 < name.size(); ++i) {
-    auto b = [&](size_t k) { return static_cast<unsigned char>(name[k]); };
-    if (b(i) == 0xC2 && b(i + 1) >= 0x80 && b(i + 1) <= 0x9F)
-      return util::make_error("invalid_argument", "name: must not contain control characters");
-    if (i + 2 < name.size() && b(i) == 0xE2 &&
-        ((b(i + 1) == 0x80 && (b(i + 2) == 0x8E || b(i + 2) == 0x8F || (b(i + 2) >= 0xAA && b(i + 2) <= 0xAE))) ||
-         (b(i + 1) == 0x81 && b(i + 2) >= 0xA6 && b(i + 2) <= 0xA9)))
-      return util::make_error("invalid_argument", "name: must not contain bidirectional control characters");
-  }
+  if (const char* why = util::file_name_problem(name))
+    return util::make_error(util::ErrorCode::kInvalidArgument, std::string("name: ") + why);
   return util::ok_status();
 }
 
@@ -103,7 +82,7 @@ Store::Store(std::string state_dir) : state_dir_(std::move(state_dir)) {}
 util::Status Store::check_tenant(const std::string& tenant) const {
   if (tenant.empty() || tenant.size() > 64 ||
       tenant.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos)
-    return util::make_error("invalid_argument", "tenant names are 1-64 of [a-z0-9_-]");
+    return util::make_error(util::ErrorCode::kInvalidArgument, "tenant names are 1-64 of [a-z0-9_-]");
   return util::ok_status();
 }
 
@@ -160,7 +139,7 @@ util::Result<InputRecord> Store::get_input(const std::string& tenant, const std:
   auto text = util::read_file(tenant_dir(tenant) + "/inputs/" + id + ".json", kMetaMaxBytes);
   if (!text) return not_found("input_id");
   json m = json::parse(*text, nullptr, false);
-  if (m.is_discarded()) return util::make_error("io", "input metadata is corrupt: " + id);
+  if (m.is_discarded()) return util::make_error(util::ErrorCode::kIo, "input metadata is corrupt: " + id);
   InputRecord r;
   r.input_id = id;
   r.name = m.value("name", "");
@@ -196,7 +175,7 @@ util::Result<ArtifactRecord> Store::get_artifact(const std::string& tenant, cons
   auto text = util::read_file(tenant_dir(tenant) + "/artifacts/" + id + ".json", kMetaMaxBytes);
   if (!text) return not_found("artifact_id");
   json m = json::parse(*text, nullptr, false);
-  if (m.is_discarded()) return util::make_error("io", "artifact metadata is corrupt: " + id);
+  if (m.is_discarded()) return util::make_error(util::ErrorCode::kIo, "artifact metadata is corrupt: " + id);
   ArtifactRecord r;
   r.artifact_id = id;
   r.job_id = m.value("job_id", "");

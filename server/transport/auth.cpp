@@ -28,13 +28,13 @@ bool valid_tenant(const std::string& t) {
 util::Result<Auth> Auth::load(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
-    return util::make_error("auth", "tokens file " + path + ": cannot stat it");
+    return util::make_error(util::ErrorCode::kAuth, "tokens file " + path + ": cannot stat it");
   if (st.st_mode & (S_IRWXG | S_IRWXO))
-    return util::make_error("auth", "tokens file " + path + " is readable or writable by group or others (mode " +
+    return util::make_error(util::ErrorCode::kAuth, "tokens file " + path + " is readable or writable by group or others (mode " +
                                         [&] { std::ostringstream o; o << std::oct << (st.st_mode & 0777); return o.str(); }() +
                                         "); chmod 600 it");
   auto text = util::read_file(path, 1 << 20);
-  if (!text) return util::make_error("auth", "tokens file " + path + ": " + text.error().message);
+  if (!text) return util::make_error(util::ErrorCode::kAuth, "tokens file " + path + ": " + text.error().message);
   return parse(*text, path);
 }
 
@@ -49,18 +49,18 @@ util::Result<Auth> Auth::parse(std::string_view text, const std::string& source)
     if (!(fields >> tenant)) continue;
     auto where = source + ":" + std::to_string(n) + ": ";
     if (!(fields >> hex) || (fields >> extra))
-      return util::make_error("auth", where + "expected \"<tenant> <sha256 hex of the token>\"");
-    if (!valid_tenant(tenant)) return util::make_error("auth", where + "tenant names are 1-64 of [a-z0-9_-]");
-    if (hex.size() != 64) return util::make_error("auth", where + "the digest must be 64 hex digits (sha256)");
+      return util::make_error(util::ErrorCode::kAuth, where + "expected \"<tenant> <sha256 hex of the token>\"");
+    if (!valid_tenant(tenant)) return util::make_error(util::ErrorCode::kAuth, where + "tenant names are 1-64 of [a-z0-9_-]");
+    if (hex.size() != 64) return util::make_error(util::ErrorCode::kAuth, where + "the digest must be 64 hex digits (sha256)");
     Entry e{tenant, {}};
     for (size_t i = 0; i < 32; ++i) {
       int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
-      if (hi < 0 || lo < 0) return util::make_error("auth", where + "the digest must be 64 hex digits (sha256)");
+      if (hi < 0 || lo < 0) return util::make_error(util::ErrorCode::kAuth, where + "the digest must be 64 hex digits (sha256)");
       e.digest[i] = static_cast<unsigned char>(hi * 16 + lo);
     }
     a.entries_.push_back(std::move(e));
   }
-  if (a.entries_.empty()) return util::make_error("auth", source + ": no token in the file");
+  if (a.entries_.empty()) return util::make_error(util::ErrorCode::kAuth, source + ": no token in the file");
   return a;
 }
 

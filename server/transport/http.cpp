@@ -3,6 +3,7 @@
 // session's outgoing messages to the HTTP stream waiting for it (a POST's JSON
 // or SSE answer by request id and progress token, else a GET stream). A
 // session-less 2026-07-28 POST gets a session of its own, for that request only.
+#include "server/util/periodic.h"
 #include "server/transport/http.h"
 
 #include <arpa/inet.h>
@@ -51,6 +52,7 @@ constexpr size_t kCallThreadsMax = kWorkers;
 constexpr size_t kSessionsMax = 1024;
 constexpr size_t kSessionsPerTenantMax = 64;
 constexpr auto kSessionIdle = std::chrono::minutes(30);
+constexpr auto kSessionJanitorInterval = std::chrono::seconds(60);  // how often idle sessions are ended
 constexpr auto kKeepAlive = std::chrono::seconds(15);  // SSE comment lines; also finds gone clients
 constexpr int kReadTimeoutS = 10;           // a request's headers and body
 constexpr int kAnswerGraceS = 30;           // beyond the policy's longest job
@@ -668,16 +670,22 @@ void HttpServer::post_stateless(const httplib::Request& req, httplib::Response& 
   res.set_header("Content-Type", "application/json");
 }
 
+// GET and DELETE of 2026-07-28 (no session header, that version): 405, only
+// POST exists there. True when answered.
+bool refuse_without_session(const httplib::Request& req, httplib::Response& res) {
+  if (req.has_header("Mcp-Session-Id") ||
+      req.get_header_value("MCP-Protocol-Version") != protocol::mcp::kStatelessVersion)
+    return false;
+  res.status = 405;
+  res.set_header("Allow", "POST");
+  return true;
+}
+
 void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
   auto tenant = authenticate(req, res);
   if (!tenant) return;
   // 2026-07-28 has no GET stream (subscriptions/listen replaced it; not offered here).
-  if (!req.has_header("Mcp-Session-Id") &&
-      req.get_header_value("MCP-Protocol-Version") == protocol::mcp::kStatelessVersion) {
-    res.status = 405;
-    res.set_header("Allow", "POST");
-    return;
-  }
+  if (refuse_without_session(req, res)) return;
   if (lower(req.get_header_value("Accept")).find("text/event-stream") == std::string::npos) {
     res.status = 406;
     res.set_content("Not Acceptable: GET " + std::string(kPath) + " opens an SSE stream (Accept: text/event-stream)\n",
@@ -728,12 +736,7 @@ void HttpServer::del(const httplib::Request& req, httplib::Response& res) {
   auto tenant = authenticate(req, res);
   if (!tenant) return;
   // 2026-07-28 has no session to end.
-  if (!req.has_header("Mcp-Session-Id") &&
-      req.get_header_value("MCP-Protocol-Version") == protocol::mcp::kStatelessVersion) {
-    res.status = 405;
-    res.set_header("Allow", "POST");
-    return;
-  }
+  if (refuse_without_session(req, res)) return;
   auto s = find_session(req, *tenant, res);
   if (!s) return;
   {
@@ -767,7 +770,7 @@ util::Status HttpServer::run() {
   if (tls) {
     auto ssl = std::make_unique<httplib::SSLServer>(opt_.tls_cert.c_str(), opt_.tls_key.c_str());
     if (!ssl->is_valid())
-      return util::make_error("http", "TLS: cannot use certificate " + opt_.tls_cert + " with key " + opt_.tls_key);
+      return util::make_error(util::ErrorCode::kHttp, "TLS: cannot use certificate " + opt_.tls_cert + " with key " + opt_.tls_key);
     srv = std::move(ssl);
   } else {
     srv = std::make_unique<httplib::Server>();
@@ -785,7 +788,7 @@ util::Status HttpServer::run() {
   // cpp-httplib: bind_to_port() returns a bool; bind_to_any_port() the port picked (or -1).
   int port = opt_.port == 0 ? srv->bind_to_any_port(opt_.host.c_str())
                             : (srv->bind_to_port(opt_.host.c_str(), opt_.port) ? opt_.port : -1);
-  if (port < 0) return util::make_error("http", "cannot listen on " + opt_.host + ":" + std::to_string(opt_.port));
+  if (port < 0) return util::make_error(util::ErrorCode::kHttp, "cannot listen on " + opt_.host + ":" + std::to_string(opt_.port));
   if (opt_.port == 0) opt_.port = port;
   const std::string hostport = (opt_.host.find(':') != std::string::npos ? "[" + opt_.host + "]" : opt_.host) + ":" +
                                std::to_string(opt_.port);
@@ -842,14 +845,7 @@ util::Status HttpServer::run() {
       }
     }
   });
-  std::jthread janitor([this](std::stop_token stop) {
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::unique_lock lock(m);
-    while (!cv.wait_for(lock, stop, std::chrono::seconds(60), [] { return false; }))
-      if (stop.stop_requested()) return;
-      else expire_sessions();
-  });
+  util::Periodic janitor(kSessionJanitorInterval, [this] { expire_sessions(); });
 
   std::fprintf(stderr, "throwbox: listening on %s://%s%s\n", tls ? "https" : "http", hostport.c_str(), kPath);
   std::fflush(stderr);
@@ -858,7 +854,7 @@ util::Status HttpServer::run() {
                origins_.size());
   srv->listen_after_bind();
   signals.request_stop();
-  janitor.request_stop();
+  janitor.stop();
   {
     std::lock_guard lock(mu_);
     sessions_.clear();  // each session finishes its in-flight calls as it goes
@@ -881,19 +877,19 @@ util::Result<Options> parse_listen(const std::string& text, Options o) {
   std::string host, port;
   if (!text.empty() && text[0] == '[') {
     auto close = text.find("]:");
-    if (close == std::string::npos) return util::make_error("http", "--http: expected [IPv6]:PORT, got \"" + text + "\"");
+    if (close == std::string::npos) return util::make_error(util::ErrorCode::kHttp, "--http: expected [IPv6]:PORT, got \"" + text + "\"");
     host = text.substr(1, close - 1);
     port = text.substr(close + 2);
   } else {
     auto colon = text.rfind(':');
-    if (colon == std::string::npos) return util::make_error("http", "--http: expected HOST:PORT, got \"" + text + "\"");
+    if (colon == std::string::npos) return util::make_error(util::ErrorCode::kHttp, "--http: expected HOST:PORT, got \"" + text + "\"");
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
   }
   if (!host.empty()) o.host = host;
   if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
       std::stoi(port) > 65535)
-    return util::make_error("http", "--http: the port must be 0-65535, got \"" + port + "\"");
+    return util::make_error(util::ErrorCode::kHttp, "--http: the port must be 0-65535, got \"" + port + "\"");
   o.port = std::stoi(port);
   return o;
 }
@@ -905,11 +901,11 @@ util::Status serve(protocol::mcp::ServerContext& ctx, const Options& options) {
     if (!a) return a.error();
     auth = std::move(*a);
   } else if (!is_loopback(options.host)) {
-    return util::make_error("http", "refusing to listen on " + options.host +
+    return util::make_error(util::ErrorCode::kHttp, "refusing to listen on " + options.host +
                                         " without authentication: pass --tokens FILE (or listen on 127.0.0.1)");
   }
   if (options.tls_cert.empty() != options.tls_key.empty())
-    return util::make_error("http", "--tls-cert and --tls-key go together");
+    return util::make_error(util::ErrorCode::kHttp, "--tls-cert and --tls-key go together");
   if (!is_loopback(options.host) && options.tls_cert.empty())
     spdlog::warn("http: listening on {} without TLS; bearer tokens cross the network in clear text", options.host);
   HttpServer server(ctx, options, std::move(auth));

@@ -49,20 +49,6 @@ constexpr std::string_view to_string(ErrorCode code) {
   return "internal";
 }
 
-// The inverse of to_string; a name it does not know is kInternal.
-constexpr ErrorCode error_code_from_string(std::string_view name) {
-  for (ErrorCode c : {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kConflict, ErrorCode::kBusy, ErrorCode::kCancelled,
-                      ErrorCode::kTooLarge, ErrorCode::kIo, ErrorCode::kPolicy, ErrorCode::kSandbox, ErrorCode::kSpec,
-                      ErrorCode::kAuth, ErrorCode::kHttp, ErrorCode::kOutcome})
-    if (to_string(c) == name) return c;
-  return ErrorCode::kInternal;
-}
-
-// Transitional, for code still naming codes by string (server/sandbox/ and
-// the admission, store and ledger files, being reworked on other branches):
-// compares by the stable name.
-constexpr bool operator==(ErrorCode code, std::string_view name) { return to_string(code) == name; }
-
 struct Error {
   ErrorCode code = ErrorCode::kInternal;
   std::string message;                   // human text; names the call, its argument and errno
@@ -92,10 +78,6 @@ using Status = Result<Unit>;
 inline Status ok_status() { return Unit{}; }
 
 inline Error make_error(ErrorCode code, std::string message) { return Error{code, std::move(message), std::nullopt}; }
-// Transitional (see operator== above): the code by its stable name.
-inline Error make_error(std::string_view code, std::string message) {
-  return Error{error_code_from_string(code), std::move(message), std::nullopt};
-}
 inline Error busy_error(std::string message, std::optional<uint64_t> retry_after_s) {
   return Error{ErrorCode::kBusy, std::move(message), retry_after_s};
 }

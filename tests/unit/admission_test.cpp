@@ -111,7 +111,7 @@ TEST_CASE("a cancellation wakes a queued job at once, and its place goes to the 
   REQUIRE(first.wait_for(kGenerous) == std::future_status::ready);
   auto s = first.get();
   REQUIRE_FALSE(s);
-  CHECK(s.error().code == "cancelled");
+  CHECK(s.error().code == util::ErrorCode::kCancelled);
   CHECK(s.error().message == "cancelled while queued");
   CHECK(a.load().queued == 1);
   a.release("t", 0);
@@ -128,7 +128,7 @@ TEST_CASE("the busy answers keep their texts") {
   REQUIRE(await_queued(a, 1));
   auto full = a.acquire("t", nullptr);
   REQUIRE_FALSE(full);
-  CHECK(full.error().code == "busy");
+  CHECK(full.error().code == util::ErrorCode::kBusy);
   CHECK(full.error().message == "busy: 1 jobs running and 1 waiting (the policy's limits); retry in a few seconds");
   cancel->cancel();
   REQUIRE(queued.wait_for(kGenerous) == std::future_status::ready);
@@ -141,7 +141,7 @@ TEST_CASE("the busy answers keep their texts") {
   b.release("t", 1500);
   auto spent = b.acquire("t", nullptr);
   REQUIRE_FALSE(spent);
-  CHECK(spent.error().code == "busy");
+  CHECK(spent.error().code == util::ErrorCode::kBusy);
   const std::string prefix = "busy: this tenant's CPU budget of 1 CPU seconds per hour is spent; retry in ";
   CHECK(spent.error().message.starts_with(prefix));
   CHECK(spent.error().message.ends_with(" s"));

@@ -11,7 +11,7 @@
 
 using util::ErrorCode;
 
-TEST_CASE("every code has its stable name, and the name maps back") {
+TEST_CASE("every code has its stable name") {
   const std::pair<ErrorCode, const char*> names[] = {
       {ErrorCode::kInternal, "internal"},   {ErrorCode::kInvalidArgument, "invalid_argument"},
       {ErrorCode::kNotFound, "not_found"},  {ErrorCode::kConflict, "conflict"}, {ErrorCode::kBusy, "busy"},
@@ -22,10 +22,7 @@ TEST_CASE("every code has its stable name, and the name maps back") {
       {ErrorCode::kOutcome, "outcome"}};
   for (auto [code, name] : names) {
     CHECK(util::to_string(code) == name);
-    CHECK(util::error_code_from_string(name) == code);
-    CHECK(util::make_error(name, "m").code == code);
   }
-  CHECK(util::error_code_from_string("no_such_code") == ErrorCode::kInternal);
 }
 
 TEST_CASE("an error has no retry-after unless it says so") {

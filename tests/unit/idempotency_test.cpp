@@ -129,10 +129,10 @@ TEST_CASE("a new key runs once; its run's error is returned as is") {
   FakeLedger ledger;
   broker::Idempotency keys(ledger.finder());
   auto got = keys.run("alice", "k", "sha1", [] {
-    return util::Result<broker::JobResult>(util::make_error("busy", "busy: retry in 3 s"));
+    return util::Result<broker::JobResult>(util::make_error(util::ErrorCode::kBusy, "busy: retry in 3 s"));
   });
   REQUIRE_FALSE(got.ok());
-  CHECK(got.error().code == "busy");
+  CHECK(got.error().code == util::ErrorCode::kBusy);
   CHECK(got.error().message == "busy: retry in 3 s");
   CHECK(ledger.reads == 1);
 }

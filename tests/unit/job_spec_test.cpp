@@ -62,7 +62,7 @@ using Lookups = std::vector<util::Result<store::InputRecord>>;
 std::string error_of(const policy::Policy& p, const broker::JobRequest& r, const Lookups& inputs = {}) {
   auto spec = broker::build_job_spec(p, test_host(p), r, inputs, "job1");
   REQUIRE_FALSE(spec.ok());
-  CHECK(spec.error().code == "invalid_argument");
+  CHECK(spec.error().code == util::ErrorCode::kInvalidArgument);
   return spec.error().message;
 }
 
@@ -145,9 +145,9 @@ TEST_CASE("inputs: a failed lookup keeps its code; two of one name are refused")
   broker::JobRequest r = request();
   r.input_ids = {"i1", "nope"};
   auto spec = broker::build_job_spec(p, test_host(p), r,
-                                     {input("i1", "a.csv"), util::make_error("not_found", "unknown input_id")}, "j");
+                                     {input("i1", "a.csv"), util::make_error(util::ErrorCode::kNotFound, "unknown input_id")}, "j");
   REQUIRE_FALSE(spec.ok());
-  CHECK(spec.error().code == "not_found");
+  CHECK(spec.error().code == util::ErrorCode::kNotFound);
   CHECK(spec.error().message == "input_ids: \"nope\": unknown input_id");
   r.input_ids = {"i1", "i2"};
   CHECK(error_of(p, r, {input("i1", "a.csv"), input("i2", "a.csv")}) ==

@@ -39,7 +39,7 @@ json minimal_doc() {
 std::string error_of(const json& doc) {
   auto r = policy::parse(doc, kSource);
   REQUIRE_FALSE(r.ok());
-  CHECK(r.error().code == "policy");
+  CHECK(r.error().code == util::ErrorCode::kPolicy);
   return r.error().message;
 }
 
@@ -378,7 +378,7 @@ TEST_CASE("sandbox section is required") {
 TEST_CASE("load_file on a missing file says it cannot read it") {
   auto r = policy::load_file("/nonexistent/throwbox/policy.json");
   REQUIRE_FALSE(r.ok());
-  CHECK(r.error().code == "policy");
+  CHECK(r.error().code == util::ErrorCode::kPolicy);
   CHECK(r.error().message.find("cannot read policy") == 0);
   CHECK(r.error().message.find("/nonexistent/throwbox/policy.json") != std::string::npos);
   CHECK(r.error().message.find("ENOENT") != std::string::npos);

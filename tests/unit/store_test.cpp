@@ -41,7 +41,7 @@ const char* kAbcSha256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff
 void check_rejected(const std::string& name, const char* expected_fragment) {
   auto s = store::validate_input_name(name);
   REQUIRE_FALSE(s.ok());
-  CHECK(s.error().code == "invalid_argument");
+  CHECK(s.error().code == util::ErrorCode::kInvalidArgument);
   CHECK(s.error().message.rfind("name: ", 0) == 0);
   CHECK(s.error().message.find(expected_fragment) != std::string::npos);
 }
@@ -175,12 +175,12 @@ TEST_CASE("put_input rejects bad names and bad tenants") {
   store::Store st(dir.path);
   auto r = st.put_input("alice", "../x", "data");
   REQUIRE_FALSE(r.ok());
-  CHECK(r.error().code == "invalid_argument");
+  CHECK(r.error().code == util::ErrorCode::kInvalidArgument);
   CHECK(r.error().message.find("name:") == 0);
 
   auto t = st.put_input("../alice", "x.txt", "data");
   REQUIRE_FALSE(t.ok());
-  CHECK(t.error().code == "invalid_argument");
+  CHECK(t.error().code == util::ErrorCode::kInvalidArgument);
   CHECK(t.error().message == "tenant names are 1-64 of [a-z0-9_-]");
   CHECK_FALSE(st.check_tenant("").ok());
   CHECK_FALSE(st.check_tenant("Alice").ok());
@@ -203,8 +203,8 @@ TEST_CASE("another tenant's input reads exactly like an unknown id") {
   auto unknown_bob = st.get_input("bob", "fedcba9876543210fedcba9876543210");
   REQUIRE_FALSE(unknown_bob.ok());
 
-  CHECK(foreign.error().code == "not_found");
-  CHECK(unknown.error().code == "not_found");
+  CHECK(foreign.error().code == util::ErrorCode::kNotFound);
+  CHECK(unknown.error().code == util::ErrorCode::kNotFound);
   CHECK(foreign.error().message == unknown.error().message);
   CHECK(foreign.error().message == unknown_bob.error().message);
   CHECK(foreign.error().message.find("input_id") != std::string::npos);
@@ -225,13 +225,13 @@ TEST_CASE("traversal and malformed ids are not_found before any lookup") {
     CAPTURE(std::string(bad));
     auto g = st.get_input("alice", bad);
     REQUIRE_FALSE(g.ok());
-    CHECK(g.error().code == "not_found");
+    CHECK(g.error().code == util::ErrorCode::kNotFound);
     CHECK(g.error().message == unknown.error().message);
   }
   // A bad tenant is also not_found on reads, never a different error.
   auto g = st.get_input("../alice", r->input_id);
   REQUIRE_FALSE(g.ok());
-  CHECK(g.error().code == "not_found");
+  CHECK(g.error().code == util::ErrorCode::kNotFound);
 }
 
 TEST_CASE("put_artifact and get_artifact round trip; list_artifacts returns it") {
@@ -270,7 +270,7 @@ TEST_CASE("put_artifact and get_artifact round trip; list_artifacts returns it")
 
   auto foreign = st.get_artifact("bob", put->artifact_id);
   REQUIRE_FALSE(foreign.ok());
-  CHECK(foreign.error().code == "not_found");
+  CHECK(foreign.error().code == util::ErrorCode::kNotFound);
   auto unknown = st.get_artifact("alice", "0123456789abcdef0123456789abcdef");
   REQUIRE_FALSE(unknown.ok());
   CHECK(foreign.error().message == unknown.error().message);
@@ -330,7 +330,7 @@ TEST_CASE("input names with C1 controls or bidi overrides are refused") {
     CAPTURE(std::string(bad));
     auto s = store::validate_input_name(bad);
     REQUIRE_FALSE(s.ok());
-    CHECK(s.error().code == "invalid_argument");
+    CHECK(s.error().code == util::ErrorCode::kInvalidArgument);
   }
   CHECK(store::validate_input_name("r\xC3\xA9sum\xC3\xA9.csv").ok());
 }

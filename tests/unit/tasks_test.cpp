@@ -221,7 +221,7 @@ TEST_CASE("tasks/list pages through a tenant's tasks in creation order") {
   for (std::string bad : {"x", "bm90IGEgY3Vyc29y", "MTIzLnh5eg=="}) {  // not base64; "not a cursor"; "123.xyz"
     auto r = tasks.list("alice", bad);
     REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code == "invalid_argument");
+    CHECK(r.error().code == util::ErrorCode::kInvalidArgument);
     CHECK(r.error().message == "Invalid params: invalid cursor");
   }
 }
@@ -262,7 +262,7 @@ TEST_CASE("cancel: cancelled before the answer, the job is told, and it stays ca
 
   auto again = tasks.cancel("alice", t->task_id);
   REQUIRE_FALSE(again.ok());
-  CHECK(again.error().code == "invalid_argument");
+  CHECK(again.error().code == util::ErrorCode::kInvalidArgument);
   CHECK(again.error().message == "Cannot cancel task: already in terminal status 'cancelled'");
 
   auto done = tasks.start("alice", "run_code", std::nullopt, returning(job_result("j2", "completed", 0)));
@@ -319,7 +319,7 @@ TEST_CASE("expiry: terminal tasks vanish after their ttl, working ones never") {
   // Expired reads as unknown at once, before any deletion, with the one message.
   auto gone = tasks.get("alice", done->task_id);
   REQUIRE_FALSE(gone.ok());
-  CHECK(gone.error().code == "not_found");
+  CHECK(gone.error().code == util::ErrorCode::kNotFound);
   CHECK(gone.error().message == broker::kTaskNotFound);
   CHECK(tasks.list("alice", "")->tasks.size() == 1);
   CHECK(tasks.expire() == 1);
@@ -368,7 +368,7 @@ TEST_CASE("tenant isolation: another tenant's task is exactly an unknown one") {
     REQUIRE_FALSE(c.ok());
     REQUIRE_FALSE(a.ok());
     for (auto* e : {&g.error(), &c.error(), &a.error()}) {
-      CHECK(e->code == "not_found");
+      CHECK(e->code == util::ErrorCode::kNotFound);
       CHECK(e->message == broker::kTaskNotFound);
     }
   }
@@ -391,7 +391,7 @@ TEST_CASE("a tenant's retained tasks are capped; other tenants are not affected"
   tasks.drain();
   auto third = tasks.start("alice", "run_code", 1000.0, returning(job_result("j", "completed", 0)));
   REQUIRE_FALSE(third.ok());
-  CHECK(third.error().code == "busy");
+  CHECK(third.error().code == util::ErrorCode::kBusy);
   CHECK(third.error().message.rfind("busy: 2 tasks are retained for this tenant", 0) == 0);
   CHECK(tasks.start("bob", "run_code", std::nullopt, returning(job_result("j", "completed", 0))).ok());
   clock.ms += 1000;  // alice's two expire: room again
@@ -414,7 +414,7 @@ TEST_CASE("a full pool refuses a task at once, and leaves no row behind") {
   REQUIRE(queued.ok());
   auto refused = tasks.start("alice", "run_code", std::nullopt, gate.work());
   REQUIRE_FALSE(refused.ok());
-  CHECK(refused.error().code == "busy");
+  CHECK(refused.error().code == util::ErrorCode::kBusy);
   CHECK(tasks.list("alice", "")->tasks.size() == 2);
   gate.release();
   tasks.drain();
@@ -457,7 +457,7 @@ TEST_CASE("persistence: results survive a restart; tasks a crash left working be
   CHECK(failed->updated_ms == orphan.created_ms + 10);
   CHECK(failed->result["isError"] == true);
   CHECK(failed->result["content"][0]["text"].get<std::string>().find(broker::kTaskInterrupted) == 0);
-  CHECK(tasks.cancel("alice", orphan.task_id).error().code == "invalid_argument");
+  CHECK(tasks.cancel("alice", orphan.task_id).error().code == util::ErrorCode::kInvalidArgument);
   auto ready = tasks.await_result("alice", orphan.task_id, [](const broker::TaskRow&) {});
   REQUIRE(ready.ok());
   CHECK(ready->ready);

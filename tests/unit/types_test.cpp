@@ -134,7 +134,7 @@ TEST_CASE("sniffer: libmagic 5.x answers for the formats the gate cares about") 
 TEST_CASE("sniffer: a bad database path is a usable error, not an exception") {
   auto created = Sniffer::create("/nonexistent/throwbox.mgc");
   REQUIRE_FALSE(created.ok());
-  CHECK(created.error().code == "io");
+  CHECK(created.error().code == util::ErrorCode::kIo);
   CHECK(created.error().message.find("magic_load(\"/nonexistent/throwbox.mgc\")") == 0);
 }
 

@@ -3,7 +3,6 @@
 // bookkeeping shared across threads.
 #include <spdlog/spdlog.h>
 
-#include "server/util/text.h"
 #include "server/util/clock.h"
 #include "server/broker/runner_process.h"
 

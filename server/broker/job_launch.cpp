@@ -4,10 +4,13 @@
 
 #include <signal.h>
 
+#include <cerrno>
 #include <future>
+
 #include <spdlog/spdlog.h>
 
 #include "server/broker/runner_protocol.h"
+#include "server/util/text.h"
 
 namespace broker {
 namespace {
@@ -40,9 +43,10 @@ util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& 
     wrote = (*runner)->write_line(line);
   }
   if (!wrote) {
+    const int err = errno;  // before the signal call
     (*runner)->signal(SIGTERM);
     finished = std::make_unique<FinishedRunner>(FinishedRunner{std::move(*runner), spec.scratch_dir, spec.job_id});
-    return util::make_error(util::ErrorCode::kInternal, "writing the launch spec to the runner failed");
+    return util::make_error(util::ErrorCode::kInternal, util::call_error("write", "launch spec to the runner", err));
   }
   if (!before_start) {
     (*runner)->close_stdin();

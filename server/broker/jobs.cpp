@@ -2,7 +2,6 @@
 // job path. The runner is a separate, single-threaded process (this server is
 // multithreaded and must not do namespace work after fork). Secrets and the
 // host environment stay here.
-#include "server/util/clock.h"
 #include "server/broker/jobs.h"
 
 #include <signal.h>
@@ -18,6 +17,7 @@
 #include "server/broker/job_launch.h"
 #include "server/sandbox/seccomp.h"
 #include "server/util/base64.h"
+#include "server/util/clock.h"
 #include "server/util/crypto.h"
 #include "server/util/fs.h"
 #include "server/util/random.h"

@@ -9,7 +9,6 @@
 #include <string>
 #include <thread>
 
-#include "server/util/periodic.h"
 #include "server/artifacts/gate.h"
 #include "server/broker/admission.h"
 #include "server/broker/idempotency.h"
@@ -22,6 +21,7 @@
 #include "server/broker/runner_fleet.h"
 #include "server/policy/policy.h"
 #include "server/store/store.h"
+#include "server/util/periodic.h"
 #include "server/util/result.h"
 #include "server/util/worker_pool.h"
 

@@ -3,7 +3,6 @@
 // bookkeeping shared across threads.
 #include <spdlog/spdlog.h>
 
-#include "server/util/clock.h"
 #include "server/broker/runner_process.h"
 
 #include <signal.h>
@@ -22,6 +21,7 @@
 #include <mutex>
 #include <thread>
 
+#include "server/util/clock.h"
 #include "server/util/fd.h"
 
 namespace broker {

@@ -1,7 +1,6 @@
 // Reading a runner. Runs on the worker thread that owns the runner (and the
 // pool's filler for warm builds). Never blocks past its deadline; a line is
 // bounded before it is parsed.
-#include "server/util/clock.h"
 #include "server/broker/runner_protocol.h"
 
 #include <poll.h>
@@ -12,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/broker/runner_process.h"
+#include "server/util/clock.h"
 #include "server/util/fd.h"
 
 namespace broker {

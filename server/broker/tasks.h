@@ -16,10 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/util/periodic.h"
 #include "server/broker/jobs.h"
 #include "server/broker/ledger.h"
 #include "server/policy/policy.h"
+#include "server/util/periodic.h"
 #include "server/util/result.h"
 #include "server/util/worker_pool.h"
 

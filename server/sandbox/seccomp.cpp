@@ -133,7 +133,8 @@ void add_rules(Builder& b, bool memory_cgroup) {
 
 util::Result<Program> compile_in_parent(bool memory_cgroup) {
   Ctx ctx(seccomp_init(SCMP_ACT_ALLOW), seccomp_release);
-  if (!ctx) return util::make_error(util::ErrorCode::kSandbox, "seccomp_init failed");
+  // libseccomp returns no reason (no errno) for a context it cannot make.
+  if (!ctx) return util::make_error(util::ErrorCode::kSandbox, "seccomp_init(SCMP_ACT_ALLOW) made no filter context");
   // Any syscall made through a non-native ABI (i386 int 0x80, x32) kills the
   // process: the rules below are written for the native table only.
   if (int r = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS); r != 0)

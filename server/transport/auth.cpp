@@ -5,9 +5,11 @@
 #include <openssl/sha.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <sstream>
 
 #include "server/util/fs.h"
+#include "server/util/text.h"
 
 namespace transport::http {
 namespace {
@@ -28,7 +30,7 @@ bool valid_tenant(const std::string& t) {
 util::Result<Auth> Auth::load(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
-    return util::make_error(util::ErrorCode::kAuth, "tokens file " + path + ": cannot stat it");
+    return util::make_error(util::ErrorCode::kAuth, "tokens file: " + util::call_error("stat", path, errno));
   if (st.st_mode & (S_IRWXG | S_IRWXO))
     return util::make_error(util::ErrorCode::kAuth, "tokens file " + path + " is readable or writable by group or others (mode " +
                                         [&] { std::ostringstream o; o << std::oct << (st.st_mode & 0777); return o.str(); }() +

@@ -3,7 +3,6 @@
 // session's outgoing messages to the HTTP stream waiting for it (a POST's JSON
 // or SSE answer by request id and progress token, else a GET stream). A
 // session-less 2026-07-28 POST gets a session of its own, for that request only.
-#include "server/util/periodic.h"
 #include "server/transport/http.h"
 
 #include <arpa/inet.h>
@@ -30,6 +29,7 @@
 #define THROWBOX_HTTP_OPS 1
 #endif
 #include "server/util/base64.h"
+#include "server/util/periodic.h"
 #include "server/util/random.h"
 
 namespace transport::http {

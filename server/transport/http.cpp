@@ -8,8 +8,10 @@
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -31,6 +33,7 @@
 #include "server/util/base64.h"
 #include "server/util/periodic.h"
 #include "server/util/random.h"
+#include "server/util/text.h"
 
 namespace transport::http {
 namespace {
@@ -43,6 +46,10 @@ constexpr const char* kPath = "/mcp";
 constexpr size_t kWorkers = 96;             // requests served at once (SSE streams included)
 constexpr size_t kGetStreamsMax = 32;       // open GET streams, each holding a worker; beyond: 405
 constexpr size_t kQueued = 256;             // accepted connections waiting for a worker; beyond: 503
+// Connections the kernel holds before accept: room for every worker and queue
+// slot, so a burst is accepted (and, beyond the queue, answered 503) rather
+// than dropped (the kernel caps it at net.core.somaxconn).
+constexpr int kListenBacklog = static_cast<int>(kWorkers + kQueued);
 // Threads running tools/call, shared by every session (each within its quota,
 // the policy's concurrent_calls_max): a call is answered on the POST that
 // brought it, which holds one of the kWorkers until then, so more threads
@@ -785,10 +792,31 @@ util::Status HttpServer::run() {
   // waits for the client's delayed ACK (Nagle), about 40 ms per response.
   srv->set_tcp_nodelay(true);
 
+  // One server per address. cpp-httplib's default socket options add
+  // SO_REUSEPORT, with which a second server on the same address would start
+  // silently and take a share of its connections (a server without tokens
+  // answering requests meant for one with them). SO_REUSEADDR alone lets a
+  // restart bind while old connections are in TIME_WAIT. The socket is kept
+  // to size its backlog below.
+  int listen_fd = -1;
+  srv->set_socket_options([&listen_fd](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd = sock;  // the last socket tried is the one bound
+  });
   // cpp-httplib: bind_to_port() returns a bool; bind_to_any_port() the port picked (or -1).
+  errno = 0;
   int port = opt_.port == 0 ? srv->bind_to_any_port(opt_.host.c_str())
                             : (srv->bind_to_port(opt_.host.c_str(), opt_.port) ? opt_.port : -1);
-  if (port < 0) return util::make_error(util::ErrorCode::kHttp, "cannot listen on " + opt_.host + ":" + std::to_string(opt_.port));
+  srv->set_socket_options(httplib::default_socket_options);  // listen_fd's lifetime ends here
+  const std::string wanted = opt_.host + ":" + std::to_string(opt_.port);
+  if (port < 0 && errno == EADDRINUSE)
+    return util::make_error(util::ErrorCode::kHttp, "address already in use: another server listens on " + wanted);
+  if (port < 0) return util::make_error(util::ErrorCode::kHttp, "cannot listen on " + util::call_error("bind", wanted, errno));
+  // cpp-httplib listens with a backlog of 5, compiled into Debian's library;
+  // listen() again on the bound socket sets ours.
+  if (::listen(listen_fd, kListenBacklog) != 0)
+    return util::make_error(util::ErrorCode::kHttp, util::call_error("listen", wanted, errno));
   if (opt_.port == 0) opt_.port = port;
   const std::string hostport = (opt_.host.find(':') != std::string::npos ? "[" + opt_.host + "]" : opt_.host) + ":" +
                                std::to_string(opt_.port);

@@ -85,6 +85,10 @@ Parsed parse_line(std::string_view line, const Limits& limits) {
   if (nesting_depth(line, limits.max_depth) > limits.max_depth)
     return whole(kInvalidRequest, "Invalid Request: JSON nesting deeper than " +
                                       std::to_string(limits.max_depth) + " levels");
+  // No valid JSON text holds a raw NUL byte, and nlohmann's lexer ends the
+  // input at one: `{...}\0anything` would parse as `{...}` here while another
+  // reader sees more (a parser differential).
+  if (line.find('\0') != std::string_view::npos) return whole(kParseError, "Parse error: not valid JSON (a NUL byte)");
   json doc = json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return whole(kParseError, "Parse error: not valid JSON");
   if (doc.is_array()) {

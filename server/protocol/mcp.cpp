@@ -193,6 +193,11 @@ Session::~Session() {
   liveness_->alive = false;
 }
 
+std::string batch_refusal(const std::string& version) {
+  return "Invalid Request: JSON-RPC batches are not supported" +
+         (version.empty() ? std::string(" before initialize") : " in protocol version " + version);
+}
+
 bool Session::tasks_enabled() {
   std::lock_guard lock(mu_);
   return server_.tasks != nullptr && version_ == kTasksVersion;
@@ -253,12 +258,8 @@ void Session::handle_parsed(jsonrpc::Parsed parsed) {
     std::lock_guard lock(mu_);
     version = version_;
   }
-  // JSON-RPC batching was removed from MCP in 2025-06-18; 2025-03-26 still has it.
-  if (version != "2025-03-26") {
-    outbox_.send(make_error(nullptr, jsonrpc::kInvalidRequest,
-                            "Invalid Request: JSON-RPC batches are not supported" +
-                                (version.empty() ? std::string(" before initialize")
-                                                 : " in protocol version " + version)));
+  if (!batches_supported(version)) {
+    outbox_.send(make_error(nullptr, jsonrpc::kInvalidRequest, batch_refusal(version)));
     return;
   }
   auto batch = std::make_shared<BatchCollector>();

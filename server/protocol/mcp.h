@@ -30,6 +30,10 @@ inline constexpr const char* kLatestVersion = "2025-11-25";
 // Modern revision: no handshake, the version and client capabilities ride in
 // every request's _meta (MCP 2026-07-28, basic/versioning).
 inline constexpr const char* kStatelessVersion = "2026-07-28";
+// JSON-RPC batching was removed from MCP in 2025-06-18; 2025-03-26 still has
+// it. The refusal's text, for the session and the HTTP transport alike.
+inline bool batches_supported(std::string_view version) { return version == "2025-03-26"; }
+std::string batch_refusal(const std::string& version);
 inline constexpr const char* kMetaProtocolVersion = "io.modelcontextprotocol/protocolVersion";
 inline constexpr const char* kMetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities";
 inline constexpr const char* kMetaServerInfo = "io.modelcontextprotocol/serverInfo";

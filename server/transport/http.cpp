@@ -325,7 +325,15 @@ std::optional<std::string> decode_header_value(const std::string& v) {
   return v;
 }
 
-std::string clip(const std::string& s) { return s.size() > 100 ? s.substr(0, 100) + "..." : s; }
+// A client's text (a header value) quoted in an answer: at most max bytes,
+// cut on a character boundary, invalid UTF-8 replaced, so the answer can be
+// serialised (nlohmann::json throws on invalid UTF-8) and shows what came.
+std::string quoted(std::string_view s, size_t max) {
+  std::string out = util::to_valid_utf8(util::utf8_prefix(s, max));
+  return s.size() > max ? out + "..." : out;
+}
+
+std::string clip(const std::string& s) { return quoted(s, 100); }
 
 // The HTTP status of a stateless answer (2026-07-28 transports/streamable-http):
 // unknown method 404, version and header errors 400, anything else 200.
@@ -347,7 +355,7 @@ std::string lower(std::string s) {
 
 void json_error(httplib::Response& res, int status, int code, const std::string& message) {
   res.status = status;
-  res.set_content(jsonrpc::make_error(nullptr, code, message).dump(), "application/json");
+  res.set_content(jsonrpc::make_error(nullptr, code, util::to_valid_utf8(message)).dump(), "application/json");
 }
 
 std::string sse_event(const Outgoing& m) { return "event: message\ndata: " + m.text + "\n\n"; }
@@ -388,14 +396,14 @@ bool HttpServer::allowed(const httplib::Request& req, httplib::Response& res) {
   std::string host = lower(req.get_header_value("Host"));
   if (!hosts_.count(host)) {
     res.status = 403;
-    res.set_content("Forbidden: Host \"" + req.get_header_value("Host").substr(0, 200) +
+    res.set_content("Forbidden: Host \"" + quoted(req.get_header_value("Host"), 200) +
                         "\" is not an allowed host of this server (--allow-host)\n",
                     "text/plain");
     return false;
   }
   if (req.has_header("Origin") && !origins_.count(lower(req.get_header_value("Origin")))) {
     res.status = 403;
-    res.set_content("Forbidden: Origin \"" + req.get_header_value("Origin").substr(0, 200) +
+    res.set_content("Forbidden: Origin \"" + quoted(req.get_header_value("Origin"), 200) +
                         "\" is not allowed (--allow-origin)\n",
                     "text/plain");
     return false;
@@ -502,13 +510,17 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
   } else {
     s = find_session(req, *tenant, res);
     if (!s) return;
+    // The session would refuse the batch with an error of id null, which no
+    // request of this POST waits for: answer it here, at once.
+    if (parsed.is_batch && !protocol::mcp::batches_supported(s->session->version()))
+      return json_error(res, 400, jsonrpc::kInvalidRequest, protocol::mcp::batch_refusal(s->session->version()));
     if (req.has_header("MCP-Protocol-Version")) {
       std::string v = req.get_header_value("MCP-Protocol-Version");
       bool known = false;
       for (const char* supported : protocol::mcp::kSupportedVersions) known = known || v == supported;
       if (!known)
         return json_error(res, 400, jsonrpc::kInvalidRequest,
-                          "Bad Request: unsupported MCP-Protocol-Version \"" + v.substr(0, 40) + "\"");
+                          "Bad Request: unsupported MCP-Protocol-Version \"" + quoted(v, 40) + "\"");
     }
   }
   s->active++;
@@ -596,7 +608,7 @@ void HttpServer::post_stateless(const httplib::Request& req, httplib::Response& 
   const std::string method = m.method;
   auto mismatch = [&](const std::string& message) {
     res.status = 400;
-    res.set_content(jsonrpc::make_error(id, mcp::kHeaderMismatch, "Header mismatch: " + message).dump(),
+    res.set_content(jsonrpc::make_error(id, mcp::kHeaderMismatch, "Header mismatch: " + util::to_valid_utf8(message)).dump(),
                     "application/json");
   };
   // Server validation: what intermediaries route on must be what the body
@@ -791,6 +803,21 @@ util::Status HttpServer::run() {
   // Headers and body go out in separate writes: without TCP_NODELAY the body
   // waits for the client's delayed ACK (Nagle), about 40 ms per response.
   srv->set_tcp_nodelay(true);
+  // A handler that throws is a bug; the client gets a JSON-RPC error without
+  // the exception's text (cpp-httplib would put it in an EXCEPTION_WHAT
+  // header), and the log gets the text.
+  srv->set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    spdlog::error("http: {} {}: handler failed: {}", req.method, quoted(req.path, 200), what);
+    res.headers.clear();
+    json_error(res, 500, jsonrpc::kInternalError, "Internal error: the server could not answer this request");
+  });
 
   // One server per address. cpp-httplib's default socket options add
   // SO_REUSEPORT, with which a second server on the same address would start

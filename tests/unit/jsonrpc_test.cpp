@@ -64,6 +64,21 @@ TEST_CASE("not JSON is a whole-line parse error -32700 with a null id") {
   }
 }
 
+TEST_CASE("a NUL byte anywhere in a line is a parse error, not the end of the input") {
+  using namespace std::string_literals;
+  for (const std::string& text : {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\0garbage"s,
+                                  "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\0"s,
+                                  "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"pi\0ng\"}"s, "\0"s}) {
+    CAPTURE(text.size());
+    rpc::Parsed p = rpc::parse_line(text, kLimits);
+    CHECK(p.whole_line_failed);
+    CHECK(only_failure(p).code == rpc::kParseError);
+  }
+  // The same line without the NUL is a request (the check is on the byte, not the text).
+  rpc::Parsed ok = rpc::parse_line("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", kLimits);
+  CHECK_FALSE(ok.whole_line_failed);
+}
+
 TEST_CASE("invalid UTF-8 inside a JSON string is a parse error") {
   rpc::Parsed p = rpc::parse_line("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}", kLimits);
   CHECK(p.whole_line_failed);

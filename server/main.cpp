@@ -168,10 +168,8 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
     else if (command == "serve" && a == "--allow-host") o.http_options.allowed_hosts.push_back(value("--allow-host"));
     else if (a == "--policy") o.policy_path = value("--policy");
     else if (a == "--log-level") o.log_level = value("--log-level");
-    else if (a == "-h" || a == "--help") {
-      std::cerr << kUsage;
-      std::exit(0);
-    } else throw std::runtime_error("unknown option for " + command + ": " + a + " (see throwbox --help)");
+    // (-h/--help never reaches here: main answers it before the command runs.)
+    else throw std::runtime_error("unknown option for " + command + ": " + a + " (see throwbox --help)");
   }
   if (!o.http && (!o.http_options.tokens_file.empty() || !o.http_options.tls_cert.empty() ||
                   !o.http_options.tls_key.empty() || !o.http_options.allowed_origins.empty() ||

@@ -27,7 +27,8 @@ util::Result<sandbox::Outcome> read_and_finish(std::unique_ptr<RunnerProcess> ru
 }  // namespace
 
 util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& release,
-                                          const sandbox::LaunchSpec& spec, const JobRequest& request,
+                                          const sandbox::LaunchSpec& spec, IdentityLease identity,
+                                          const JobRequest& request,
                                           const std::function<util::Status()>& before_start,
                                           std::unique_ptr<FinishedRunner>& finished) {
   auto runner = fleet.take();
@@ -42,6 +43,7 @@ util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& 
     if (!runner) return runner.error();
     wrote = (*runner)->write_line(line);
   }
+  (*runner)->hold(std::move(identity));
   if (!wrote) {
     const int err = errno;  // before the signal call
     (*runner)->signal(SIGTERM);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 
+#include "server/broker/identities.h"
 #include "server/broker/job.h"
 #include "server/broker/pool.h"
 #include "server/broker/runner_fleet.h"
@@ -15,11 +16,13 @@
 
 namespace broker {
 
+// identity: the spec's host uid, held by the runner until it is reaped.
 // before_start (may be empty) runs on `release` while the runner builds the
 // sandbox, before the program may start; its error cancels the runner at the
 // start gate and is returned. It must own what it uses: it may outlive the call.
 util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& release,
-                                          const sandbox::LaunchSpec& spec, const JobRequest& request,
+                                          const sandbox::LaunchSpec& spec, IdentityLease identity,
+                                          const JobRequest& request,
                                           const std::function<util::Status()>& before_start,
                                           std::unique_ptr<FinishedRunner>& finished);
 

@@ -2,6 +2,7 @@
 // a request only chooses a runtime, code, inputs and a deadline under its ceiling.
 #include "server/broker/job_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -27,8 +28,10 @@ sandbox::LaunchSpec base_spec(const policy::Policy& policy, const SpecHost& host
   spec.artifact_max_bytes = policy.artifacts.file_max_bytes;
   spec.stdout_max_bytes = lim.stdout_max_bytes;
   spec.stderr_max_bytes = lim.stderr_max_bytes;
-  spec.host_uid = host.host_uid;
-  spec.host_gid = host.host_gid;
+  spec.sigpending_max = host.shares.sigpending;
+  spec.msgqueue_max_bytes = host.shares.msgqueue_bytes;
+  spec.inotify_instances_max = host.shares.inotify_instances;
+  spec.inotify_watches_max = host.shares.inotify_watches;
   spec.scratch_dir = host.state_dir + "/run/" + id;
   spec.harvest_dir = spec.scratch_dir + "/outputs";
   spec.memory_max_bytes = lim.memory_max_bytes;
@@ -44,15 +47,32 @@ sandbox::LaunchSpec base_spec(const policy::Policy& policy, const SpecHost& host
 
 }  // namespace
 
-SpecHost spec_host(const policy::Policy& policy, std::string state_dir, uint32_t euid, uint32_t egid,
-                   nlohmann::json cgroup_host, std::string seccomp_bpf_base64) {
+UserShares user_shares(const UserShares& host, uint64_t sandboxes) {
+  const uint64_t parts = sandboxes + 1;
+  auto share = [&](uint64_t v) { return std::max<uint64_t>(1, v / parts); };
+  return {share(host.sigpending), share(host.msgqueue_bytes), share(host.inotify_instances),
+          share(host.inotify_watches)};
+}
+
+uint64_t sandboxes_max(const policy::Policy& policy) {
+  uint64_t warm = policy.pool.enabled ? policy.pool.size * policy.pool.runtimes.size() : 0;
+  return policy.admission.jobs_running_max + warm + 1;
+}
+
+SpecHost spec_host(std::string state_dir, nlohmann::json cgroup_host, std::string seccomp_bpf_base64,
+                   UserShares shares) {
   SpecHost host;
   host.state_dir = std::move(state_dir);
-  host.host_uid = euid == 0 ? policy.sandbox.host_uid_when_root : euid;
-  host.host_gid = euid == 0 ? policy.sandbox.host_gid_when_root : egid;
   host.cgroup_host = std::move(cgroup_host);
   host.seccomp_bpf_base64 = std::move(seccomp_bpf_base64);
+  host.shares = shares;
   return host;
+}
+
+void set_identity(sandbox::LaunchSpec& spec, uint32_t uid, uint32_t gid, bool own_user_ns) {
+  spec.host_uid = uid;
+  spec.host_gid = gid;
+  spec.own_user_ns = own_user_ns;
 }
 
 util::Result<const policy::Runtime*> check_request(const policy::Policy& policy, const JobRequest& req) {

@@ -16,22 +16,36 @@
 
 namespace broker {
 
+// What the kernel counts per user and a sandbox could use up for others
+// (README, "The boundary"): the server's own limits, or one sandbox's share.
+struct UserShares {
+  uint64_t sigpending = 0;         // RLIMIT_SIGPENDING: queued signals
+  uint64_t msgqueue_bytes = 0;     // RLIMIT_MSGQUEUE: POSIX message queue bytes
+  uint64_t inotify_instances = 0;  // /proc/sys/user/max_inotify_instances
+  uint64_t inotify_watches = 0;    // /proc/sys/user/max_inotify_watches
+};
+// Each of `sandboxes` live sandboxes gets 1/(sandboxes + 1) of the host's
+// limits: all of them at their limit still leave the server's user a share.
+UserShares user_shares(const UserShares& host, uint64_t sandboxes);
+// The most sandboxes of this policy alive at once: running jobs, idle warm
+// ones, and one being built or torn down.
+uint64_t sandboxes_max(const policy::Policy& policy);
+
 // Fixed for the server's life; every spec carries it.
 struct SpecHost {
   std::string state_dir;           // scratch directories are <state_dir>/run/<sandbox id>
-  uint32_t host_uid = 0;           // the host identity the sandbox user maps to
-  uint32_t host_gid = 0;
   nlohmann::json cgroup_host;      // sandbox::cgroups::Host as JSON
   std::string seccomp_bpf_base64;  // the filter, compiled once
+  UserShares shares;               // one sandbox's share (user_shares)
 };
-// The sandbox user's host identity for a server running as euid/egid:
-// never host uid 0 (as root it is the policy's unprivileged id).
-SpecHost spec_host(const policy::Policy& policy, std::string state_dir, uint32_t euid, uint32_t egid,
-                   nlohmann::json cgroup_host, std::string seccomp_bpf_base64);
+SpecHost spec_host(std::string state_dir, nlohmann::json cgroup_host, std::string seccomp_bpf_base64,
+                   UserShares shares);
 
 // The request against the policy's runtimes and ceilings (not its inputs).
 util::Result<const policy::Runtime*> check_request(const policy::Policy& policy, const JobRequest& request);
-// A job's spec. inputs: request.input_ids looked up in the store, in order
+// The host identity a sandbox's spec gets from its lease (identities.h).
+void set_identity(sandbox::LaunchSpec& spec, uint32_t uid, uint32_t gid, bool own_user_ns);
+// A job's spec (its identity unset until the runner is chosen). inputs: request.input_ids looked up in the store, in order
 // (the first failed lookup is the request's error, prefixed with its id).
 util::Result<sandbox::LaunchSpec> build_job_spec(const policy::Policy& policy, const SpecHost& host,
                                                  const JobRequest& request,

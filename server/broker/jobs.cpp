@@ -5,11 +5,13 @@
 #include "server/broker/jobs.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <spdlog/spdlog.h>
 #include <stdexcept>
 
@@ -34,13 +36,37 @@ artifacts::Gate make_gate(const policy::Policy& p) {
   return std::move(*gate);
 }
 
+// The server's own per-user limits: what its sandboxes' shares divide.
+UserShares host_user_limits() {
+  UserShares host;
+  struct rlimit rl {};
+  host.sigpending = ::getrlimit(RLIMIT_SIGPENDING, &rl) == 0 ? rl.rlim_cur : 0;
+  host.msgqueue_bytes = ::getrlimit(RLIMIT_MSGQUEUE, &rl) == 0 ? rl.rlim_cur : 0;
+  auto sysctl = [](const char* path, uint64_t fallback) {
+    std::ifstream f(path);
+    uint64_t v = 0;
+    return (f >> v) ? v : fallback;
+  };
+  // The kernel's defaults where /proc/sys/user cannot be read.
+  host.inotify_instances = sysctl("/proc/sys/user/max_inotify_instances", 128);
+  host.inotify_watches = sysctl("/proc/sys/user/max_inotify_watches", 8192);
+  return host;
+}
+
 SpecHost make_spec_host(const policy::Policy& policy, const std::string& state_dir, nlohmann::json cgroup_host) {
   // The filter is the same for every job: compile it once, not per runner.
   auto program = sandbox::seccomp::compile_in_parent(cgroup_host.value("mode", "none") != "none");
   if (!program) throw std::runtime_error(program.error().message);
   std::string raw(reinterpret_cast<const char*>(program->instructions.data()),
                   program->instructions.size() * sizeof(sock_filter));
-  return spec_host(policy, state_dir, ::geteuid(), ::getegid(), std::move(cgroup_host), util::base64_encode(raw));
+  return spec_host(state_dir, std::move(cgroup_host), util::base64_encode(raw),
+                   user_shares(host_user_limits(), sandboxes_max(policy)));
+}
+
+Identities make_identities(const policy::Policy& policy) {
+  auto ids = Identities::make(policy, ::geteuid(), ::getegid());
+  if (!ids) throw std::runtime_error(ids.error().message);
+  return std::move(*ids);
 }
 
 std::unique_ptr<Ledger> open_ledger(const std::string& state_dir) {
@@ -57,6 +83,7 @@ Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner
     : policy_(policy),
       store_(store),
       spec_host_(make_spec_host(policy, store.state_dir(), std::move(cgroup_host))),
+      identities_(make_identities(policy)),
       gate_(make_gate(policy)),
       ledger_(open_ledger(store.state_dir())),
       admission_(policy.admission),
@@ -78,8 +105,14 @@ void Jobs::start_pool() {
   if (pool_ || !policy_.pool.enabled || policy_.pool.runtimes.empty()) return;
   pool_ = std::make_unique<Pool>(
       policy_, fleet_.runner_exe(),
-      [this](const policy::Runtime& rt) -> util::Result<sandbox::LaunchSpec> {
-        return build_warm_spec(policy_, spec_host_, rt, util::random_id());
+      [this](const policy::Runtime& rt, IdentityLease& lease) -> util::Result<sandbox::LaunchSpec> {
+        auto held = identities_.lease();
+        if (!held) return held.error();
+        lease = std::move(*held);
+        sandbox::LaunchSpec spec = build_warm_spec(policy_, spec_host_, rt, util::random_id());
+        const Identity& id = lease.identity();
+        set_identity(spec, id.uid, id.gid, id.own_user_ns);
+        return spec;
       },
       [this](std::unique_ptr<RunnerProcess> r, const std::string& dir, const std::string& id) {
         fleet_.retire(FinishedRunner{std::move(r), dir, id});
@@ -192,7 +225,11 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   if (!started) {
     // The runner's zygote makes the scratch directory (an ext4 mkdir here took
     // 0.11 ms before the spec could be written); its parent exists.
-    outcome = start_cold(fleet_, release_, *spec, req, start->t_recorded ? std::function<util::Status()>() : record_start,
+    auto lease = identities_.lease();
+    if (!lease) return lease.error();
+    const Identity& id = lease->identity();
+    set_identity(*spec, id.uid, id.gid, id.own_user_ns);
+    outcome = start_cold(fleet_, release_, *spec, std::move(*lease), req, start->t_recorded ? std::function<util::Status()>() : record_start,
                          finished);
   }
   if (start->error) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "server/artifacts/gate.h"
+#include "server/broker/identities.h"
 #include "server/broker/admission.h"
 #include "server/broker/idempotency.h"
 #include "server/broker/job.h"
@@ -64,6 +65,7 @@ class Jobs {
   const policy::Policy& policy_;
   store::Store& store_;
   SpecHost spec_host_;
+  Identities identities_;  // each sandbox's host uid (a root server's range) or the server's
   artifacts::Gate gate_;
   std::unique_ptr<Ledger> ledger_;
   Admission admission_;

@@ -125,7 +125,8 @@ PoolStats Pool::stats() {
 }
 
 util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt) {
-  auto spec = make_spec_(rt);
+  IdentityLease lease;
+  auto spec = make_spec_(rt, lease);
   if (!spec) return spec.error();
   if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
   auto runner = RunnerProcess::spawn(runner_exe_);
@@ -135,6 +136,7 @@ util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt
   }
   auto w = std::make_unique<WarmSandbox>();
   w->runner = std::move(*runner);
+  w->runner->hold(std::move(lease));
   w->spec = std::move(*spec);
   auto fail = [&](const std::string& why) {
     w->runner->close_stdin();

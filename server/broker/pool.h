@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "server/broker/identities.h"
 #include "server/policy/policy.h"
 #include "server/sandbox/spec.h"
 #include "server/util/result.h"
@@ -38,7 +39,8 @@ class Pool {
  public:
   // make_spec: the warm launch spec for a runtime (a fresh sandbox id and scratch dir).
   // retire: takes a runner that will not be used (stdin closed), waits for it, removes its dir.
-  using MakeSpec = std::function<util::Result<sandbox::LaunchSpec>(const policy::Runtime&)>;
+  // lease: the spec's host identity, held by the runner until it is reaped.
+  using MakeSpec = std::function<util::Result<sandbox::LaunchSpec>(const policy::Runtime&, IdentityLease& lease)>;
   using Retire = std::function<void(std::unique_ptr<RunnerProcess>, const std::string& scratch_dir,
                                     const std::string& id)>;
   Pool(const policy::Policy& policy, std::string runner_exe, MakeSpec make_spec, Retire retire);

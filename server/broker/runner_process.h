@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "server/broker/identities.h"
 #include "server/broker/runner_protocol.h"
 #include "server/util/result.h"
 
@@ -41,6 +42,8 @@ class RunnerProcess {
   RunnerProcess(const RunnerProcess&) = delete;
   RunnerProcess& operator=(const RunnerProcess&) = delete;
 
+  // The sandbox's host identity: released with this object, after the reap.
+  void hold(IdentityLease identity) { identity_ = std::move(identity); }
   bool write_line(const std::string& text);  // text and '\n'; false when the runner is gone
   void close_stdin();
   void close_stdout();
@@ -62,6 +65,7 @@ class RunnerProcess {
   std::unique_ptr<Impl> impl_;
   std::shared_ptr<RunnerControl> control_;  // the stdin pipe, the pid and whether it was reaped
   LineReader lines_;
+  IdentityLease identity_;  // destroyed after ~RunnerProcess waited for the runner
 };
 
 }  // namespace broker

@@ -220,7 +220,13 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   if (!doc.contains("sandbox")) return make_error(util::ErrorCode::kPolicy, source + ": sandbox: is required");
   {
     const json& s = doc["sandbox"];
-    if (!r.only_keys(s, "sandbox", {"host_uid_when_root", "host_gid_when_root", "readonly_paths", "env", "require"}))
+    for (const char* old : {"host_uid_when_root", "host_gid_when_root"})
+      if (s.contains(old))
+        return make_error(util::ErrorCode::kPolicy,
+                          source + ": sandbox." + old +
+                              ": replaced by sandbox.uid_range {\"first\", \"count\"}: as root each sandbox now "
+                              "gets a host uid of its own from that range (README, Policy)");
+    if (!r.only_keys(s, "sandbox", {"uid_range", "readonly_paths", "env", "require"}))
       return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     if (s.contains("require")) {
       const json& req = s["require"];
@@ -231,13 +237,22 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         (k == "landlock" ? p.sandbox.require_landlock : p.sandbox.require_cgroups) = v.get<bool>();
       }
     }
-    uint64_t uid = p.sandbox.host_uid_when_root, gid = p.sandbox.host_gid_when_root;
-    // Host id 0 is never a sandbox identity: that would make the job host root.
-    if (!r.u64(s, "sandbox", "host_uid_when_root", uid, 1, 0xFFFFFFFE) ||
-        !r.u64(s, "sandbox", "host_gid_when_root", gid, 1, 0xFFFFFFFE))
-      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-    p.sandbox.host_uid_when_root = static_cast<uint32_t>(uid);
-    p.sandbox.host_gid_when_root = static_cast<uint32_t>(gid);
+    if (s.contains("uid_range")) {
+      const json& u = s["uid_range"];
+      if (!r.only_keys(u, "sandbox.uid_range", {"first", "count"}))
+        return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
+      uint64_t first = p.sandbox.uid_first, count = p.sandbox.uid_count;
+      // Host id 0 is never a sandbox identity (that would make the job host
+      // root); 65534 (nobody) and ids from 2^31 on are special to other tools.
+      if (!r.u64(u, "sandbox.uid_range", "first", first, 65536, 0x7FFF0000) ||
+          !r.u64(u, "sandbox.uid_range", "count", count, 1, 1u << 20))
+        return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
+      if (first + count > 0x80000000ull)
+        return make_error(util::ErrorCode::kPolicy,
+                          source + ": sandbox.uid_range: first + count must stay below 2147483648 (2^31)");
+      p.sandbox.uid_first = static_cast<uint32_t>(first);
+      p.sandbox.uid_count = static_cast<uint32_t>(count);
+    }
     if (!s.contains("readonly_paths") ||
         !r.string_list(s["readonly_paths"], "sandbox.readonly_paths", p.sandbox.readonly_paths, true))
       return make_error(util::ErrorCode::kPolicy, source + ": " + (r.error.empty() ? "sandbox.readonly_paths: is required" : r.error));
@@ -381,7 +396,7 @@ nlohmann::json effective_json(const Policy& p) {
         {"csv_formulas", p.artifacts.csv_reject ? "reject" : "neutralise"},
         {"active_content", p.artifacts.active_content_as_text ? "text" : "reject"}}},
       {"sandbox",
-       {{"host_uid_when_root", s.host_uid_when_root}, {"host_gid_when_root", s.host_gid_when_root},
+       {{"uid_range", {{"first", s.uid_first}, {"count", s.uid_count}}},
         {"require", {{"landlock", s.require_landlock}, {"cgroups", s.require_cgroups}}},
         {"readonly_paths", s.readonly_paths}, {"env", s.env}}},
   };

@@ -77,8 +77,11 @@ struct Server {
 };
 
 struct Sandbox {
-  uint32_t host_uid_when_root = 65534;
-  uint32_t host_gid_when_root = 65534;
+  // As root, each live sandbox gets a host uid (and the same gid) of its own
+  // from [uid_first, uid_first + uid_count): no account may use the range
+  // (checked at start-up against /etc/passwd, /etc/group, /etc/subuid, /etc/subgid).
+  uint32_t uid_first = 1879048192;  // 0x70000000: above systemd's container ranges, below 2^31
+  uint32_t uid_count = 65536;
   std::vector<std::string> readonly_paths;   // host paths bound read-only at the same place
   std::map<std::string, std::string> env;    // the whole environment of the program
   // Layers the host may lack. true: refuse to run without it (sandbox_error);

@@ -15,6 +15,8 @@ enum class Layer : uint8_t {
   user_ns, pid_ns, mount_ns, net_ns, ipc_ns, uts_ns, cgroup_ns,
   pivot_root, readonly_root, fd_hygiene, rlimits, no_new_privs, landlock,
   capabilities_dropped, seccomp, cgroups,
+  own_uid,      // the user namespace is owned by the sandbox's own host uid (root servers)
+  user_limits,  // the user namespace's ucount limits were written
 };
 
 // A set of Layer, as sent over the report pipe and the control socket.
@@ -36,7 +38,8 @@ class Layers {
 // "namespaces:user,pid,mount,net,ipc,uts,cgroup" (the namespaces that were
 // made), "pivot_root", "readonly_root", "fd_hygiene", "rlimits",
 // "no_new_privs", "landlock:abi<N>", "capabilities_dropped", "seccomp",
-// "cgroups:<mode>".
+// "cgroups:<mode>", then "host_uid:own" (a host uid of its own) or
+// "host_uid:shared" (the server's, with others), and "user_limits".
 std::vector<std::string> layer_names(Layers done, int landlock_abi, cgroups::Mode cgroup_mode);
 
 }  // namespace sandbox

@@ -3,6 +3,9 @@
 #include "server/sandbox/namespaces.h"
 
 #include <fcntl.h>
+#include <linux/securebits.h>
+#include <sys/fsuid.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +27,32 @@ util::Status write_proc_file(pid_t pid, const char* file, const std::string& con
   return util::ok_status();
 }
 }  // namespace
+
+util::Status become_owner_in_parent(uint32_t host_uid, uint32_t host_gid) {
+  auto failed = [](const char* call, int e) {
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error(call, "sandbox owner", e));
+  };
+  if (::prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) != 0) return failed("prctl(PR_SET_SECUREBITS)", errno);
+  if (::setresgid(static_cast<gid_t>(-1), host_gid, static_cast<gid_t>(-1)) != 0) return failed("setresgid", errno);
+  if (::setresuid(static_cast<uid_t>(-1), host_uid, static_cast<uid_t>(-1)) != 0) return failed("setresuid", errno);
+  // setfsuid reports the previous id, never an error: check the result.
+  (void)::setfsuid(0);
+  (void)::setfsgid(0);
+  if (::setfsuid(static_cast<uid_t>(-1)) != 0 || ::setfsgid(static_cast<gid_t>(-1)) != 0)
+    return failed("setfsuid", EPERM);
+  if (::geteuid() != host_uid || ::getegid() != host_gid) return failed("geteuid", EPERM);
+  return util::ok_status();
+}
+
+util::Status restore_root_in_parent() {
+  auto failed = [](const char* call, int e) {
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error(call, "root", e));
+  };
+  if (::setresuid(static_cast<uid_t>(-1), 0, static_cast<uid_t>(-1)) != 0) return failed("setresuid", errno);
+  if (::setresgid(static_cast<gid_t>(-1), 0, static_cast<gid_t>(-1)) != 0) return failed("setresgid", errno);
+  if (::prctl(PR_SET_SECUREBITS, 0, 0, 0, 0) != 0) return failed("prctl(PR_SET_SECUREBITS)", errno);
+  return util::ok_status();
+}
 
 util::Status write_id_maps_in_parent(pid_t child, uint32_t host_uid, uint32_t host_gid) {
   // setgroups must be denied before gid_map (user_namespaces(7)); it also stops

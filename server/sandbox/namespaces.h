@@ -16,12 +16,27 @@ namespace sandbox::namespaces {
 // users, pids, mounts, SysV IPC, hostname and the cgroup path. The network
 // namespace, the costliest to make (about 0.6 ms), is made by pid 1 itself
 // first thing (unshare_network_in_child) while its parent writes the id maps.
+// The cgroup namespace comes later, from pid 1 once it is in the job's cgroup
+// (unshare_cgroup_in_child): rooted there, /proc/self/cgroup shows "/".
 constexpr unsigned long kSandboxCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
-                                             CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD;
+                                             CLONE_NEWUTS | SIGCHLD;
 
 // The sandbox's network namespace: no interface but loopback. First thing in
 // the child, before it waits for the parent's go.
 void unshare_network_in_child(int report_sock);
+
+// A root zygote, around the clone: the new user namespace's owner is the
+// creator's effective uid, and the kernel charges what the sandbox holds
+// (processes, queued signals, inotify instances, message queue bytes) to its
+// owner up the namespace chain. become_owner_in_parent sets the effective ids
+// to the sandbox's own host uid/gid, keeping the capabilities
+// (SECBIT_NO_SETUID_FIXUP) and the file-system ids (0: pid 1 opens its bind
+// sources as the server); restore_root_in_parent undoes it.
+util::Status become_owner_in_parent(uint32_t host_uid, uint32_t host_gid);
+util::Status restore_root_in_parent();
+
+// The cgroup namespace, rooted at pid 1's cgroup (the job's, once attached).
+void unshare_cgroup_in_child(int report_sock);
 
 // setgroups=deny, then uid_map and gid_map mapping the sandbox user (kSandboxUid)
 // to host_uid/host_gid: the only identity that exists inside.

@@ -22,6 +22,10 @@ void unshare_network_in_child(int report_sock) {
   if (::unshare(CLONE_NEWNET) != 0) fail_in_child(report_sock, "unshare", "CLONE_NEWNET", errno);
 }
 
+void unshare_cgroup_in_child(int report_sock) {
+  if (::unshare(CLONE_NEWCGROUP) != 0) fail_in_child(report_sock, "unshare", "CLONE_NEWCGROUP", errno);
+}
+
 void set_hostname_in_child(int report_sock) {
   static constexpr char kHostname[] = "throwbox";
   if (::sethostname(kHostname, sizeof kHostname - 1) != 0)

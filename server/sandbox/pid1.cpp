@@ -85,6 +85,33 @@ void pid1_await_go(State& s) {
   trace::mark("pid 1: go received");
 }
 
+// The user namespace's own ucount limits (user_namespaces(7)), while pid 1
+// holds CAP_SYS_RESOURCE in it and sees the host's /proc/sys: no namespace of
+// any kind may be made in it (the cgroup one pid 1 makes after start is the
+// one allowed), and its inotify instances and watches are this job's share.
+// The kernel checks each level up to the host's, so the share is what the
+// job can take from its owner's count. A file this kernel lacks is skipped.
+void pid1_limit_user_counts(State& s) {
+  char path[64] = "/proc/sys/user/";
+  constexpr size_t kDir = sizeof "/proc/sys/user/" - 1;
+  for (int i = 0; i < kUserLimits; ++i) {
+    const UserLimit& l = s.ctx.user_limits[i];
+    if (!l.file) continue;
+    size_t n = __builtin_strlen(l.file);
+    if (kDir + n >= sizeof path) continue;
+    __builtin_memcpy(path + kDir, l.file, n + 1);
+    int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;
+      fail_in_child(s.sock, "open", path, errno);
+    }
+    const size_t len = __builtin_strlen(l.value);
+    if (::write(fd, l.value, len) != static_cast<ssize_t>(len)) fail_in_child(s.sock, "write", path, errno);
+    ::close(fd);
+  }
+  s.layers.add(Layer::user_limits);
+}
+
 // With the host identity still in place: opens every bind source, mounts the root tmpfs.
 void pid1_open_sources(State& s) {
   mounts::mount_root_in_child(*s.ctx.plan, s.sock);
@@ -142,6 +169,13 @@ void pid1_await_start(State& s) {
   char msg = 0;
   if (::recv(s.sock, &msg, 1, 0) != 1 || msg != kMsgStart) ::_exit(1);  // the runner failed the cgroup or died
   trace::mark("pid 1: start received");
+}
+
+// In the job's cgroup now: a cgroup namespace rooted there, so the program
+// sees its own cgroup as "/" and nothing of the host's hierarchy above it.
+void pid1_enter_cgroup_namespace(State& s) {
+  namespaces::unshare_cgroup_in_child(s.sock);
+  s.layers.add(Layer::cgroup_ns);
 }
 
 // Cold: the inputs copied in (charged to the job's cgroup), then read-only.
@@ -332,15 +366,16 @@ void pid1_report_exit(State& s) {
 
 // pid 1's steps, in order; a failed step reports and exits (the program never starts):
 // 1 close the runner's ends  2 network namespace  3 stdio to /dev/null
-// 4 die with the runner  5 await go (id maps written)  6 open the bind
-// sources, mount the root tmpfs  7 become the sandbox user  8 build the root,
-// read-only  9 pivot_root  10 hostname  11 loopback  12 Landlock ruleset
-// 13 await start (in the cgroup, zygote reaped)  14 fill /inputs  15 watch
-// children  16 start the program (cold; warm "preload": its loader)
-// 17 warm: await the claim  18 warm: freeze /inputs  19 warm "exec": start
-// the program; "preload": release the loader  20 report ready, with the
-// layers  21 reap until done  22 kill all, reap  23 report the exit
-// 24 hold until released.
+// 4 die with the runner  5 await go (id maps written)  6 the user
+// namespace's limits  7 open the bind sources, mount the root tmpfs
+// 8 become the sandbox user  9 build the root, read-only  10 pivot_root
+// 11 hostname  12 loopback  13 Landlock ruleset  14 await start (in the
+// cgroup, zygote reaped)  15 cgroup namespace  16 fill /inputs  17 watch
+// children  18 start the program (cold; warm "preload": its loader)
+// 19 warm: await the claim  20 warm: freeze /inputs  21 warm "exec": start
+// the program; "preload": release the loader  22 report ready, with the
+// layers  23 reap until done  24 kill all, reap  25 report the exit
+// 26 hold until released.
 [[noreturn]] void pid1_main(State& s) {
   const Warm warm = s.ctx.spec->warm;
   pid1_close_runner_ends(s);
@@ -348,6 +383,7 @@ void pid1_report_exit(State& s) {
   pid1_detach_stdio(s);
   pid1_die_with_runner(s);
   pid1_await_go(s);
+  pid1_limit_user_counts(s);
   pid1_open_sources(s);
   pid1_become_sandbox_user(s);
   pid1_build_root(s);
@@ -356,6 +392,7 @@ void pid1_report_exit(State& s) {
   pid1_bring_up_loopback(s);
   pid1_build_landlock_ruleset(s);
   pid1_await_start(s);
+  pid1_enter_cgroup_namespace(s);
   pid1_fill_inputs(s);
   pid1_watch_children(s);
   if (warm != Warm::exec) pid1_start_program(s);

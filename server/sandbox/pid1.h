@@ -14,6 +14,15 @@
 
 namespace sandbox::pid1 {
 
+// One /proc/sys/user file of the sandbox's user namespace and its value:
+// what the namespace's processes may create, counted per user (a nested
+// namespace of any kind: none; inotify: the job's share).
+struct UserLimit {
+  const char* file;   // under /proc/sys/user/
+  char value[24];     // decimal, NUL-terminated
+};
+constexpr int kUserLimits = 10;
+
 // Everything pid 1 and the program child read, built by the zygote before the
 // clone and never freed (the zygote exits instead).
 struct Context {
@@ -29,6 +38,7 @@ struct Context {
   int last_cap;                    // highest capability number on this kernel
   int landlock_abi;                // 0: Landlock not used
   const placement::Cpus* cpus;     // the zygote's CPUs, restored after go
+  const UserLimit* user_limits;    // kUserLimits entries, written by pid 1 in its user namespace
   // The runner's ends the zygote holds: the control socket, the pipes'
   // reading ends, the zygote's report pipe. pid 1 closes them first.
   int runner_fds[4];

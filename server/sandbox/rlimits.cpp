@@ -26,6 +26,14 @@ Table build_in_parent(const Inputs& in) {
       {RLIMIT_DATA, static_cast<rlim_t>(in.memory_max_bytes), "RLIMIT_DATA"},
       // No memory locked away from reclaim.
       {RLIMIT_MEMLOCK, 0, "RLIMIT_MEMLOCK"},
+      // Queued signals (sigqueue, timer_create, RT signals): counted per user
+      // up to the user namespace's owner, so a job holding them all would make
+      // the owner's other processes fail with EAGAIN. The job's share.
+      {RLIMIT_SIGPENDING, in.sigpending_max ? static_cast<rlim_t>(in.sigpending_max) : RLIM_INFINITY,
+       "RLIMIT_SIGPENDING"},
+      // POSIX message queue bytes, counted the same way (mq_open fails with EMFILE).
+      {RLIMIT_MSGQUEUE, in.msgqueue_max_bytes ? static_cast<rlim_t>(in.msgqueue_max_bytes) : RLIM_INFINITY,
+       "RLIMIT_MSGQUEUE"},
   });
   static_assert(std::tuple_size_v<decltype(entries)> == kCount, "rlimits::kCount must match the list");
   Table t{};
@@ -41,7 +49,7 @@ int apply_in_child(const Table& table, const char** failed) {
       *failed = e.name;
       return errno;
     }
-    rlim_t v = e.value < cur.rlim_max ? e.value : cur.rlim_max;
+    rlim_t v = e.value < cur.rlim_max ? e.value : cur.rlim_max;  // RLIM_INFINITY: as inherited
     struct rlimit rl = {v, v};
     if (::setrlimit(e.resource, &rl) != 0) {
       *failed = e.name;

@@ -15,7 +15,7 @@ struct Entry {
 
 // build_in_parent's list has exactly this many entries (a static_assert
 // there): a shorter brace list would zero-fill into {RLIMIT_CPU, 0}.
-constexpr int kCount = 7;
+constexpr int kCount = 9;
 struct Table {
   Entry entries[kCount];
 };
@@ -26,6 +26,8 @@ struct Inputs {
   uint64_t file_max_bytes;
   uint64_t memory_max_bytes;
   uint64_t timeout_ms;
+  uint64_t sigpending_max;      // 0: left as inherited
+  uint64_t msgqueue_max_bytes;  // 0: left as inherited
 };
 
 Table build_in_parent(const Inputs& in);

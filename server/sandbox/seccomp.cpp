@@ -4,6 +4,7 @@
 // Default allow, with each kernel surface a sandbox never needs refused.
 #include "server/sandbox/seccomp.h"
 
+#include <fcntl.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -44,6 +45,12 @@ struct Builder {
     int nr = seccomp_syscall_resolve_name(name);
     if (nr == __NR_SCMP_ERROR) return;
     add(nr, err, 1, &cmp, name);
+  }
+  void deny_if_both(const char* name, int err, scmp_arg_cmp a, scmp_arg_cmp b) {
+    int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) return;
+    const scmp_arg_cmp both[2] = {a, b};
+    add(nr, err, 2, both, name);
   }
   void add(int nr, int err, unsigned n, const scmp_arg_cmp* cmp, const char* name) {
     int r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(static_cast<uint32_t>(err)), nr, n, cmp);
@@ -116,6 +123,12 @@ void add_rules(Builder& b, bool memory_cgroup) {
     b.deny_if("mmap", EPERM, SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_SHARED | MAP_SHARED_VALIDATE | MAP_ANONYMOUS,
                                      MAP_SHARED_VALIDATE | MAP_ANONYMOUS));
   }
+  // Pipe buffers are budgeted per host user (fs.pipe-user-pages-soft, 64 MiB
+  // by default): a job growing its pipes to 1 MiB takes that budget from
+  // every process of its uid (a normal user's server shares one uid with its
+  // sandboxes), whose new pipes are then cut to 8 KiB. Pipes stay at the
+  // default 64 KiB, so RLIMIT_NOFILE bounds a job's pipe buffers.
+  b.deny_if_both("fcntl", EPERM, SCMP_A1(SCMP_CMP_EQ, F_SETPIPE_SZ), SCMP_A2(SCMP_CMP_GT, 65536));
   // Terminal injection: pushing input into a terminal's queue, console control.
   b.deny_if("ioctl", EPERM, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFUL, TIOCSTI));
   b.deny_if("ioctl", EPERM, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFUL, TIOCLINUX));

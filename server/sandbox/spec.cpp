@@ -34,6 +34,9 @@ json to_json(const LaunchSpec& s) {
           {"artifact_max_bytes", s.artifact_max_bytes},
           {"stdout_max_bytes", s.stdout_max_bytes}, {"stderr_max_bytes", s.stderr_max_bytes},
           {"timeout_ms", s.timeout_ms}, {"host_uid", s.host_uid}, {"host_gid", s.host_gid},
+          {"own_user_ns", s.own_user_ns}, {"sigpending_max", s.sigpending_max},
+          {"msgqueue_max_bytes", s.msgqueue_max_bytes}, {"inotify_instances_max", s.inotify_instances_max},
+          {"inotify_watches_max", s.inotify_watches_max},
           {"scratch_dir", s.scratch_dir}, {"harvest_dir", s.harvest_dir},
           {"memory_max_bytes", s.memory_max_bytes}, {"pids_max", s.pids_max},
           {"nofile_max", s.nofile_max}, {"cpu_max_cores", s.cpu_max_cores},
@@ -87,6 +90,11 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     j.at("timeout_ms").get_to(s.timeout_ms);
     j.at("host_uid").get_to(s.host_uid);
     j.at("host_gid").get_to(s.host_gid);
+    s.own_user_ns = j.value("own_user_ns", false);
+    s.sigpending_max = j.value("sigpending_max", uint64_t{0});
+    s.msgqueue_max_bytes = j.value("msgqueue_max_bytes", uint64_t{0});
+    s.inotify_instances_max = j.value("inotify_instances_max", uint64_t{0});
+    s.inotify_watches_max = j.value("inotify_watches_max", uint64_t{0});
     j.at("scratch_dir").get_to(s.scratch_dir);
     j.at("harvest_dir").get_to(s.harvest_dir);
     j.at("memory_max_bytes").get_to(s.memory_max_bytes);

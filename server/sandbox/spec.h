@@ -48,6 +48,16 @@ struct LaunchSpec {
   uint64_t timeout_ms = 0;
   uint32_t host_uid = 0;                // host identity the sandbox user maps to
   uint32_t host_gid = 0;
+  // The user namespace is created with euid host_uid (a root server's
+  // per-sandbox uid): what the kernel counts per user is charged to it.
+  bool own_user_ns = false;
+  // This sandbox's share of what the kernel counts per user and that the
+  // sandbox's uid may share with others: RLIMIT_SIGPENDING, RLIMIT_MSGQUEUE,
+  // and its user namespace's max_inotify_instances/max_inotify_watches. 0: unset.
+  uint64_t sigpending_max = 0;
+  uint64_t msgqueue_max_bytes = 0;
+  uint64_t inotify_instances_max = 0;
+  uint64_t inotify_watches_max = 0;
   std::string scratch_dir;              // host dir owned by this job; runner creates and removes its contents
   std::string harvest_dir;              // host dir receiving copies of /outputs files
   uint64_t memory_max_bytes = 0;

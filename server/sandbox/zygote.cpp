@@ -18,8 +18,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +38,7 @@
 #include "server/sandbox/spec.h"
 #include "server/sandbox/trace.h"
 #include "server/util/base64.h"
+#include "server/util/fd.h"
 #include "server/util/text.h"
 
 namespace sandbox::zygote {
@@ -130,6 +132,7 @@ struct Build {
   cgroups::Host host;
   rlimits::Table limits{};
   placement::Cpus cpus{};
+  pid1::UserLimit user_limits[pid1::kUserLimits]{};
   pid1::Context ctx{};
   pid_t pid = -1;
 
@@ -202,6 +205,52 @@ void zygote_parse_spec(Build& b) {
   if (!b.report.rest.empty()) zygote_report_and_exit(b);
 }
 
+// The values pid 1 writes to its user namespace's /proc/sys/user (pid1.h).
+// One cgroup namespace: pid 1's own, made after start.
+void zygote_plan_user_limits(Build& b) {
+  const LaunchSpec& spec = b.spec;
+  const std::pair<const char*, uint64_t> limits[pid1::kUserLimits] = {
+      {"max_user_namespaces", 0},   {"max_pid_namespaces", 0}, {"max_net_namespaces", 0},
+      {"max_mnt_namespaces", 0},    {"max_ipc_namespaces", 0}, {"max_uts_namespaces", 0},
+      {"max_time_namespaces", 0},   {"max_cgroup_namespaces", 1},
+      {"max_inotify_instances", spec.inotify_instances_max}, {"max_inotify_watches", spec.inotify_watches_max}};
+  for (int i = 0; i < pid1::kUserLimits; ++i) {
+    auto [file, value] = limits[i];
+    const bool share = std::strncmp(file, "max_inotify", 11) == 0;
+    if (share && value == 0) continue;  // a spec without shares (a runner started by hand)
+    b.user_limits[i].file = file;
+    std::snprintf(b.user_limits[i].value, sizeof b.user_limits[i].value, "%llu",
+                  static_cast<unsigned long long>(value));
+  }
+}
+
+// pid 1 shares this memory (CLONE_VM), so /proc/1/cmdline in the sandbox
+// shows what is here: the runner's command line (the binary's host path)
+// is replaced by a name. /proc/self/stat fields 48 and 49 give its bounds.
+void zygote_hide_command_line(Build& b) {
+  char stat[2048];
+  util::UniqueFd fd(::open("/proc/self/stat", O_RDONLY | O_CLOEXEC));
+  const long n = fd.valid() ? util::read_some(fd.get(), stat, sizeof stat - 1) : -1;
+  if (n <= 0) b.fail(util::call_error("read", "/proc/self/stat", errno));
+  stat[n] = '\0';
+  const char* p = std::strrchr(stat, ')');
+  unsigned long long start = 0, end = 0;
+  // After ") ": field 3 (state) on; arg_start is field 48, arg_end 49.
+  for (int field = 2; p && *p && field < 49;) {
+    p = std::strchr(p + 1, ' ');
+    if (!p) break;
+    ++field;
+    if (field == 48) start = std::strtoull(p + 1, nullptr, 10);
+    if (field == 49) end = std::strtoull(p + 1, nullptr, 10);
+  }
+  if (start == 0 || end <= start) b.fail("/proc/self/stat: no command line bounds");
+  static constexpr char kName[] = "throwbox-init";
+  char* args = reinterpret_cast<char*>(static_cast<uintptr_t>(start));
+  const size_t size = static_cast<size_t>(end - start);
+  std::memset(args, 0, size);
+  std::memcpy(args, kName, std::min(size - 1, sizeof kName - 1));
+}
+
 // Every path and string pid 1 will need, built before the clone.
 void zygote_plan_mounts(Build& b) {
   auto plan = mounts::plan_in_parent(b.spec);
@@ -238,11 +287,12 @@ void zygote_prepare_layers(Build& b) {
   b.limits = rlimits::build_in_parent(
       {spec.pids_max, spec.nofile_max,
        std::max({spec.work_max_bytes, spec.tmp_max_bytes, spec.outputs_max_bytes}), data_max,
-       spec.timeout_ms});
+       spec.timeout_ms, spec.sigpending_max, spec.msgqueue_max_bytes});
+  zygote_plan_user_limits(b);
   b.cpus = placement::allowed_in_parent();
   b.ctx = pid1::Context{&b.spec, &b.plan, b.ch.child_sock.get(), b.ch.out_write.get(), b.ch.err_write.get(),
                         to_cstrings(spec.argv), to_cstrings(spec.env), &b.filter, &b.limits,
-                        capabilities::read_last_cap_in_parent(), landlock_abi, &b.cpus,
+                        capabilities::read_last_cap_in_parent(), landlock_abi, &b.cpus, b.user_limits,
                         {b.ch.sock.get(), b.ch.out_read.get(), b.ch.err_read.get(), b.report_fd}};
   trace::mark("layers prepared");
 }
@@ -269,11 +319,19 @@ void zygote_make_scratch(Build& b) {
 // (a wrong errno in a message at worst). CLONE_PARENT: the runner's child.
 // pid 1 makes its network namespace first thing, meanwhile.
 void zygote_clone_pid1(Build& b) {
+  if (b.spec.own_user_ns) {
+    if (auto s = namespaces::become_owner_in_parent(b.spec.host_uid, b.spec.host_gid); !s) b.fail(s.error().message);
+  }
   b.pid = stack_top ? ::clone(pid1::clone_entry, stack_top,
                               static_cast<int>(namespaces::kSandboxCloneFlags | CLONE_VM | CLONE_PARENT), &b.ctx)
                     : (errno = ENOMEM, -1);
+  const int clone_errno = errno;
+  if (b.spec.own_user_ns) {
+    if (auto s = namespaces::restore_root_in_parent(); !s) b.fail(s.error().message);  // pid 1 dies with us
+    b.report.layers.add(Layer::own_uid);
+  }
   if (b.pid < 0) {
-    int e = errno;
+    int e = clone_errno;
     b.fail(util::call_error("clone", "CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWIPC|CLONE_NEWUTS|"
                                      "CLONE_NEWCGROUP|CLONE_VM|CLONE_PARENT", e) +
            (e == EPERM || e == ENOSPC
@@ -286,7 +344,7 @@ void zygote_clone_pid1(Build& b) {
     unsigned long flag;
     Layer layer;
   } kMade[] = {{CLONE_NEWUSER, Layer::user_ns}, {CLONE_NEWPID, Layer::pid_ns}, {CLONE_NEWNS, Layer::mount_ns},
-               {CLONE_NEWIPC, Layer::ipc_ns},   {CLONE_NEWUTS, Layer::uts_ns}, {CLONE_NEWCGROUP, Layer::cgroup_ns}};
+               {CLONE_NEWIPC, Layer::ipc_ns},   {CLONE_NEWUTS, Layer::uts_ns}};
   for (auto& m : kMade)
     if (namespaces::kSandboxCloneFlags & m.flag) b.report.layers.add(m.layer);
   placement::keep_child_here_in_parent(b.pid, b.cpus);
@@ -345,9 +403,11 @@ void zygote_report_and_exit(const Build& b) {
 // The zygote's steps, in order; a failed step reports its error and exits:
 // 1 detach from the runner  2 warm up (while the job has not come)
 // 3 read the spec  4 parse it  5 plan the mounts  6 prepare seccomp,
-// Landlock, rlimits, capabilities, CPUs  7 scratch directory and root mount
-// point  8 clone pid 1 into its namespaces  9 id maps  10 go  11 harvest
-// directory  12 the job's cgroup, pid 1 in it  13 report, exit.
+// Landlock, rlimits, the user namespace's limits, capabilities, CPUs
+// 7 scratch directory and root mount point  8 hide the command line
+// 9 clone pid 1 into its namespaces (as root: owned by the sandbox's own
+// uid)  10 id maps  11 go  12 harvest directory  13 the job's cgroup, pid 1
+// in it  14 report, exit.
 // The runner sends pid 1 "start" only after it reaped the zygote.
 [[noreturn]] void zygote_main(Build& b) {
   zygote_detach_from_runner(b);
@@ -357,6 +417,7 @@ void zygote_report_and_exit(const Build& b) {
   zygote_plan_mounts(b);
   zygote_prepare_layers(b);
   zygote_make_scratch(b);
+  zygote_hide_command_line(b);
   zygote_clone_pid1(b);
   zygote_write_id_maps(b);
   zygote_send_go(b);

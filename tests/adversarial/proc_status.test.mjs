@@ -4,7 +4,7 @@
 import test, { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from '../integration/lib/client.mjs';
-import { runPyJson, PY_PRELUDE, AS_USER, ERRNO, loadPolicy } from './lib/sandbox.mjs';
+import { runPyJson, PY_PRELUDE, AS_USER, ERRNO, loadPolicy, sandboxHostUids, isSandboxHostUid } from './lib/sandbox.mjs';
 
 let conn;
 before(async () => { conn = await connect(); });
@@ -45,9 +45,11 @@ emit({"status": status, "uid_map": open('/proc/self/uid_map').read(), "gid_map":
   assert.deepEqual(out.groups, []);
 
   // One line each: inside id 1000 -> one host id, never host root.
-  const hostUid = AS_USER ? process.getuid() : loadPolicy().sandbox.host_uid_when_root;
-  const hostGid = AS_USER ? process.getgid() : loadPolicy().sandbox.host_gid_when_root;
   const lines = (text) => text.split('\n').filter(Boolean).map((l) => l.trim().split(/\s+/).map(Number));
+  // As root: a uid of the policy's range (gid the same number); as a user: the user's own.
+  const hostUid = lines(out.uid_map)[0]?.[1];
+  const hostGid = sandboxHostUids().gidOf(hostUid);
+  assert.ok(isSandboxHostUid(hostUid), `uid_map ${JSON.stringify(out.uid_map)}: a sandbox host uid`);
   assert.deepEqual(lines(out.uid_map), [[1000, hostUid, 1]], `uid_map ${JSON.stringify(out.uid_map)}`);
   assert.deepEqual(lines(out.gid_map), [[1000, hostGid, 1]], `gid_map ${JSON.stringify(out.gid_map)}`);
   assert.notEqual(hostUid, 0);

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { connect, mkStateDir, scaled } from '../integration/lib/client.mjs';
-import { run, AS_USER, loadPolicy, randomDigits, pgrep, sleep } from './lib/sandbox.mjs';
+import { run, AS_USER, loadPolicy, randomDigits, pgrep, sleep, isSandboxHostUid } from './lib/sandbox.mjs';
 import { descendants, poolAndLeftovers, throwboxCgroups } from '../integration/lib/host.mjs';
 
 let conn;
@@ -19,13 +19,19 @@ before(async () => {
 });
 after(async () => { await conn?.close(); });
 
-// The host uid the sandbox user maps to.
-const sandboxHostUid = AS_USER ? process.getuid() : loadPolicy().sandbox.host_uid_when_root;
+// The host uids the sandbox user maps to (as root: the policy's range).
+const sandboxHostUid = AS_USER ? String(process.getuid()) : 'the sandbox uid range';
 
-function pidsOfUid(uid) {
-  const r = spawnSync('ps', ['-o', 'pid=', '-u', String(uid)], { encoding: 'utf8' });
-  assert.ok(r.status === 0 || r.status === 1, `ps: ${r.status} ${r.stderr}`);
-  return new Set(r.stdout.split('\n').map((s) => Number(s.trim())).filter((pid) => pid > 0 && pid !== r.pid));
+// Processes whose real or effective uid is a sandbox host uid.
+function pidsOfSandboxUids() {
+  const r = spawnSync('ps', ['-e', '-o', 'pid=,ruid=,euid='], { encoding: 'utf8' });
+  assert.equal(r.status, 0, `ps: ${r.status} ${r.stderr}`);
+  const pids = new Set();
+  for (const line of r.stdout.split('\n')) {
+    const [pid, ruid, euid] = line.trim().split(/\s+/).map(Number);
+    if (pid > 0 && pid !== r.pid && (isSandboxHostUid(ruid) || isSandboxHostUid(euid))) pids.add(pid);
+  }
+  return pids;
 }
 
 
@@ -48,7 +54,7 @@ const JOBS = [
 ];
 
 test('20 jobs leave no process, scratch directory, cgroup or mount behind', { timeout: 55_000 }, async (t) => {
-  const uidPidsBefore = pidsOfUid(sandboxHostUid);
+  const uidPidsBefore = pidsOfSandboxUids();
   const mountsBefore = mountinfoLines();
   const cgroupsBefore = cgroupJobDirs();
   const serverPid = conn.transport.pid;
@@ -95,7 +101,7 @@ test('20 jobs leave no process, scratch directory, cgroup or mount behind', { ti
   // under the server was judged just above (`others`); the pool may have
   // refilled since (a new warm sandbox under the server), so the host-wide
   // scan excludes the server's tree as it is now, and looks for what escaped it.
-  const uidPids = pidsOfUid(sandboxHostUid);
+  const uidPids = pidsOfSandboxUids();
   const underServer = new Set([serverPid, ...descendants(serverPid)]);
   const leftover = [...uidPids]
     .filter((pid) => !uidPidsBefore.has(pid) && pid !== process.pid && !underServer.has(pid));

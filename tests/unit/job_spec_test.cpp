@@ -30,15 +30,14 @@ policy::Policy test_policy() {
            {"sandbox",
             {{"readonly_paths", json::array({"/usr"})},
              {"env", {{"LANG", "C.UTF-8"}}},
-             {"host_uid_when_root", 4242u},
-             {"host_gid_when_root", 4343u}}}};
+             {"uid_range", {{"first", 70000u}, {"count", 10u}}}}}};
   auto p = policy::parse(doc, "test.json");
   REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
   return *p;
 }
 
-broker::SpecHost test_host(const policy::Policy& p, uint32_t euid = 1001) {
-  return broker::spec_host(p, "/state", euid, 1002, json{{"mode", "none"}}, "BPF==");
+broker::SpecHost test_host(const policy::Policy&) {
+  return broker::spec_host("/state", json{{"mode", "none"}}, "BPF==", {96, 8000, 16, 1600});
 }
 
 broker::JobRequest request(std::string runtime = "sh") {
@@ -86,8 +85,10 @@ TEST_CASE("a job's spec carries the policy's limits, identity and layers") {
   CHECK(spec->stdout_max_bytes == 4096);
   CHECK(spec->scratch_dir == "/state/run/job1");
   CHECK(spec->harvest_dir == "/state/run/job1/outputs");
-  CHECK(spec->host_uid == 1001);
-  CHECK(spec->host_gid == 1002);
+  CHECK(spec->sigpending_max == 96);
+  CHECK(spec->msgqueue_max_bytes == 8000);
+  CHECK(spec->inotify_instances_max == 16);
+  CHECK(spec->inotify_watches_max == 1600);
   CHECK(spec->seccomp_bpf_base64 == "BPF==");
   CHECK(spec->cgroup_host == json{{"mode", "none"}});
   CHECK(spec->warm == sandbox::Warm::cold);
@@ -101,14 +102,42 @@ TEST_CASE("no timeout_s: the policy's default") {
   CHECK(spec->timeout_ms == 10000);
 }
 
-TEST_CASE("as root the sandbox user is the policy's unprivileged id, never host 0") {
+TEST_CASE("a spec's identity is its lease's") {
   const policy::Policy p = test_policy();
-  broker::SpecHost host = test_host(p, 0);
-  CHECK(host.host_uid == 4242);
-  CHECK(host.host_gid == 4343);
-  auto spec = broker::build_job_spec(p, host, request(), {}, "job1");
+  auto spec = broker::build_job_spec(p, test_host(p), request(), {}, "job1");
   REQUIRE(spec.ok());
-  CHECK(spec->host_uid == 4242);
+  broker::set_identity(*spec, 70003, 70003, true);
+  CHECK(spec->host_uid == 70003);
+  CHECK(spec->host_gid == 70003);
+  CHECK(spec->own_user_ns);
+  auto back = sandbox::spec_from_json(to_json(*spec));
+  REQUIRE(back.ok());
+  CHECK(back->host_uid == 70003);
+  CHECK(back->own_user_ns);
+  CHECK(back->sigpending_max == 96);
+  CHECK(back->inotify_watches_max == 1600);
+}
+
+TEST_CASE("each sandbox gets 1/(sandboxes + 1) of the per-user limits, never 0") {
+  auto s = broker::user_shares({96363, 819200, 128, 192530}, 7);
+  CHECK(s.sigpending == 12045);
+  CHECK(s.msgqueue_bytes == 102400);
+  CHECK(s.inotify_instances == 16);
+  CHECK(s.inotify_watches == 24066);
+  CHECK(7 * s.inotify_instances < 128);  // all at their limit: the server's user keeps some
+  auto tiny = broker::user_shares({3, 3, 3, 3}, 7);
+  CHECK(tiny.inotify_instances == 1);
+}
+
+TEST_CASE("sandboxes at once: running jobs, idle warm ones, one more") {
+  policy::Policy p = test_policy();
+  p.admission.jobs_running_max = 4;
+  p.pool.enabled = false;
+  CHECK(broker::sandboxes_max(p) == 5);
+  p.pool.enabled = true;
+  p.pool.size = 2;
+  p.pool.runtimes = {"py", "sh"};
+  CHECK(broker::sandboxes_max(p) == 9);
 }
 
 TEST_CASE("inputs are bound by name, in the request's order") {

@@ -30,14 +30,20 @@ TEST_CASE("every step reported: the same list clients have always seen") {
   CHECK(sandbox::layer_names(all_but({}), 4, sandbox::cgroups::Mode::v2) ==
         std::vector<std::string>{"namespaces:user,pid,mount,net,ipc,uts,cgroup", "pivot_root", "readonly_root",
                                  "fd_hygiene", "rlimits", "no_new_privs", "landlock:abi4", "capabilities_dropped",
-                                 "seccomp", "cgroups:v2"});
+                                 "seccomp", "cgroups:v2", "host_uid:shared"});
+  Layers own = all_but({});
+  own.add(Layer::own_uid);
+  own.add(Layer::user_limits);
+  CHECK(sandbox::layer_names(own, 4, sandbox::cgroups::Mode::v2).back() == "user_limits");
+  CHECK(sandbox::layer_names(own, 4, sandbox::cgroups::Mode::v2).rbegin()[1] == "host_uid:own");
 }
 
 TEST_CASE("a layer no step reported is not listed") {
   auto names = sandbox::layer_names(all_but({Layer::landlock, Layer::cgroups, Layer::net_ns}), 0,
                                     sandbox::cgroups::Mode::none);
   CHECK(names == std::vector<std::string>{"namespaces:user,pid,mount,ipc,uts,cgroup", "pivot_root", "readonly_root",
-                                          "fd_hygiene", "rlimits", "no_new_privs", "capabilities_dropped", "seccomp"});
+                                          "fd_hygiene", "rlimits", "no_new_privs", "capabilities_dropped", "seccomp",
+                                          "host_uid:shared"});
   CHECK(sandbox::layer_names(Layers(), 0, sandbox::cgroups::Mode::v1).empty());
 }
 
@@ -47,7 +53,7 @@ TEST_CASE("the zygote's and pid 1's reports combine") {
   zygote.add(Layer::cgroups);
   pid1.add(Layer::seccomp);
   CHECK(sandbox::layer_names(zygote | pid1, 0, sandbox::cgroups::Mode::v1) ==
-        std::vector<std::string>{"namespaces:user", "seccomp", "cgroups:v1"});
+        std::vector<std::string>{"namespaces:user", "seccomp", "cgroups:v1", "host_uid:shared"});
   CHECK(Layers((zygote | pid1).bits()).has(Layer::seccomp));
 }
 

@@ -87,7 +87,8 @@ TEST_CASE("bundled default policy parses with python and bash available") {
   CHECK(p.limits.stdout_max_bytes == 65536);
   CHECK(p.server.json_max_depth == 64);
   CHECK(p.server.message_max_bytes == 4194304);
-  CHECK(p.sandbox.host_uid_when_root == 65534);
+  CHECK(p.sandbox.uid_first == 1879048192);
+  CHECK(p.sandbox.uid_count == 65536);
   CHECK(p.sandbox.env.at("HOME") == "/work");
   CHECK(p.find_runtime("ruby") == nullptr);
 }
@@ -100,7 +101,7 @@ TEST_CASE("minimal policy parses with defaults") {
   auto r = policy::parse(minimal_doc(), kSource);
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
   CHECK(r->limits.timeout_s_max == 60);
-  CHECK(r->sandbox.host_uid_when_root == 65534);
+  CHECK(r->sandbox.uid_first == 1879048192);
   CHECK(r->available_runtimes() == std::vector<std::string>{"sh"});
 }
 
@@ -343,16 +344,16 @@ TEST_CASE("resource limits: pids, nofile, memory and cpu are bounded") {
   CHECK(r->limits.cpu_max_cores == 0.5);
 }
 
-TEST_CASE("host_uid_when_root 0 is refused: never host root") {
+TEST_CASE("uid_range never reaches host root, nobody or the ids from 2^31") {
   json d = minimal_doc();
-  d["sandbox"]["host_uid_when_root"] = 0u;
-  CHECK(error_of(d) == "test.json: sandbox.host_uid_when_root: must be between 1 and 4294967294");
-  d = minimal_doc();
-  d["sandbox"]["host_gid_when_root"] = 0u;
-  CHECK(error_of(d) == "test.json: sandbox.host_gid_when_root: must be between 1 and 4294967294");
-  d = minimal_doc();
-  d["sandbox"]["host_uid_when_root"] = 4294967295ULL;  // (uid_t)-1
-  CHECK(error_of(d).find("sandbox.host_uid_when_root: must be between") != std::string::npos);
+  d["sandbox"]["uid_range"] = {{"first", 1u}, {"count", 10u}};
+  CHECK(error_of(d) == "test.json: sandbox.uid_range.first: must be between 65536 and 2147418112");
+  d["sandbox"]["uid_range"] = {{"first", 65530u}, {"count", 10u}};
+  CHECK(error_of(d) == "test.json: sandbox.uid_range.first: must be between 65536 and 2147418112");
+  d["sandbox"]["uid_range"] = {{"first", 4294967295ULL}, {"count", 1u}};  // (uid_t)-1
+  CHECK(error_of(d) == "test.json: sandbox.uid_range.first: must be between 65536 and 2147418112");
+  d["sandbox"]["uid_range"] = {{"first", 100000u}, {"count", 1u}, {"gid", 5u}};
+  CHECK(error_of(d) == "test.json: sandbox.uid_range.gid: unknown key");
 }
 
 TEST_CASE("sandbox.env values must be strings and names without =") {
@@ -604,4 +605,22 @@ TEST_CASE("docs/policy.md documents exactly the keys the loader accepts, with th
     CHECK(error_of(with(hi + 1)).find(row.key + ": must be between") != std::string::npos);
     if (lo > 0) CHECK(error_of(with(lo - 1)).find(row.key + ": must be between") != std::string::npos);
   }
+}
+
+TEST_CASE("sandbox.uid_range: checked, and the old single-uid keys name their replacement") {
+  json d = minimal_doc();
+  d["sandbox"]["uid_range"] = {{"first", 200000u}, {"count", 100u}};
+  auto r = policy::parse(d, kSource);
+  REQUIRE(r.ok());
+  CHECK(r->sandbox.uid_first == 200000);
+  CHECK(r->sandbox.uid_count == 100);
+  d["sandbox"]["uid_range"] = {{"first", 0u}, {"count", 100u}};
+  CHECK(error_of(d) == "test.json: sandbox.uid_range.first: must be between 65536 and 2147418112");
+  d["sandbox"]["uid_range"] = {{"first", 2147418000u}, {"count", 100000u}};
+  CHECK(error_of(d) == "test.json: sandbox.uid_range: first + count must stay below 2147483648 (2^31)");
+  d["sandbox"]["uid_range"] = {{"first", 200000u}, {"count", 0u}};
+  CHECK(error_of(d).find("sandbox.uid_range.count: must be between 1 and") != std::string::npos);
+  d["sandbox"].erase("uid_range");
+  d["sandbox"]["host_uid_when_root"] = 65534;
+  CHECK(error_of(d).find("sandbox.host_uid_when_root: replaced by sandbox.uid_range") != std::string::npos);
 }

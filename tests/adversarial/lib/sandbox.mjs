@@ -24,6 +24,18 @@ export function loadPolicy() {
   return JSON.parse(fs.readFileSync(file, 'utf8'));
 }
 
+// The host uids a sandbox may map to: as root the policy's sandbox.uid_range
+// (one per live sandbox), as a normal user the server's own uid.
+export function sandboxHostUids() {
+  if (AS_USER) return { first: process.getuid(), count: 1, gidOf: () => process.getgid() };
+  const r = loadPolicy().sandbox.uid_range ?? { first: 1879048192, count: 65536 };
+  return { first: r.first, count: r.count, gidOf: (uid) => uid };
+}
+export const isSandboxHostUid = (uid) => {
+  const r = sandboxHostUids();
+  return uid >= r.first && uid < r.first + r.count;
+};
+
 export function randomDigits(n = 9) {
   let s = '';
   while (s.length < n) s += crypto.randomInt(0, 10).toString();

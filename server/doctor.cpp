@@ -12,6 +12,7 @@
 #include <iostream>
 #include <linux/seccomp.h>
 
+#include "server/broker/identities.h"
 #include "server/broker/jobs.h"
 #include "server/sandbox/cgroup_host.h"
 #include "server/sandbox/cgroups.h"
@@ -84,11 +85,31 @@ Line probe_cgroups(const sandbox::cgroups::Host& h, bool required) {
           required};
 }
 
+// The sandboxes' host identity: a uid of their own (root) or the server's.
+// Always "ok" unless the range is unusable: a shared uid is declared in every
+// result (host_uid:shared) and bounded by the per-user shares.
+Line probe_identity(const policy::Policy& pol) {
+  auto ids = broker::Identities::make(pol, ::geteuid(), ::getegid());
+  if (!ids) return {"sandbox identity", false, ids.error().message, "choose a range no account uses", true};
+  if (ids->per_sandbox())
+    return {"sandbox identity", true,
+            "a host uid of its own per live sandbox, from sandbox.uid_range " + std::to_string(pol.sandbox.uid_first) +
+                ".." + std::to_string(uint64_t{pol.sandbox.uid_first} + pol.sandbox.uid_count - 1) +
+                ", owning its user namespace",
+            "", true};
+  return {"sandbox identity", true,
+          "every sandbox maps to this server's uid " + std::to_string(::geteuid()) +
+              " (host_uid:shared); each gets a share of this user's signal, message queue and inotify limits; "
+              "a root server gives each sandbox a uid of its own",
+          "", true};
+}
+
 }  // namespace
 
 int run(const policy::Policy& pol, const std::string& state_dir, const std::string& runner_exe) {
   std::vector<Line> lines;
   lines.push_back(probe_user_namespaces());
+  lines.push_back(probe_identity(pol));
   lines.push_back(probe_seccomp());
   lines.push_back(probe_landlock(pol.sandbox.require_landlock));
   auto tree = sandbox::cgroup_host::ServerTree::set_up();
@@ -97,7 +118,9 @@ int run(const policy::Policy& pol, const std::string& state_dir, const std::stri
   // The proof: one real job through the runner with the policy's first runtime.
   std::string probe_state = state_dir + "/doctor-" + std::to_string(::getpid());
   Line job{"probe job", false, "", "", true};
-  if (auto s = util::make_dirs(probe_state, 0700); !s) {
+  if (!lines[1].ok) {
+    job.detail = "not run: the sandbox identity above is unusable";
+  } else if (auto s = util::make_dirs(probe_state, 0700); !s) {
     job.detail = s.error().message;
   } else {
     store::Store store(probe_state);

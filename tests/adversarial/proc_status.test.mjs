@@ -17,7 +17,8 @@ for line in open('/proc/self/status').read().splitlines():
     k, _, v = line.partition(':')
     status[k] = v.strip()
 import resource
-names = ["RLIMIT_NPROC", "RLIMIT_NOFILE", "RLIMIT_FSIZE", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_MEMLOCK"]
+names = ["RLIMIT_NPROC", "RLIMIT_NOFILE", "RLIMIT_FSIZE", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_MEMLOCK",
+         "RLIMIT_SIGPENDING", "RLIMIT_MSGQUEUE"]
 rl = {n: list(resource.getrlimit(getattr(resource, n))) for n in names}
 # Raising a hard limit back up needs CAP_SYS_RESOURCE: raw setrlimit(2) (nr 160) with hard + 1.
 class rlimit(ctypes.Structure):
@@ -31,7 +32,9 @@ emit({"status": status, "uid_map": open('/proc/self/uid_map').read(), "gid_map":
       "setgroups": open('/proc/self/setgroups').read(), "ids": [os.getuid(), os.geteuid(), os.getgid(), os.getegid()],
       "groups": os.getgroups(),
       "setuid0": try_os(os.setuid, 0), "setgid0": try_os(os.setgid, 0), "setgroups0": try_os(os.setgroups, [0]),
-      "rlimits": rl, "raise": raised})
+      "rlimits": rl, "raise": raised, "cgroup": open('/proc/self/cgroup').read(),
+      "pid1_cmdline": open('/proc/1/cmdline', 'rb').read().decode('latin-1'),
+      "pid1_comm": open('/proc/1/comm').read()})
 `);
   const s = out.status;
   for (const cap of ['CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb']) {
@@ -70,6 +73,18 @@ emit({"status": status, "uid_map": open('/proc/self/uid_map').read(), "gid_map":
   for (const [name, r] of Object.entries(out.raise)) {
     assert.deepEqual(r, { ret: -1, errno: ERRNO.EPERM }, `raising ${name} above its hard limit`);
   }
+  // The per-user shares: set, soft = hard, far below a host user's defaults.
+  for (const name of ['RLIMIT_SIGPENDING', 'RLIMIT_MSGQUEUE']) {
+    const [soft, hard] = out.rlimits[name];
+    assert.equal(soft, hard, name);
+    assert.ok(soft > 0 && soft < 2 ** 32, `${name} ${soft}`);
+  }
+  // The cgroup namespace is rooted at the job: every hierarchy reads "/".
+  for (const line of out.cgroup.split('\n').filter(Boolean))
+    assert.match(line, /^\d+:[^:]*:\/$/, `/proc/self/cgroup: ${JSON.stringify(out.cgroup)}`);
+  // pid 1's command line names nothing of the host (it shared the runner's).
+  assert.equal(out.pid1_cmdline.replace(/\0+$/, ''), 'throwbox-init', `/proc/1/cmdline ${JSON.stringify(out.pid1_cmdline)}`);
+  assert.equal(out.pid1_comm.trim(), 'throwbox-init');
   // Id 0 has no mapping (EINVAL); setgroups is denied in this namespace (EPERM).
   assert.deepEqual(out.setuid0, { ok: false, errno: ERRNO.EINVAL, error: 'OSError' }, 'setuid(0)');
   assert.deepEqual(out.setgid0, { ok: false, errno: ERRNO.EINVAL, error: 'OSError' }, 'setgid(0)');

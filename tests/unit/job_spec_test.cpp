@@ -101,6 +101,16 @@ TEST_CASE("no timeout_s: the policy's default") {
   CHECK(spec->timeout_ms == 10000);
 }
 
+TEST_CASE("issue 16: a timeout_s under half a millisecond is 1 ms, a spec the runner takes") {
+  const policy::Policy p = test_policy();
+  broker::JobRequest r = request();
+  r.timeout_s = 0.0004;
+  auto spec = broker::build_job_spec(p, test_host(p), r, {}, "job1");
+  REQUIRE(spec.ok());
+  CHECK(spec->timeout_ms == 1);
+  CHECK(sandbox::spec_from_json(sandbox::to_json(*spec)).ok());
+}
+
 TEST_CASE("as root the sandbox user is the policy's unprivileged id, never host 0") {
   const policy::Policy p = test_policy();
   broker::SpecHost host = test_host(p, 0);

@@ -23,9 +23,10 @@ build_dir="$repo_root/build"
 #   python3                         the default sandbox runtime (/usr/bin/python3)
 #   nodejs npm                      the official MCP TypeScript SDK test client
 #   util-linux passwd               setpriv/useradd for the non-root test run
+#   clang libclang-rt-14-dev        the fuzz.* tests: libFuzzer and ASan/UBSan (tests/fuzz, scripts/fuzz)
 readonly THROWBOX_DEBS=(g++ cmake make pkg-config nlohmann-json3-dev libboost-dev libseccomp-dev
   libspdlog-dev libcpp-httplib-dev doctest-dev libssl-dev libmagic-dev libsqlite3-dev python3 python3-matplotlib
-  python3-numpy python3-pandas util-linux passwd)
+  python3-numpy python3-pandas util-linux passwd clang libclang-rt-14-dev)
 
 missing_debs() {
   local pkg

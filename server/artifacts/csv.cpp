@@ -4,6 +4,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace artifacts::csv {
 namespace {
@@ -83,6 +84,23 @@ bool has_foreign_separator_directive(std::string_view body, char delimiter) {
   return body.size() == 4 || body[4] != delimiter;
 }
 
+// Where a value holds a formula, as offsets into the value: 0 when the cell
+// itself is one, and k + 1 for each ',', ';' or TAB at k whose piece (up to
+// the next same separator) is one. A reader that splits on another separator
+// than the file's (a ';' locale opening a comma file, a TSV opened as CSV)
+// sees those pieces as cells: "x;=cmd()" is a formula cell to it.
+void formula_starts(std::string_view value, std::vector<size_t>& starts) {
+  starts.clear();
+  if (is_dangerous_cell(value)) starts.push_back(0);
+  for (size_t k = 0; k < value.size(); ++k) {
+    const char sep = value[k];
+    if (sep != ',' && sep != ';' && sep != '\t') continue;
+    const size_t end = value.find(sep, k + 1);
+    if (is_dangerous_cell(value.substr(k + 1, end == std::string_view::npos ? end : end - k - 1)))
+      starts.push_back(k + 1);
+  }
+}
+
 }  // namespace
 
 bool is_dangerous_cell(std::string_view value) {
@@ -126,6 +144,7 @@ Result process(std::string_view input, char delimiter, Mode mode, size_t max_cel
   size_t line = 1, row = 1, column = 1;
   size_t first_row = 0, first_column = 0;
   std::string unescaped;  // reused buffer for quoted values
+  std::vector<size_t> starts;  // reused: formula_starts of a value
 
   // An empty file (or a BOM alone) has no cells at all. Otherwise each pass
   // starts at a field, possibly at EOF after a trailing delimiter ("a," ends
@@ -138,7 +157,8 @@ Result process(std::string_view input, char delimiter, Mode mode, size_t max_cel
     const size_t field_line = line;
     std::string_view value;
     size_t value_start;  // where an apostrophe would go
-    if (pos < n && input[pos] == '"') {
+    const bool quoted = pos < n && input[pos] == '"';
+    if (quoted) {
       value_start = pos + 1;
       unescaped.clear();
       ++pos;
@@ -170,7 +190,8 @@ Result process(std::string_view input, char delimiter, Mode mode, size_t max_cel
       value = input.substr(value_start, pos - value_start);
     }
 
-    if (is_dangerous_cell(value)) {
+    formula_starts(value, starts);
+    if (!starts.empty()) {
       ++result.cells_dangerous;
       if (result.cells_dangerous == 1) {
         first_row = row;
@@ -178,10 +199,15 @@ Result process(std::string_view input, char delimiter, Mode mode, size_t max_cel
       }
       if (neutralise) {
         if (result.output.empty()) result.output.reserve(n + n / 64 + 16);
-        result.output.append(input.substr(copied_up_to, value_start - copied_up_to));
-        result.output.push_back('\'');
-        copied_up_to = value_start;
-        ++result.cells_changed;
+        // A value offset to its byte in the input: a quoted value's '"' is '""' there.
+        size_t j = 0, raw = value_start;
+        for (size_t start : starts) {
+          for (; j < start; ++j) raw += quoted && value[j] == '"' ? 2 : 1;
+          result.output.append(input.substr(copied_up_to, raw - copied_up_to));
+          result.output.push_back('\'');
+          copied_up_to = raw;
+          ++result.cells_changed;
+        }
       }
     }
 
@@ -225,9 +251,9 @@ Result process(std::string_view input, char delimiter, Mode mode, size_t max_cel
     return result;
   }
   result.output.append(input.substr(copied_up_to));
-  result.reason = plural_cells(result.cells_changed) + " starting with " +
+  result.reason = plural_cells(result.cells_dangerous) + " starting with " +
                   std::string(kTriggerText) +
-                  (result.cells_changed == 1 ? " was" : " were") +
+                  (result.cells_dangerous == 1 ? " was" : " were") +
                   " prefixed with an apostrophe";
   return result;
 }

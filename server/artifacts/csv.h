@@ -1,6 +1,6 @@
 // CSV/TSV formula-injection gate (OWASP "CSV Injection") for artifacts a user may
 // open in Excel, LibreOffice or Google Sheets. Pure and non-throwing; any thread.
-// Never rewrites a byte other than inserting apostrophes before dangerous cells.
+// Never rewrites a byte other than inserting apostrophes before dangerous values.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -11,7 +11,7 @@ namespace artifacts::csv {
 inline constexpr size_t kDefaultMaxCells = 10'000'000;
 
 enum class Mode {
-  kNeutralise,  // prefix every dangerous cell's value with an apostrophe
+  kNeutralise,  // prefix every dangerous value (a cell, or a piece after , ; TAB in one) with an apostrophe
   kReject,      // refuse the file when any cell is dangerous
 };
 
@@ -23,7 +23,7 @@ struct Result {
   // Always empty in kReject mode unless ok.
   std::string output;
   size_t cells_changed = 0;    // apostrophes inserted (kNeutralise)
-  size_t cells_dangerous = 0;  // dangerous cells found (either mode)
+  size_t cells_dangerous = 0;  // cells holding a dangerous value (either mode)
   std::string reason;          // human text; empty when ok and nothing changed
 };
 

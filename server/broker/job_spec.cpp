@@ -119,8 +119,9 @@ util::Result<sandbox::LaunchSpec> build_job_spec(const policy::Policy& policy, c
   }
   spec.argv.push_back(spec.code_path);
   spec.code = req.code;
-  spec.timeout_ms =
-      static_cast<uint64_t>(std::llround(req.timeout_s.value_or(policy.limits.timeout_s_default) * 1000));
+  // At least 1 ms: a timeout_s under half a millisecond rounded to 0, which the runner refuses.
+  spec.timeout_ms = std::max<uint64_t>(
+      1, static_cast<uint64_t>(std::llround(req.timeout_s.value_or(policy.limits.timeout_s_default) * 1000)));
   return spec;
 }
 

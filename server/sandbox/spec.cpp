@@ -11,6 +11,38 @@ constexpr const char* kStatusNames[] = {"completed", "failed", "timed_out", "mem
                                         "sandbox_error"};
 constexpr const char* kWarmNames[] = {"", "exec", "preload"};
 
+// Ranges of the numeric fields. Counts and byte sizes end up as off_t,
+// rlim_t and cgroup values; a day is far beyond the policy's longest job.
+constexpr uint64_t kCountMax = INT64_MAX;
+constexpr uint64_t kTimeoutMsMax = 24ULL * 3600 * 1000;
+constexpr uint64_t kIdMax = UINT32_MAX - 1;  // (uid_t)-1 means "no change" to setresuid
+constexpr double kCoresMax = 65536;
+
+// A numeric field out of its range; caught where the reader returns.
+struct FieldError {
+  std::string message;
+};
+
+// An integer field in lo..hi. nlohmann's get<uint64_t>() wraps a negative
+// number, truncates a float and is undefined behaviour on one beyond the type
+// (a 30-digit integer is parsed as a double), so the JSON type is checked
+// first. A value built in memory may be a signed integer; parsed text never is
+// unless negative.
+uint64_t integer_field(const json& j, const char* key, uint64_t lo, uint64_t hi, const char* what) {
+  const json& v = j.at(key);
+  std::optional<uint64_t> n;
+  if (v.is_number_unsigned()) n = v.get<uint64_t>();
+  else if (v.is_number_integer() && v.get<int64_t>() >= 0) n = static_cast<uint64_t>(v.get<int64_t>());
+  if (!n || *n < lo || *n > hi)
+    throw FieldError{std::string(what) + " field " + key + ": not an integer in " + std::to_string(lo) + ".." +
+                     std::to_string(hi)};
+  return *n;
+}
+
+uint64_t optional_integer_field(const json& j, const char* key, uint64_t fallback, uint64_t hi, const char* what) {
+  return j.contains(key) ? integer_field(j, key, 0, hi, what) : fallback;
+}
+
 template <class E, size_t N>
 std::optional<E> from_names(const char* const (&names)[N], std::string_view text) {
   for (size_t i = 0; i < N; ++i)
@@ -60,10 +92,11 @@ util::Result<Claim> claim_from_json(const json& j) {
     j.at("code").get_to(c.code);
     for (auto& in : j.at("inputs"))
       c.inputs.push_back({in.at("name").get<std::string>(), in.at("host_path").get<std::string>()});
-    j.at("timeout_ms").get_to(c.timeout_ms);
+    c.timeout_ms = integer_field(j, "timeout_ms", 1, kTimeoutMsMax, "claim");
     c.progress = j.value("progress", false);
-    if (c.timeout_ms == 0) return util::make_error(util::ErrorCode::kSpec, "claim: timeout_ms must be positive");
     return c;
+  } catch (const FieldError& e) {
+    return util::make_error(util::ErrorCode::kSpec, e.message);
   } catch (const json::exception& e) {
     return util::make_error(util::ErrorCode::kSpec, std::string("malformed claim: ") + e.what());
   }
@@ -80,27 +113,31 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     for (auto& in : j.at("inputs"))
       s.inputs.push_back({in.at("name").get<std::string>(), in.at("host_path").get<std::string>()});
     j.at("readonly_paths").get_to(s.readonly_paths);
-    j.at("work_max_bytes").get_to(s.work_max_bytes);
-    j.at("tmp_max_bytes").get_to(s.tmp_max_bytes);
-    j.at("outputs_max_bytes").get_to(s.outputs_max_bytes);
-    j.at("outputs_max_files").get_to(s.outputs_max_files);
-    s.artifact_max_bytes = j.value("artifact_max_bytes", s.outputs_max_bytes);
-    j.at("stdout_max_bytes").get_to(s.stdout_max_bytes);
-    j.at("stderr_max_bytes").get_to(s.stderr_max_bytes);
-    j.at("timeout_ms").get_to(s.timeout_ms);
-    j.at("host_uid").get_to(s.host_uid);
-    j.at("host_gid").get_to(s.host_gid);
+    constexpr const char* kWhat = "launch spec";
+    s.work_max_bytes = integer_field(j, "work_max_bytes", 0, kCountMax, kWhat);
+    s.tmp_max_bytes = integer_field(j, "tmp_max_bytes", 0, kCountMax, kWhat);
+    s.outputs_max_bytes = integer_field(j, "outputs_max_bytes", 0, kCountMax, kWhat);
+    s.outputs_max_files = integer_field(j, "outputs_max_files", 0, kCountMax, kWhat);
+    s.artifact_max_bytes = optional_integer_field(j, "artifact_max_bytes", s.outputs_max_bytes, kCountMax, kWhat);
+    s.stdout_max_bytes = integer_field(j, "stdout_max_bytes", 0, kCountMax, kWhat);
+    s.stderr_max_bytes = integer_field(j, "stderr_max_bytes", 0, kCountMax, kWhat);
+    s.timeout_ms = integer_field(j, "timeout_ms", 1, kTimeoutMsMax, kWhat);
+    s.host_uid = static_cast<uint32_t>(integer_field(j, "host_uid", 0, kIdMax, kWhat));
+    s.host_gid = static_cast<uint32_t>(integer_field(j, "host_gid", 0, kIdMax, kWhat));
     s.own_user_ns = j.value("own_user_ns", false);
-    s.sigpending_max = j.value("sigpending_max", uint64_t{0});
-    s.msgqueue_max_bytes = j.value("msgqueue_max_bytes", uint64_t{0});
-    s.inotify_instances_max = j.value("inotify_instances_max", uint64_t{0});
-    s.inotify_watches_max = j.value("inotify_watches_max", uint64_t{0});
+    s.sigpending_max = optional_integer_field(j, "sigpending_max", 0, kCountMax, kWhat);
+    s.msgqueue_max_bytes = optional_integer_field(j, "msgqueue_max_bytes", 0, kCountMax, kWhat);
+    s.inotify_instances_max = optional_integer_field(j, "inotify_instances_max", 0, kCountMax, kWhat);
+    s.inotify_watches_max = optional_integer_field(j, "inotify_watches_max", 0, kCountMax, kWhat);
     j.at("scratch_dir").get_to(s.scratch_dir);
     j.at("harvest_dir").get_to(s.harvest_dir);
-    j.at("memory_max_bytes").get_to(s.memory_max_bytes);
-    j.at("pids_max").get_to(s.pids_max);
-    j.at("nofile_max").get_to(s.nofile_max);
-    j.at("cpu_max_cores").get_to(s.cpu_max_cores);
+    s.memory_max_bytes = integer_field(j, "memory_max_bytes", 0, kCountMax, kWhat);
+    s.pids_max = integer_field(j, "pids_max", 0, kCountMax, kWhat);
+    s.nofile_max = integer_field(j, "nofile_max", 0, kCountMax, kWhat);
+    const json& cores = j.at("cpu_max_cores");
+    if (!cores.is_number() || !(cores.get<double>() >= 0 && cores.get<double>() <= kCoresMax))
+      return util::make_error(util::ErrorCode::kSpec, "launch spec field cpu_max_cores: not a number in 0..65536");
+    s.cpu_max_cores = cores.get<double>();
     s.cgroup_host = j.at("cgroup_host");
     j.at("require_landlock").get_to(s.require_landlock);
     j.at("require_cgroups").get_to(s.require_cgroups);
@@ -109,8 +146,8 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     auto warm = warm_from_string(j.value("warm", ""));
     if (!warm) return util::make_error(util::ErrorCode::kSpec, "warm must be \"\", \"exec\" or \"preload\"");
     s.warm = *warm;
-    s.inputs_max_bytes = j.value("inputs_max_bytes", uint64_t{0});
-    s.inputs_max_files = j.value("inputs_max_files", uint64_t{0});
+    s.inputs_max_bytes = optional_integer_field(j, "inputs_max_bytes", 0, kCountMax, kWhat);
+    s.inputs_max_files = optional_integer_field(j, "inputs_max_files", 0, kCountMax, kWhat);
     if (s.warm != Warm::cold && (!s.code.empty() || !s.inputs.empty()))
       return util::make_error(util::ErrorCode::kSpec, "a warm spec carries no code and no inputs (they come with the claim)");
     if (s.argv.empty() || s.argv[0].empty() || s.argv[0][0] != '/')
@@ -118,6 +155,8 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     if (s.scratch_dir.empty() || s.scratch_dir[0] != '/' || s.harvest_dir.empty())
       return util::make_error(util::ErrorCode::kSpec, "scratch_dir and harvest_dir must be absolute");
     return s;
+  } catch (const FieldError& e) {
+    return util::make_error(util::ErrorCode::kSpec, e.message);
   } catch (const json::exception& e) {
     return util::make_error(util::ErrorCode::kSpec, std::string("malformed launch spec: ") + e.what());
   }
@@ -145,22 +184,25 @@ util::Result<Outcome> outcome_from_json(const json& j) {
     o.status = *status;
     j.at("error").get_to(o.error);
     j.at("exited").get_to(o.exited);
-    j.at("exit_code").get_to(o.exit_code);
-    j.at("signal").get_to(o.signal);
+    constexpr const char* kWhat = "runner outcome";
+    o.exit_code = static_cast<int>(integer_field(j, "exit_code", 0, 255, kWhat));  // WEXITSTATUS
+    o.signal = static_cast<int>(integer_field(j, "signal", 0, 64, kWhat));         // up to SIGRTMAX
     j.at("timed_out").get_to(o.timed_out);
     j.at("stdout").get_to(o.stdout_text);
     j.at("stderr").get_to(o.stderr_text);
     j.at("stdout_truncated").get_to(o.stdout_truncated);
     j.at("stderr_truncated").get_to(o.stderr_truncated);
-    j.at("duration_ms").get_to(o.duration_ms);
-    j.at("cpu_ms").get_to(o.cpu_ms);
-    j.at("peak_memory_bytes").get_to(o.peak_memory_bytes);
+    o.duration_ms = integer_field(j, "duration_ms", 0, kCountMax, kWhat);
+    o.cpu_ms = integer_field(j, "cpu_ms", 0, kCountMax, kWhat);
+    o.peak_memory_bytes = integer_field(j, "peak_memory_bytes", 0, kCountMax, kWhat);
     j.at("layers").get_to(o.layers);
     o.start = j.value("start", "cold");
     for (auto& f : j.at("files"))
-      o.files.push_back({f.at("name").get<std::string>(), f.at("size").get<uint64_t>(),
+      o.files.push_back({f.at("name").get<std::string>(), integer_field(f, "size", 0, kCountMax, "runner outcome file"),
                          f.at("host_path").get<std::string>(), f.at("rejected").get<std::string>()});
     return o;
+  } catch (const FieldError& e) {
+    return util::make_error(util::ErrorCode::kOutcome, e.message);
   } catch (const json::exception& e) {
     return util::make_error(util::ErrorCode::kOutcome, std::string("malformed runner outcome: ") + e.what());
   }

@@ -26,6 +26,7 @@
 
 #include "server/protocol/jsonrpc.h"
 #include "server/transport/auth.h"
+#include "server/transport/http_headers.h"
 #if __has_include("server/transport/http_ops.h")
 #include "server/transport/http_ops.h"
 #define THROWBOX_HTTP_OPS 1
@@ -311,26 +312,6 @@ bool is_stateless(const httplib::Request& req, const jsonrpc::Parsed& parsed) {
   for (const char* legacy : protocol::mcp::kSupportedVersions)
     if (v == legacy) return false;
   return true;
-}
-
-// An Mcp-Name value: plain visible ASCII, or "=?base64?...?=" for anything
-// else (2026-07-28 transports/streamable-http, value encoding); nullopt when
-// malformed.
-std::optional<std::string> decode_header_value(const std::string& v) {
-  for (unsigned char c : v)
-    if ((c < 0x20 && c != '\t') || c > 0x7e) return std::nullopt;
-  constexpr std::string_view kPrefix = "=?base64?", kSuffix = "?=";
-  if (v.size() >= kPrefix.size() + kSuffix.size() && v.starts_with(kPrefix) && v.ends_with(kSuffix))
-    return util::base64_decode(std::string_view(v).substr(kPrefix.size(), v.size() - kPrefix.size() - kSuffix.size()));
-  return v;
-}
-
-// A client's text (a header value) quoted in an answer: at most max bytes,
-// cut on a character boundary, invalid UTF-8 replaced, so the answer can be
-// serialised (nlohmann::json throws on invalid UTF-8) and shows what came.
-std::string quoted(std::string_view s, size_t max) {
-  std::string out = util::to_valid_utf8(util::utf8_prefix(s, max));
-  return s.size() > max ? out + "..." : out;
 }
 
 std::string clip(const std::string& s) { return quoted(s, 100); }

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <string>
 
+#include "server/transport/stdio_framing.h"
 #include "server/util/fd.h"
 
 namespace transport::stdio {
@@ -32,22 +33,10 @@ void Writer::send(const nlohmann::json& message) {
     spdlog::warn("stdout write failed (errno {}); client gone?", errno);
 }
 
-namespace {
-// One complete line: strip a CR, refuse it when over the cap, skip it when blank.
-void dispatch_line(protocol::mcp::Session& session, std::string& line, size_t max_message_bytes) {
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  if (line.size() > max_message_bytes) session.handle_oversized(line.size());
-  else if (line.find_first_not_of(" \t\r") != std::string::npos) session.handle_line(line);
-  line.clear();
-}
-}  // namespace
-
 void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd, int stop_fd) {
-  // One byte of room beyond the cap for a CR that a read may end on.
-  const size_t max_pending = max_message_bytes + 1;
-  std::string line;
-  bool discarding = false;
-  size_t discarded = 0;
+  LineFramer framer(max_message_bytes);
+  const LineFramer::OnLine on_line = [&](std::string_view line) { session.handle_line(line); };
+  const LineFramer::OnOversized on_oversized = [&](size_t bytes) { session.handle_oversized(bytes); };
   char buf[65536];
   for (;;) {
     if (stop_fd >= 0) {
@@ -70,34 +59,9 @@ void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd,
       break;
     }
     if (n == 0) break;
-    size_t start = 0;
-    for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
-      if (buf[i] != '\n') continue;
-      size_t len = i - start;
-      if (discarding) {
-        session.handle_oversized(discarded + len);
-        discarding = false;
-        discarded = 0;
-      } else {
-        line.append(buf + start, len);
-        dispatch_line(session, line, max_message_bytes);
-      }
-      start = i + 1;
-    }
-    size_t rest = static_cast<size_t>(n) - start;
-    if (discarding) {
-      discarded += rest;
-    } else if (line.size() + rest > max_pending) {
-      // Never buffer an oversized message: drop it up to its newline.
-      discarding = true;
-      discarded = line.size() + rest;
-      line.clear();
-    } else {
-      line.append(buf + start, rest);
-    }
+    framer.feed(std::string_view(buf, static_cast<size_t>(n)), on_line, on_oversized);
   }
-  if (discarding) session.handle_oversized(discarded);
-  else if (!line.empty()) dispatch_line(session, line, max_message_bytes);
+  framer.finish(on_line, on_oversized);
   session.drain();
 }
 

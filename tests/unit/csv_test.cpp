@@ -51,7 +51,9 @@ TEST_CASE("the seed exceptions CSV passes unchanged with 0 cells changed") {
 }
 
 TEST_CASE("quoted fields with embedded commas, quotes, LF and CRLF are parsed as one cell") {
-  check_unchanged("a,\"x, =1+1\",b\n");                     // comma then '=' inside quotes
+  check_unchanged("a,\"x, y\",b\n");                         // a comma inside quotes
+  // ... though a reader splitting on it sees " =1+1" (issue 16).
+  CHECK(neutralise("a,\"x, =1+1\",b\n").output == "a,\"x,' =1+1\",b\n");
   check_unchanged("a,\"say \"\"=hi\"\"\",b\n");             // value: say "=hi"
   check_unchanged("a,\"line1\n=1+1\",b\n");                 // '=' after an embedded LF
   check_unchanged("a,\"line1\r\n=1+1\",b\r\n");             // '=' after an embedded CRLF
@@ -169,10 +171,10 @@ TEST_CASE("a header row with =HYPERLINK(...) is neutralised like any other row")
 
 TEST_CASE("TAB and CR as first character are triggers") {
   {
-    // Unquoted TAB in a CSV is part of the cell.
+    // Unquoted TAB in a CSV is part of the cell; a TAB-splitting reader sees "=cmd".
     const Result r = neutralise("a,\t=cmd\n");
-    CHECK(r.output == "a,'\t=cmd\n");
-    CHECK(r.cells_changed == 1);
+    CHECK(r.output == "a,'\t'=cmd\n");
+    CHECK(r.cells_changed == 2);
   }
   {
     // A cell can only start with CR when quoted: outside quotes CR ends the record.
@@ -222,7 +224,7 @@ TEST_CASE("neutralising is idempotent: the output needs no further change") {
   const std::string in = "=1,\"+2\",\t-x, =y,@z\r\n\"\r=cmd\",-1+1,\"\xEF\xBC\x9D" "1\"\n";
   const Result first = neutralise(in);
   REQUIRE(first.ok);
-  CHECK(first.cells_changed == 7);
+  CHECK(first.cells_changed == 8);  // "\t-x" twice: the cell and "-x" after its TAB
   check_unchanged(first.output);
 }
 
@@ -234,12 +236,44 @@ TEST_CASE("TSV: tab is the delimiter, and a cell starts with TAB only when quote
     CHECK(r.cells_changed == 1);
   }
   check_unchanged("a\t\tb\n", '\t');       // an empty cell between two tabs
-  check_unchanged("a,=b\tc\n", '\t');      // a comma is not a delimiter in TSV
+  check_unchanged("a,b\tc\n", '\t');       // a comma is not a delimiter in TSV
   {
     const Result r = neutralise("a\t\"\t=cmd\"\n", '\t');
-    CHECK(r.output == "a\t\"'\t=cmd\"\n");
-    CHECK(r.cells_changed == 1);
+    CHECK(r.output == "a\t\"'\t'=cmd\"\n");
+    CHECK(r.cells_changed == 2);
   }
+}
+
+// Issue 16 (found by tests/fuzz/csv_fuzz): a reader splitting on another
+// separator than the file's (a ';' locale opening a comma file, a TSV opened
+// as CSV) sees the pieces of a value as cells, so "x;=cmd()" held a formula.
+TEST_CASE("issue 16: a formula after ',', ';' or TAB inside a value is neutralised") {
+  {
+    const Result r = neutralise("a,\"x;=cmd()\"\n");
+    CHECK(r.ok);
+    CHECK(r.output == "a,\"x;'=cmd()\"\n");
+    CHECK(r.cells_changed == 1);
+    CHECK(r.cells_dangerous == 1);
+  }
+  {
+    const Result r = neutralise("a,=b\tc\n", '\t');  // a comma reader: "a" and "=b\tc"
+    CHECK(r.output == "a,'=b\tc\n");
+  }
+  {
+    const Result r = neutralise("\t-x\n");  // the cell, and "-x" after its TAB
+    CHECK(r.output == "'\t'-x\n");
+    CHECK(r.cells_changed == 2);
+    CHECK(r.cells_dangerous == 1);
+    CHECK(r.reason == "1 cell starting with =, +, -, @, tab or CR was prefixed with an apostrophe");
+  }
+  {
+    // Offsets in a quoted value count its "" escapes: the apostrophe lands after the ';'.
+    const Result r = neutralise("\"\"\"q\"\";@x\"\n");
+    CHECK(r.output == "\"\"\"q\"\";'@x\"\n");
+  }
+  check_unchanged("\"1;-5;+3;2e5\"\n");   // numbers after a separator are numbers
+  check_unchanged("\"a; b, c\"\n");
+  CHECK_FALSE(reject("\"x;=cmd()\"\n").ok);
 }
 
 TEST_CASE("reject mode refuses a dangerous file and names the first cell") {
@@ -416,7 +450,7 @@ TEST_CASE("random inputs: neutralised output is stable, only adds apostrophes, a
         continue;
       }
       CHECK(n.output.size() == in.size() + n.cells_changed);
-      CHECK(n.cells_changed == n.cells_dangerous);
+      CHECK(n.cells_changed >= n.cells_dangerous);  // a cell may hold several dangerous pieces
       CHECK(r.cells_dangerous == n.cells_dangerous);
       CHECK(r.ok == (n.cells_changed == 0));
       const Result again = neutralise(n.output, delimiter);

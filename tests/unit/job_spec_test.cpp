@@ -102,6 +102,16 @@ TEST_CASE("no timeout_s: the policy's default") {
   CHECK(spec->timeout_ms == 10000);
 }
 
+TEST_CASE("issue 16: a timeout_s under half a millisecond is 1 ms, a spec the runner takes") {
+  const policy::Policy p = test_policy();
+  broker::JobRequest r = request();
+  r.timeout_s = 0.0004;
+  auto spec = broker::build_job_spec(p, test_host(p), r, {}, "job1");
+  REQUIRE(spec.ok());
+  CHECK(spec->timeout_ms == 1);
+  CHECK(sandbox::spec_from_json(sandbox::to_json(*spec)).ok());
+}
+
 TEST_CASE("a spec's identity is its lease's") {
   const policy::Policy p = test_policy();
   auto spec = broker::build_job_spec(p, test_host(p), request(), {}, "job1");

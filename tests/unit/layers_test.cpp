@@ -93,6 +93,7 @@ TEST_CASE("a spec's warm field: the same strings, the same error") {
   sandbox::LaunchSpec s;
   s.argv = {"/usr/bin/python3"};
   s.scratch_dir = s.harvest_dir = "/tmp/x";
+  s.timeout_ms = 1000;
   s.warm = sandbox::Warm::preload;
   auto j = sandbox::to_json(s);
   CHECK(j["warm"] == "preload");

@@ -26,6 +26,7 @@
 
 #include "server/protocol/jsonrpc.h"
 #include "server/transport/auth.h"
+#include "server/transport/http_intake.h"
 #if __has_include("server/transport/http_ops.h")
 #include "server/transport/http_ops.h"
 #define THROWBOX_HTTP_OPS 1
@@ -45,7 +46,18 @@ namespace jsonrpc = protocol::jsonrpc;
 constexpr const char* kPath = "/mcp";
 constexpr size_t kWorkers = 96;             // requests served at once (SSE streams included)
 constexpr size_t kGetStreamsMax = 32;       // open GET streams, each holding a worker; beyond: 405
-constexpr size_t kQueued = 256;             // accepted connections waiting for a worker; beyond: 503
+constexpr size_t kQueued = 256;             // requests (bytes in) waiting for a worker; beyond: 503
+// Plain HTTP: connections wait in the intake, holding no worker, until their
+// request is in. Bounded in all (below FD_SETSIZE: Debian's cpp-httplib uses
+// select() and answers 500 on a descriptor above it) and per client address,
+// so one address cannot take them all; beyond either, 503 at once.
+constexpr size_t kConnectionsMax = 512;
+constexpr size_t kConnectionsPerAddressMax = 64;
+// From accept, or from the previous response on a keep-alive connection, to
+// the request (headers and body) fully read; then 408 and closed.
+constexpr auto kRequestDeadline = std::chrono::seconds(10);
+constexpr auto kKeepAliveIdle = std::chrono::seconds(5);  // a keep-alive connection with no next request: closed
+constexpr size_t kKeepAliveRequestsMax = 10000;            // requests on one connection
 // Connections the kernel holds before accept: room for every worker and queue
 // slot, so a burst is accepted (and, beyond the queue, answered 503) rather
 // than dropped (the kernel caps it at net.core.somaxconn).
@@ -61,15 +73,20 @@ constexpr size_t kSessionsPerTenantMax = 64;
 constexpr auto kSessionIdle = std::chrono::minutes(30);
 constexpr auto kSessionJanitorInterval = std::chrono::seconds(60);  // how often idle sessions are ended
 constexpr auto kKeepAlive = std::chrono::seconds(15);  // SSE comment lines; also finds gone clients
-constexpr int kReadTimeoutS = 10;           // a request's headers and body
+constexpr int kReadTimeoutS = 10;           // one read or write (TLS: its only read bound)
 constexpr int kAnswerGraceS = 30;           // beyond the policy's longest job
 
 // Set while a connection is served by the overflow path: answer 503 at once.
 thread_local bool t_overloaded = false;
 
-// A pool with a bounded queue. Beyond it a connection is still read
-// (cpp-httplib owns the socket) but only to be answered 503 by a small pool of
-// its own, so a flood neither grows memory nor starves the accept loop.
+// The request a worker is serving (plain HTTP), and its length as the intake
+// saw it (0: unknown).
+thread_local const DeadlineStream* t_serving = nullptr;
+thread_local size_t t_serving_bytes = 0;
+
+// A pool with a bounded queue. Beyond it a request is still read (its bytes
+// are in) but only to be answered 503 by a small pool of its own, so a flood
+// neither grows memory nor starves the accept loop.
 // Workers start on demand (one when a connection waits and none of its kind is
 // idle), up to `workers` and kRejectWorkers, and stay: the count follows the
 // peak of connections served at once, not the limit.
@@ -81,20 +98,23 @@ class BoundedQueue : public httplib::TaskQueue {
     reject_.overloaded = true;
   }
   ~BoundedQueue() override { shutdown(); }
+  // TLS connections (cpp-httplib's own loop, one connection per worker).
   void enqueue(std::function<void()> fn) override {
-    {
-      std::lock_guard lock(mu_);
-      Workers* to = serve_.queue.size() < max_ ? &serve_ : reject_.queue.size() < max_ ? &reject_ : nullptr;
-      if (to && worker_for_one_more(*to)) {
-        to->queue.push_back(std::move(fn));
-        cv_.notify_all();
-        return;
-      }
-    }
+    if (submit(fn)) return;
     // Both full (or no worker could start): the accept thread answers this one itself.
     t_overloaded = true;
     fn();
     t_overloaded = false;
+  }
+  // One request whose bytes are in (plain HTTP, from the intake); false when
+  // both queues are full or no worker could start.
+  bool submit(std::function<void()>& fn) {
+    std::lock_guard lock(mu_);
+    Workers* to = serve_.queue.size() < max_ ? &serve_ : reject_.queue.size() < max_ ? &reject_ : nullptr;
+    if (!to || !worker_for_one_more(*to)) return false;
+    to->queue.push_back(std::move(fn));
+    cv_.notify_all();
+    return true;
   }
   void shutdown() override {
     std::vector<std::thread> threads;
@@ -155,6 +175,53 @@ class BoundedQueue : public httplib::TaskQueue {
   size_t max_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+};
+
+// Plain HTTP's accept "queue": runs the task at once, on the accept thread;
+// the task is IntakeServer::process_and_close_socket, which only hands the
+// socket to the intake.
+class AcceptQueue : public httplib::TaskQueue {
+ public:
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void shutdown() override {}
+};
+
+// cpp-httplib's server with connections kept by the intake between requests:
+// a worker serves one request whose bytes are in, then gives the connection
+// back. process_and_close_socket is the hook (a private virtual of 0.11.4:
+// overriding it is allowed, calling it is not, and it is not needed).
+class IntakeServer : public httplib::Server {
+ public:
+  explicit IntakeServer(Intake& intake) : intake_(intake) {}
+  // A worker: one request on c. True when c may wait for another: only when
+  // exactly that request was read (a refusal before the body, e.g. 403 from
+  // the pre-routing handler, leaves a body that must not pass for the next
+  // request; and a chunked one's length is unknown).
+  bool serve_one(Connection& c) {
+    const size_t expected = c.request_bytes;
+    const bool last = ++c.requests >= kKeepAliveRequestsMax || !is_running() || t_overloaded || expected == 0;
+    DeadlineStream strm(c, std::chrono::seconds(kReadTimeoutS), std::chrono::seconds(kReadTimeoutS));
+    t_serving = &strm;
+    t_serving_bytes = expected;
+    bool closed = false;
+    const bool ok = process_request(strm, last, closed, nullptr);
+    t_serving = nullptr;
+    return ok && !closed && !last && !strm.deadline_passed() && strm.bytes_read() == expected;
+  }
+  // As each response's headers are made (the post-routing handler runs for
+  // every response): a connection that will close because its request was not
+  // read to the end says so, or the client would send its next request into
+  // the closing socket.
+  static void say_if_closing(httplib::Response& res) {
+    if (t_serving && t_serving->bytes_read() != t_serving_bytes) res.set_header("Connection", "close");
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    intake_.admit(sock);
+    return true;
+  }
+  Intake& intake_;
 };
 
 // One outgoing message, serialised once where the session sends it.
@@ -784,17 +851,33 @@ void HttpServer::expire_sessions() {
 }
 
 util::Status HttpServer::run() {
+  // Declared first, so they outlive srv's accept loop and are stopped by hand
+  // before srv goes (their workers call into it).
+  Intake intake(IntakeLimits{kConnectionsMax, kConnectionsPerAddressMax, kRequestDeadline, kKeepAliveIdle});
+  BoundedQueue pool(kWorkers, kQueued);
   std::unique_ptr<httplib::Server> srv;
+  IntakeServer* plain = nullptr;
   const bool tls = !opt_.tls_cert.empty();
   if (tls) {
+    // TLS keeps cpp-httplib's own connection loop (its SSL handshake is
+    // private to SSLServer): per-read timeouts only, no intake.
     auto ssl = std::make_unique<httplib::SSLServer>(opt_.tls_cert.c_str(), opt_.tls_key.c_str());
     if (!ssl->is_valid())
       return util::make_error(util::ErrorCode::kHttp, "TLS: cannot use certificate " + opt_.tls_cert + " with key " + opt_.tls_key);
     srv = std::move(ssl);
+    srv->new_task_queue = [] { return new BoundedQueue(kWorkers, kQueued); };
   } else {
-    srv = std::make_unique<httplib::Server>();
+    auto p = std::make_unique<IntakeServer>(intake);
+    plain = p.get();
+    srv = std::move(p);
+    srv->new_task_queue = [] { return new AcceptQueue; };
+    intake.start([&pool, &intake, plain](std::shared_ptr<Connection> c) {
+      std::function<void()> task = [&intake, plain, c]() mutable {
+        if (plain->serve_one(*c)) intake.park(std::move(c));
+      };
+      return pool.submit(task);
+    });
   }
-  srv->new_task_queue = [] { return new BoundedQueue(kWorkers, kQueued); };
   srv->set_payload_max_length(ctx_.policy.server.message_max_bytes);
   srv->set_read_timeout(kReadTimeoutS, 0);
   srv->set_write_timeout(kReadTimeoutS, 0);
@@ -870,6 +953,7 @@ util::Status HttpServer::run() {
     if (!allowed(req, res)) return httplib::Server::HandlerResponse::Handled;
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  srv->set_post_routing_handler([](const httplib::Request&, httplib::Response& res) { IntakeServer::say_if_closing(res); });
   srv->Post(kPath, [this](const httplib::Request& req, httplib::Response& res) { post(req, res); });
   srv->Get(kPath, [this](const httplib::Request& req, httplib::Response& res) { get(req, res); });
   srv->Delete(kPath, [this](const httplib::Request& req, httplib::Response& res) { del(req, res); });
@@ -909,6 +993,8 @@ util::Status HttpServer::run() {
                origins_.size());
   srv->listen_after_bind();
   signals.request_stop();
+  intake.stop();  // waiting connections close; one a worker gives back closes too
+  pool.shutdown();
   janitor.stop();
   {
     std::lock_guard lock(mu_);

@@ -68,9 +68,13 @@ constexpr int kListenBacklog = static_cast<int>(kWorkers + kQueued);
 // would only run calls no client waits on. Batches and calls whose client
 // left wait their turn in arrival order. Started on demand.
 constexpr size_t kCallThreadsMax = kWorkers;
+// Sessions in all and per tenant. A new one beyond either bound takes the place
+// of the least recently used idle one (no request in flight, no GET stream),
+// so clients that never DELETE cannot lock a tenant out; only when every one
+// is busy is the answer 503.
 constexpr size_t kSessionsMax = 1024;
 constexpr size_t kSessionsPerTenantMax = 64;
-constexpr auto kSessionIdle = std::chrono::minutes(30);
+constexpr auto kSessionIdle = std::chrono::minutes(10);
 constexpr auto kSessionJanitorInterval = std::chrono::seconds(60);  // how often idle sessions are ended
 constexpr auto kKeepAlive = std::chrono::seconds(15);  // SSE comment lines; also finds gone clients
 constexpr int kReadTimeoutS = 10;           // one read or write (TLS: its only read bound)
@@ -349,9 +353,27 @@ struct HttpSession {
   std::string id, tenant;
   Router router;
   std::unique_ptr<protocol::mcp::Session> session;
-  std::atomic<int64_t> last_used_s{0};
-  std::atomic<int> active{0};
+  std::atomic<int64_t> last_used_ns{0};  // steady clock: the LRU order and the idle expiry
+  std::atomic<int> active{0};             // leases: requests in flight and GET streams; changed up under HttpServer::mu_
   std::atomic<int> get_streams{0};
+};
+
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+
+// A request's (or GET stream's) hold on a session: taken under the server's
+// lock (so eviction, which takes only sessions without one, cannot race it),
+// released here.
+struct Lease {
+  std::shared_ptr<HttpSession> s;
+  Lease() = default;
+  explicit Lease(std::shared_ptr<HttpSession> session) : s(std::move(session)) {}
+  Lease(Lease&&) = default;
+  Lease& operator=(Lease&&) = default;
+  ~Lease() {
+    if (!s) return;
+    s->last_used_ns = now_ns();
+    s->active--;
+  }
 };
 
 // A session-less 2026-07-28 request: its own session (nothing carries over
@@ -413,7 +435,6 @@ int stateless_status(const Outgoing& answer) {
   return 200;
 }
 
-int64_t now_s() { return std::chrono::duration_cast<std::chrono::seconds>(Clock::now().time_since_epoch()).count(); }
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -440,8 +461,10 @@ class HttpServer {
   // Host and Origin against the allowlists (DNS rebinding); 403 otherwise.
   bool allowed(const httplib::Request& req, httplib::Response& res);
   std::optional<std::string> authenticate(const httplib::Request& req, httplib::Response& res);
-  std::shared_ptr<HttpSession> find_session(const httplib::Request& req, const std::string& tenant,
-                                            httplib::Response& res);
+  Lease find_session(const httplib::Request& req, const std::string& tenant, httplib::Response& res);
+  // With mu_ held: room for one more session of tenant, evicting the least
+  // recently used idle one where a bound is reached; false when all are busy.
+  bool make_room_for(const std::string& tenant, std::vector<std::shared_ptr<HttpSession>>& evicted);
   void post(const httplib::Request& req, httplib::Response& res);
   void post_stateless(const httplib::Request& req, httplib::Response& res, const std::string& tenant,
                       jsonrpc::Parsed parsed, bool accepts_sse);
@@ -495,27 +518,46 @@ std::optional<std::string> HttpServer::authenticate(const httplib::Request& req,
   return std::nullopt;
 }
 
-// A session of this tenant, or the answer for a missing (400) or unknown,
-// ended or foreign (404, the same) one.
-std::shared_ptr<HttpSession> HttpServer::find_session(const httplib::Request& req, const std::string& tenant,
-                                                      httplib::Response& res) {
+// A lease on a session of this tenant, or the answer for a missing (400) or
+// unknown, ended, evicted or foreign (404, the same) one.
+Lease HttpServer::find_session(const httplib::Request& req, const std::string& tenant, httplib::Response& res) {
   if (!req.has_header("Mcp-Session-Id")) {
     json_error(res, 400, jsonrpc::kInvalidRequest, "Bad Request: the Mcp-Session-Id header is required");
-    return nullptr;
+    return {};
   }
   std::string id = req.get_header_value("Mcp-Session-Id");
   std::shared_ptr<HttpSession> s;
   {
     std::lock_guard lock(mu_);
     auto it = sessions_.find(id);
-    if (it != sessions_.end() && it->second->tenant == tenant) s = it->second;
+    if (it != sessions_.end() && it->second->tenant == tenant) {
+      s = it->second;
+      s->active++;
+      s->last_used_ns = now_ns();
+    }
   }
-  if (!s) {
-    json_error(res, 404, jsonrpc::kInvalidRequest, "Not Found: no such session (it ended or never existed); initialize again");
-    return nullptr;
-  }
-  s->last_used_s = now_s();
-  return s;
+  if (!s) json_error(res, 404, jsonrpc::kInvalidRequest, "Not Found: no such session (it ended or never existed); initialize again");
+  return Lease(std::move(s));
+}
+
+bool HttpServer::make_room_for(const std::string& tenant, std::vector<std::shared_ptr<HttpSession>>& evicted) {
+  auto evict_lru_idle = [&](bool of_tenant) {
+    auto lru = sessions_.end();
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+      const HttpSession& x = *it->second;
+      if (x.active.load() != 0 || (of_tenant && x.tenant != tenant)) continue;
+      if (lru == sessions_.end() || x.last_used_ns.load() < lru->second->last_used_ns.load()) lru = it;
+    }
+    if (lru == sessions_.end()) return false;
+    evicted.push_back(std::move(lru->second));  // destroyed outside the lock (it drains its calls)
+    sessions_.erase(lru);
+    return true;
+  };
+  size_t mine = 0;
+  for (auto& [_, other] : sessions_) mine += other->tenant == tenant;
+  if (mine >= kSessionsPerTenantMax && !evict_lru_idle(true)) return false;
+  if (sessions_.size() >= kSessionsMax && !evict_lru_idle(false)) return false;
+  return true;
 }
 
 void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
@@ -554,29 +596,36 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
       tokens.push_back(m->params["_meta"]["progressToken"].dump());
   }
 
-  std::shared_ptr<HttpSession> s;
+  Lease lease;
   bool created = false;
   if (!(initialize && !parsed.is_batch) && is_stateless(req, parsed))
     return post_stateless(req, res, *tenant, std::move(parsed), accepts_sse);
   if (initialize && !parsed.is_batch && !req.has_header("Mcp-Session-Id")) {
-    std::lock_guard lock(mu_);
-    size_t mine = 0;
-    for (auto& [_, other] : sessions_) mine += other->tenant == *tenant;
-    if (sessions_.size() >= kSessionsMax || mine >= kSessionsPerTenantMax) {
-      res.set_header("Retry-After", "60");
-      return json_error(res, 503, jsonrpc::kInvalidRequest,
-                        "Service Unavailable: too many open sessions; end some with DELETE " + std::string(kPath));
+    std::vector<std::shared_ptr<HttpSession>> evicted;
+    auto fresh = std::make_shared<HttpSession>();
+    fresh->id = util::random_id();
+    fresh->tenant = *tenant;
+    fresh->session = std::make_unique<protocol::mcp::Session>(ctx_, fresh->router, *tenant);
+    {
+      std::lock_guard lock(mu_);
+      if (!make_room_for(*tenant, evicted)) {
+        res.set_header("Retry-After", "10");
+        return json_error(res, 503, jsonrpc::kInvalidRequest,
+                          "Service Unavailable: every session of this server or tenant has a request in flight or a "
+                          "GET stream open; retry shortly or end one with DELETE " + std::string(kPath));
+      }
+      fresh->active = 1;
+      fresh->last_used_ns = now_ns();
+      sessions_[fresh->id] = fresh;
     }
-    s = std::make_shared<HttpSession>();
-    s->id = util::random_id();
-    s->tenant = *tenant;
-    s->session = std::make_unique<protocol::mcp::Session>(ctx_, s->router, *tenant);
-    s->last_used_s = now_s();
-    sessions_[s->id] = s;
+    if (!evicted.empty())
+      spdlog::debug("http: {} idle session(s) evicted to make room for a new one (tenant {})", evicted.size(), *tenant);
+    lease = Lease(std::move(fresh));
     created = true;
   } else {
-    s = find_session(req, *tenant, res);
-    if (!s) return;
+    lease = find_session(req, *tenant, res);
+    if (!lease.s) return;
+    HttpSession* s = lease.s.get();
     // The session would refuse the batch with an error of id null, which no
     // request of this POST waits for: answer it here, at once.
     if (parsed.is_batch && !protocol::mcp::batches_supported(s->session->version()))
@@ -590,14 +639,7 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
                           "Bad Request: unsupported MCP-Protocol-Version \"" + quoted(v, 40) + "\"");
     }
   }
-  s->active++;
-  struct Release {
-    HttpSession& s;
-    ~Release() {
-      s.last_used_s = now_s();
-      s.active--;
-    }
-  } release{*s};
+  const std::shared_ptr<HttpSession> s = lease.s;
 
   if (ids.empty()) {
     // Notifications and responses only: accepted, nothing to answer.
@@ -631,7 +673,8 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
           sink.done();
           return true;
         },
-        [s, ids, tokens](bool) { s->router.forget(ids, tokens); });
+        // The stream holds the lease: a session answering on it is busy, not evictable.
+        [s, held = std::make_shared<Lease>(std::move(lease)), ids, tokens](bool) { s->router.forget(ids, tokens); });
     return;
   }
   std::optional<Outgoing> answer = stream->await_answer(deadline);
@@ -778,8 +821,9 @@ void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
                     "text/plain");
     return;
   }
-  auto s = find_session(req, *tenant, res);
-  if (!s) return;
+  Lease lease = find_session(req, *tenant, res);
+  if (!lease.s) return;
+  const std::shared_ptr<HttpSession> s = lease.s;
   // A GET stream holds a worker for as long as it is open: one per session and
   // a bounded number in all, so they cannot starve requests. The stream is
   // optional (clients then get everything on their POSTs): 405 says so.
@@ -792,7 +836,6 @@ void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
   }
   auto stream = std::make_shared<Stream>();
   s->router.add_get(stream);
-  s->active++;
   s->get_streams++;
   get_streams_++;
   res.set_header("Cache-Control", "no-store");
@@ -809,12 +852,10 @@ void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
         sink.done();
         return true;
       },
-      [this, s, stream](bool) {
+      [this, s, stream, held = std::make_shared<Lease>(std::move(lease))](bool) {
         s->router.remove_get(stream);
         s->get_streams--;
         get_streams_--;
-        s->active--;
-        s->last_used_s = now_s();
       });
 }
 
@@ -823,13 +864,13 @@ void HttpServer::del(const httplib::Request& req, httplib::Response& res) {
   if (!tenant) return;
   // 2026-07-28 has no session to end.
   if (refuse_without_session(req, res)) return;
-  auto s = find_session(req, *tenant, res);
-  if (!s) return;
+  Lease lease = find_session(req, *tenant, res);
+  if (!lease.s) return;
   {
     std::lock_guard lock(mu_);
-    sessions_.erase(s->id);
+    sessions_.erase(lease.s->id);
   }
-  spdlog::info("http: session ended by the client (tenant {})", s->tenant);
+  spdlog::info("http: session ended by the client (tenant {})", lease.s->tenant);
   res.status = 204;
 }
 
@@ -837,9 +878,9 @@ void HttpServer::expire_sessions() {
   std::vector<std::shared_ptr<HttpSession>> gone;
   {
     std::lock_guard lock(mu_);
-    const int64_t cutoff = now_s() - std::chrono::duration_cast<std::chrono::seconds>(kSessionIdle).count();
+    const int64_t cutoff = now_ns() - std::chrono::duration_cast<std::chrono::nanoseconds>(kSessionIdle).count();
     for (auto it = sessions_.begin(); it != sessions_.end();) {
-      if (it->second->active == 0 && it->second->last_used_s < cutoff) {
+      if (it->second->active == 0 && it->second->last_used_ns < cutoff) {
         gone.push_back(it->second);
         it = sessions_.erase(it);
       } else {
@@ -964,7 +1005,11 @@ util::Status HttpServer::run() {
   srv->Put(kPath, not_allowed);
   srv->Patch(kPath, not_allowed);
 #ifdef THROWBOX_HTTP_OPS
-  OpsContext ops{ctx_, [this](const httplib::Request& req, httplib::Response& res) { return authenticate(req, res); }};
+  OpsContext ops{ctx_, [this](const httplib::Request& req, httplib::Response& res) { return authenticate(req, res); },
+                 [this] {
+                   std::lock_guard lock(mu_);
+                   return sessions_.size();
+                 }};
   add_ops_routes(*srv, ops);
 #endif
 

@@ -52,7 +52,7 @@ constexpr size_t kQueued = 256;             // requests (bytes in) waiting for a
 // select() and answers 500 on a descriptor above it) and per client address,
 // so one address cannot take them all; beyond either, 503 at once.
 constexpr size_t kConnectionsMax = 512;
-constexpr size_t kConnectionsPerAddressMax = 64;
+constexpr size_t kConnectionsPerAddressMax = 128;
 // From accept, or from the previous response on a keep-alive connection, to
 // the request (headers and body) fully read; then 408 and closed.
 constexpr auto kRequestDeadline = std::chrono::seconds(10);

@@ -44,7 +44,7 @@ Arrival classify_arrival(std::string_view bytes, size_t* request_bytes = nullptr
 
 struct IntakeLimits {
   size_t connections_max = 512;       // open connections in all
-  size_t per_address_max = 64;        // open connections from one client address
+  size_t per_address_max = 128;       // open connections from one client address
   std::chrono::milliseconds request_deadline{10'000};  // from accept or the previous response to fully read
   std::chrono::milliseconds keep_alive_idle{5'000};    // after a response: no byte by then, closed quietly
 };

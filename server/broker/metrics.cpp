@@ -128,6 +128,8 @@ std::string Metrics::render(const Live& live) const {
   out.sample("throwbox_warm_pool_idle", {}, static_cast<double>(live.warm_pool_idle));
   out.family("throwbox_warm_pool_claims_total", "counter", "Jobs that ran in a warm sandbox.");
   out.sample("throwbox_warm_pool_claims_total", {}, static_cast<double>(live.warm_pool_claims));
+  out.family("throwbox_http_sessions", "gauge", "Streamable HTTP sessions open now (all tenants).");
+  out.sample("throwbox_http_sessions", {}, static_cast<double>(live.http_sessions));
   return out.text();
 }
 

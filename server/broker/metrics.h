@@ -71,6 +71,7 @@ class Metrics {
     uint64_t jobs_queued = 0;
     uint64_t warm_pool_idle = 0;
     uint64_t warm_pool_claims = 0;
+    uint64_t http_sessions = 0;  // open Streamable HTTP sessions (0 over stdio)
   };
   std::string render(const Live& live) const;
 

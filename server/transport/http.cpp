@@ -27,6 +27,7 @@
 #include "server/protocol/jsonrpc.h"
 #include "server/transport/auth.h"
 #include "server/transport/http_headers.h"
+#include "server/transport/http_intake.h"
 #if __has_include("server/transport/http_ops.h")
 #include "server/transport/http_ops.h"
 #define THROWBOX_HTTP_OPS 1
@@ -46,7 +47,18 @@ namespace jsonrpc = protocol::jsonrpc;
 constexpr const char* kPath = "/mcp";
 constexpr size_t kWorkers = 96;             // requests served at once (SSE streams included)
 constexpr size_t kGetStreamsMax = 32;       // open GET streams, each holding a worker; beyond: 405
-constexpr size_t kQueued = 256;             // accepted connections waiting for a worker; beyond: 503
+constexpr size_t kQueued = 256;             // requests (bytes in) waiting for a worker; beyond: 503
+// Plain HTTP: connections wait in the intake, holding no worker, until their
+// request is in. Bounded in all (below FD_SETSIZE: Debian's cpp-httplib uses
+// select() and answers 500 on a descriptor above it) and per client address,
+// so one address cannot take them all; beyond either, 503 at once.
+constexpr size_t kConnectionsMax = 512;
+constexpr size_t kConnectionsPerAddressMax = 128;
+// From accept, or from the previous response on a keep-alive connection, to
+// the request (headers and body) fully read; then 408 and closed.
+constexpr auto kRequestDeadline = std::chrono::seconds(10);
+constexpr auto kKeepAliveIdle = std::chrono::seconds(5);  // a keep-alive connection with no next request: closed
+constexpr size_t kKeepAliveRequestsMax = 10000;            // requests on one connection
 // Connections the kernel holds before accept: room for every worker and queue
 // slot, so a burst is accepted (and, beyond the queue, answered 503) rather
 // than dropped (the kernel caps it at net.core.somaxconn).
@@ -57,20 +69,29 @@ constexpr int kListenBacklog = static_cast<int>(kWorkers + kQueued);
 // would only run calls no client waits on. Batches and calls whose client
 // left wait their turn in arrival order. Started on demand.
 constexpr size_t kCallThreadsMax = kWorkers;
+// Sessions in all and per tenant. A new one beyond either bound takes the place
+// of the least recently used idle one (no request in flight, no GET stream),
+// so clients that never DELETE cannot lock a tenant out; only when every one
+// is busy is the answer 503.
 constexpr size_t kSessionsMax = 1024;
 constexpr size_t kSessionsPerTenantMax = 64;
-constexpr auto kSessionIdle = std::chrono::minutes(30);
+constexpr auto kSessionIdle = std::chrono::minutes(10);
 constexpr auto kSessionJanitorInterval = std::chrono::seconds(60);  // how often idle sessions are ended
 constexpr auto kKeepAlive = std::chrono::seconds(15);  // SSE comment lines; also finds gone clients
-constexpr int kReadTimeoutS = 10;           // a request's headers and body
+constexpr int kReadTimeoutS = 10;           // one read or write (TLS: its only read bound)
 constexpr int kAnswerGraceS = 30;           // beyond the policy's longest job
 
 // Set while a connection is served by the overflow path: answer 503 at once.
 thread_local bool t_overloaded = false;
 
-// A pool with a bounded queue. Beyond it a connection is still read
-// (cpp-httplib owns the socket) but only to be answered 503 by a small pool of
-// its own, so a flood neither grows memory nor starves the accept loop.
+// The request a worker is serving (plain HTTP), and its length as the intake
+// saw it (0: unknown).
+thread_local const DeadlineStream* t_serving = nullptr;
+thread_local size_t t_serving_bytes = 0;
+
+// A pool with a bounded queue. Beyond it a request is still read (its bytes
+// are in) but only to be answered 503 by a small pool of its own, so a flood
+// neither grows memory nor starves the accept loop.
 // Workers start on demand (one when a connection waits and none of its kind is
 // idle), up to `workers` and kRejectWorkers, and stay: the count follows the
 // peak of connections served at once, not the limit.
@@ -82,20 +103,23 @@ class BoundedQueue : public httplib::TaskQueue {
     reject_.overloaded = true;
   }
   ~BoundedQueue() override { shutdown(); }
+  // TLS connections (cpp-httplib's own loop, one connection per worker).
   void enqueue(std::function<void()> fn) override {
-    {
-      std::lock_guard lock(mu_);
-      Workers* to = serve_.queue.size() < max_ ? &serve_ : reject_.queue.size() < max_ ? &reject_ : nullptr;
-      if (to && worker_for_one_more(*to)) {
-        to->queue.push_back(std::move(fn));
-        cv_.notify_all();
-        return;
-      }
-    }
+    if (submit(fn)) return;
     // Both full (or no worker could start): the accept thread answers this one itself.
     t_overloaded = true;
     fn();
     t_overloaded = false;
+  }
+  // One request whose bytes are in (plain HTTP, from the intake); false when
+  // both queues are full or no worker could start.
+  bool submit(std::function<void()>& fn) {
+    std::lock_guard lock(mu_);
+    Workers* to = serve_.queue.size() < max_ ? &serve_ : reject_.queue.size() < max_ ? &reject_ : nullptr;
+    if (!to || !worker_for_one_more(*to)) return false;
+    to->queue.push_back(std::move(fn));
+    cv_.notify_all();
+    return true;
   }
   void shutdown() override {
     std::vector<std::thread> threads;
@@ -156,6 +180,53 @@ class BoundedQueue : public httplib::TaskQueue {
   size_t max_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+};
+
+// Plain HTTP's accept "queue": runs the task at once, on the accept thread;
+// the task is IntakeServer::process_and_close_socket, which only hands the
+// socket to the intake.
+class AcceptQueue : public httplib::TaskQueue {
+ public:
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void shutdown() override {}
+};
+
+// cpp-httplib's server with connections kept by the intake between requests:
+// a worker serves one request whose bytes are in, then gives the connection
+// back. process_and_close_socket is the hook (a private virtual of 0.11.4:
+// overriding it is allowed, calling it is not, and it is not needed).
+class IntakeServer : public httplib::Server {
+ public:
+  explicit IntakeServer(Intake& intake) : intake_(intake) {}
+  // A worker: one request on c. True when c may wait for another: only when
+  // exactly that request was read (a refusal before the body, e.g. 403 from
+  // the pre-routing handler, leaves a body that must not pass for the next
+  // request; and a chunked one's length is unknown).
+  bool serve_one(Connection& c) {
+    const size_t expected = c.request_bytes;
+    const bool last = ++c.requests >= kKeepAliveRequestsMax || !is_running() || t_overloaded || expected == 0;
+    DeadlineStream strm(c, std::chrono::seconds(kReadTimeoutS), std::chrono::seconds(kReadTimeoutS));
+    t_serving = &strm;
+    t_serving_bytes = expected;
+    bool closed = false;
+    const bool ok = process_request(strm, last, closed, nullptr);
+    t_serving = nullptr;
+    return ok && !closed && !last && !strm.deadline_passed() && strm.bytes_read() == expected;
+  }
+  // As each response's headers are made (the post-routing handler runs for
+  // every response): a connection that will close because its request was not
+  // read to the end says so, or the client would send its next request into
+  // the closing socket.
+  static void say_if_closing(httplib::Response& res) {
+    if (t_serving && t_serving->bytes_read() != t_serving_bytes) res.set_header("Connection", "close");
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    intake_.admit(sock);
+    return true;
+  }
+  Intake& intake_;
 };
 
 // One outgoing message, serialised once where the session sends it.
@@ -283,9 +354,27 @@ struct HttpSession {
   std::string id, tenant;
   Router router;
   std::unique_ptr<protocol::mcp::Session> session;
-  std::atomic<int64_t> last_used_s{0};
-  std::atomic<int> active{0};
+  std::atomic<int64_t> last_used_ns{0};  // steady clock: the LRU order and the idle expiry
+  std::atomic<int> active{0};             // leases: requests in flight and GET streams; changed up under HttpServer::mu_
   std::atomic<int> get_streams{0};
+};
+
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+
+// A request's (or GET stream's) hold on a session: taken under the server's
+// lock (so eviction, which takes only sessions without one, cannot race it),
+// released here.
+struct Lease {
+  std::shared_ptr<HttpSession> s;
+  Lease() = default;
+  explicit Lease(std::shared_ptr<HttpSession> session) : s(std::move(session)) {}
+  Lease(Lease&&) = default;
+  Lease& operator=(Lease&&) = default;
+  ~Lease() {
+    if (!s) return;
+    s->last_used_ns = now_ns();
+    s->active--;
+  }
 };
 
 // A session-less 2026-07-28 request: its own session (nothing carries over
@@ -327,7 +416,6 @@ int stateless_status(const Outgoing& answer) {
   return 200;
 }
 
-int64_t now_s() { return std::chrono::duration_cast<std::chrono::seconds>(Clock::now().time_since_epoch()).count(); }
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -354,8 +442,10 @@ class HttpServer {
   // Host and Origin against the allowlists (DNS rebinding); 403 otherwise.
   bool allowed(const httplib::Request& req, httplib::Response& res);
   std::optional<std::string> authenticate(const httplib::Request& req, httplib::Response& res);
-  std::shared_ptr<HttpSession> find_session(const httplib::Request& req, const std::string& tenant,
-                                            httplib::Response& res);
+  Lease find_session(const httplib::Request& req, const std::string& tenant, httplib::Response& res);
+  // With mu_ held: room for one more session of tenant, evicting the least
+  // recently used idle one where a bound is reached; false when all are busy.
+  bool make_room_for(const std::string& tenant, std::vector<std::shared_ptr<HttpSession>>& evicted);
   void post(const httplib::Request& req, httplib::Response& res);
   void post_stateless(const httplib::Request& req, httplib::Response& res, const std::string& tenant,
                       jsonrpc::Parsed parsed, bool accepts_sse);
@@ -409,27 +499,46 @@ std::optional<std::string> HttpServer::authenticate(const httplib::Request& req,
   return std::nullopt;
 }
 
-// A session of this tenant, or the answer for a missing (400) or unknown,
-// ended or foreign (404, the same) one.
-std::shared_ptr<HttpSession> HttpServer::find_session(const httplib::Request& req, const std::string& tenant,
-                                                      httplib::Response& res) {
+// A lease on a session of this tenant, or the answer for a missing (400) or
+// unknown, ended, evicted or foreign (404, the same) one.
+Lease HttpServer::find_session(const httplib::Request& req, const std::string& tenant, httplib::Response& res) {
   if (!req.has_header("Mcp-Session-Id")) {
     json_error(res, 400, jsonrpc::kInvalidRequest, "Bad Request: the Mcp-Session-Id header is required");
-    return nullptr;
+    return {};
   }
   std::string id = req.get_header_value("Mcp-Session-Id");
   std::shared_ptr<HttpSession> s;
   {
     std::lock_guard lock(mu_);
     auto it = sessions_.find(id);
-    if (it != sessions_.end() && it->second->tenant == tenant) s = it->second;
+    if (it != sessions_.end() && it->second->tenant == tenant) {
+      s = it->second;
+      s->active++;
+      s->last_used_ns = now_ns();
+    }
   }
-  if (!s) {
-    json_error(res, 404, jsonrpc::kInvalidRequest, "Not Found: no such session (it ended or never existed); initialize again");
-    return nullptr;
-  }
-  s->last_used_s = now_s();
-  return s;
+  if (!s) json_error(res, 404, jsonrpc::kInvalidRequest, "Not Found: no such session (it ended or never existed); initialize again");
+  return Lease(std::move(s));
+}
+
+bool HttpServer::make_room_for(const std::string& tenant, std::vector<std::shared_ptr<HttpSession>>& evicted) {
+  auto evict_lru_idle = [&](bool of_tenant) {
+    auto lru = sessions_.end();
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+      const HttpSession& x = *it->second;
+      if (x.active.load() != 0 || (of_tenant && x.tenant != tenant)) continue;
+      if (lru == sessions_.end() || x.last_used_ns.load() < lru->second->last_used_ns.load()) lru = it;
+    }
+    if (lru == sessions_.end()) return false;
+    evicted.push_back(std::move(lru->second));  // destroyed outside the lock (it drains its calls)
+    sessions_.erase(lru);
+    return true;
+  };
+  size_t mine = 0;
+  for (auto& [_, other] : sessions_) mine += other->tenant == tenant;
+  if (mine >= kSessionsPerTenantMax && !evict_lru_idle(true)) return false;
+  if (sessions_.size() >= kSessionsMax && !evict_lru_idle(false)) return false;
+  return true;
 }
 
 void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
@@ -468,29 +577,36 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
       tokens.push_back(m->params["_meta"]["progressToken"].dump());
   }
 
-  std::shared_ptr<HttpSession> s;
+  Lease lease;
   bool created = false;
   if (!(initialize && !parsed.is_batch) && is_stateless(req, parsed))
     return post_stateless(req, res, *tenant, std::move(parsed), accepts_sse);
   if (initialize && !parsed.is_batch && !req.has_header("Mcp-Session-Id")) {
-    std::lock_guard lock(mu_);
-    size_t mine = 0;
-    for (auto& [_, other] : sessions_) mine += other->tenant == *tenant;
-    if (sessions_.size() >= kSessionsMax || mine >= kSessionsPerTenantMax) {
-      res.set_header("Retry-After", "60");
-      return json_error(res, 503, jsonrpc::kInvalidRequest,
-                        "Service Unavailable: too many open sessions; end some with DELETE " + std::string(kPath));
+    std::vector<std::shared_ptr<HttpSession>> evicted;
+    auto fresh = std::make_shared<HttpSession>();
+    fresh->id = util::random_id();
+    fresh->tenant = *tenant;
+    fresh->session = std::make_unique<protocol::mcp::Session>(ctx_, fresh->router, *tenant);
+    {
+      std::lock_guard lock(mu_);
+      if (!make_room_for(*tenant, evicted)) {
+        res.set_header("Retry-After", "10");
+        return json_error(res, 503, jsonrpc::kInvalidRequest,
+                          "Service Unavailable: every session of this server or tenant has a request in flight or a "
+                          "GET stream open; retry shortly or end one with DELETE " + std::string(kPath));
+      }
+      fresh->active = 1;
+      fresh->last_used_ns = now_ns();
+      sessions_[fresh->id] = fresh;
     }
-    s = std::make_shared<HttpSession>();
-    s->id = util::random_id();
-    s->tenant = *tenant;
-    s->session = std::make_unique<protocol::mcp::Session>(ctx_, s->router, *tenant);
-    s->last_used_s = now_s();
-    sessions_[s->id] = s;
+    if (!evicted.empty())
+      spdlog::debug("http: {} idle session(s) evicted to make room for a new one (tenant {})", evicted.size(), *tenant);
+    lease = Lease(std::move(fresh));
     created = true;
   } else {
-    s = find_session(req, *tenant, res);
-    if (!s) return;
+    lease = find_session(req, *tenant, res);
+    if (!lease.s) return;
+    HttpSession* s = lease.s.get();
     // The session would refuse the batch with an error of id null, which no
     // request of this POST waits for: answer it here, at once.
     if (parsed.is_batch && !protocol::mcp::batches_supported(s->session->version()))
@@ -504,14 +620,7 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
                           "Bad Request: unsupported MCP-Protocol-Version \"" + quoted(v, 40) + "\"");
     }
   }
-  s->active++;
-  struct Release {
-    HttpSession& s;
-    ~Release() {
-      s.last_used_s = now_s();
-      s.active--;
-    }
-  } release{*s};
+  const std::shared_ptr<HttpSession> s = lease.s;
 
   if (ids.empty()) {
     // Notifications and responses only: accepted, nothing to answer.
@@ -545,7 +654,8 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
           sink.done();
           return true;
         },
-        [s, ids, tokens](bool) { s->router.forget(ids, tokens); });
+        // The stream holds the lease: a session answering on it is busy, not evictable.
+        [s, held = std::make_shared<Lease>(std::move(lease)), ids, tokens](bool) { s->router.forget(ids, tokens); });
     return;
   }
   std::optional<Outgoing> answer = stream->await_answer(deadline);
@@ -692,8 +802,9 @@ void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
                     "text/plain");
     return;
   }
-  auto s = find_session(req, *tenant, res);
-  if (!s) return;
+  Lease lease = find_session(req, *tenant, res);
+  if (!lease.s) return;
+  const std::shared_ptr<HttpSession> s = lease.s;
   // A GET stream holds a worker for as long as it is open: one per session and
   // a bounded number in all, so they cannot starve requests. The stream is
   // optional (clients then get everything on their POSTs): 405 says so.
@@ -706,7 +817,6 @@ void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
   }
   auto stream = std::make_shared<Stream>();
   s->router.add_get(stream);
-  s->active++;
   s->get_streams++;
   get_streams_++;
   res.set_header("Cache-Control", "no-store");
@@ -723,12 +833,10 @@ void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
         sink.done();
         return true;
       },
-      [this, s, stream](bool) {
+      [this, s, stream, held = std::make_shared<Lease>(std::move(lease))](bool) {
         s->router.remove_get(stream);
         s->get_streams--;
         get_streams_--;
-        s->active--;
-        s->last_used_s = now_s();
       });
 }
 
@@ -737,13 +845,13 @@ void HttpServer::del(const httplib::Request& req, httplib::Response& res) {
   if (!tenant) return;
   // 2026-07-28 has no session to end.
   if (refuse_without_session(req, res)) return;
-  auto s = find_session(req, *tenant, res);
-  if (!s) return;
+  Lease lease = find_session(req, *tenant, res);
+  if (!lease.s) return;
   {
     std::lock_guard lock(mu_);
-    sessions_.erase(s->id);
+    sessions_.erase(lease.s->id);
   }
-  spdlog::info("http: session ended by the client (tenant {})", s->tenant);
+  spdlog::info("http: session ended by the client (tenant {})", lease.s->tenant);
   res.status = 204;
 }
 
@@ -751,9 +859,9 @@ void HttpServer::expire_sessions() {
   std::vector<std::shared_ptr<HttpSession>> gone;
   {
     std::lock_guard lock(mu_);
-    const int64_t cutoff = now_s() - std::chrono::duration_cast<std::chrono::seconds>(kSessionIdle).count();
+    const int64_t cutoff = now_ns() - std::chrono::duration_cast<std::chrono::nanoseconds>(kSessionIdle).count();
     for (auto it = sessions_.begin(); it != sessions_.end();) {
-      if (it->second->active == 0 && it->second->last_used_s < cutoff) {
+      if (it->second->active == 0 && it->second->last_used_ns < cutoff) {
         gone.push_back(it->second);
         it = sessions_.erase(it);
       } else {
@@ -765,17 +873,33 @@ void HttpServer::expire_sessions() {
 }
 
 util::Status HttpServer::run() {
+  // Declared first, so they outlive srv's accept loop and are stopped by hand
+  // before srv goes (their workers call into it).
+  Intake intake(IntakeLimits{kConnectionsMax, kConnectionsPerAddressMax, kRequestDeadline, kKeepAliveIdle});
+  BoundedQueue pool(kWorkers, kQueued);
   std::unique_ptr<httplib::Server> srv;
+  IntakeServer* plain = nullptr;
   const bool tls = !opt_.tls_cert.empty();
   if (tls) {
+    // TLS keeps cpp-httplib's own connection loop (its SSL handshake is
+    // private to SSLServer): per-read timeouts only, no intake.
     auto ssl = std::make_unique<httplib::SSLServer>(opt_.tls_cert.c_str(), opt_.tls_key.c_str());
     if (!ssl->is_valid())
       return util::make_error(util::ErrorCode::kHttp, "TLS: cannot use certificate " + opt_.tls_cert + " with key " + opt_.tls_key);
     srv = std::move(ssl);
+    srv->new_task_queue = [] { return new BoundedQueue(kWorkers, kQueued); };
   } else {
-    srv = std::make_unique<httplib::Server>();
+    auto p = std::make_unique<IntakeServer>(intake);
+    plain = p.get();
+    srv = std::move(p);
+    srv->new_task_queue = [] { return new AcceptQueue; };
+    intake.start([&pool, &intake, plain](std::shared_ptr<Connection> c) {
+      std::function<void()> task = [&intake, plain, c]() mutable {
+        if (plain->serve_one(*c)) intake.park(std::move(c));
+      };
+      return pool.submit(task);
+    });
   }
-  srv->new_task_queue = [] { return new BoundedQueue(kWorkers, kQueued); };
   srv->set_payload_max_length(ctx_.policy.server.message_max_bytes);
   srv->set_read_timeout(kReadTimeoutS, 0);
   srv->set_write_timeout(kReadTimeoutS, 0);
@@ -851,6 +975,7 @@ util::Status HttpServer::run() {
     if (!allowed(req, res)) return httplib::Server::HandlerResponse::Handled;
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  srv->set_post_routing_handler([](const httplib::Request&, httplib::Response& res) { IntakeServer::say_if_closing(res); });
   srv->Post(kPath, [this](const httplib::Request& req, httplib::Response& res) { post(req, res); });
   srv->Get(kPath, [this](const httplib::Request& req, httplib::Response& res) { get(req, res); });
   srv->Delete(kPath, [this](const httplib::Request& req, httplib::Response& res) { del(req, res); });
@@ -861,7 +986,11 @@ util::Status HttpServer::run() {
   srv->Put(kPath, not_allowed);
   srv->Patch(kPath, not_allowed);
 #ifdef THROWBOX_HTTP_OPS
-  OpsContext ops{ctx_, [this](const httplib::Request& req, httplib::Response& res) { return authenticate(req, res); }};
+  OpsContext ops{ctx_, [this](const httplib::Request& req, httplib::Response& res) { return authenticate(req, res); },
+                 [this] {
+                   std::lock_guard lock(mu_);
+                   return sessions_.size();
+                 }};
   add_ops_routes(*srv, ops);
 #endif
 
@@ -890,6 +1019,8 @@ util::Status HttpServer::run() {
                origins_.size());
   srv->listen_after_bind();
   signals.request_stop();
+  intake.stop();  // waiting connections close; one a worker gives back closes too
+  pool.shutdown();
   janitor.stop();
   {
     std::lock_guard lock(mu_);

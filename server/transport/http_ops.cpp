@@ -97,7 +97,8 @@ class Ops {
     broker::Jobs& jobs = ctx_.server.jobs;
     broker::Admission::Load load = jobs.admission_load();
     broker::PoolStats pool = jobs.pool_stats();
-    broker::Metrics::Live live{load.running, load.queued, pool.idle, pool.claimed};
+    broker::Metrics::Live live{load.running, load.queued, pool.idle, pool.claimed,
+                               ctx_.sessions_open ? ctx_.sessions_open() : 0};
     send_text(res, 200, jobs.metrics().render(live), broker::metrics::kContentType);
   }
 

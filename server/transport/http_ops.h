@@ -17,6 +17,7 @@ struct OpsContext {
   protocol::mcp::ServerContext& server;  // policy, store, jobs, tools, audit
   // Returns the caller's tenant from the bearer token, or writes the 401/403 response itself and returns nullopt.
   std::function<std::optional<std::string>(const httplib::Request&, httplib::Response&)> authenticate;
+  std::function<size_t()> sessions_open;  // for /metrics
 };
 
 void add_ops_routes(httplib::Server& srv, OpsContext ctx);

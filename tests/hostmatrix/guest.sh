@@ -65,9 +65,9 @@ root_env=(env THROWBOX_BIN="$build/throwbox")
 # and the leftovers. THROWBOX_MATRIX_FULL=1 runs every listed file everywhere.
 full_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile cancel_progress)
 full_adversarial=(memory_bomb fork_bomb cpu_hog deadline kill_all disk_fill host_pids proc_status readonly_fs
-                  host_files host_env ptrace syscalls_refused dev_and_kcore zz_leftovers)
+                  host_files host_env ptrace syscalls_refused dev_and_kcore user_counts zz_leftovers)
 full_user_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile)
-full_user_adversarial=(memory_bomb fork_bomb cpu_hog deadline kill_all readonly_fs ptrace zz_leftovers)
+full_user_adversarial=(memory_bomb fork_bomb cpu_hog deadline kill_all readonly_fs ptrace proc_status user_counts zz_leftovers)
 pick() {  # pick CORE... -- FULL...: the core list, or the full one
   local core=() full=() seen=0 x
   for x in "$@"; do
@@ -83,7 +83,7 @@ mode_root() {
     run_test "$host root integration.$t" 240 "${root_env[@]}" THROWBOX_POLICY="$repo/policies/default.json" \
       THROWBOX_EXPECT_CGROUPS="$expect" THROWBOX_TEST_REPEAT="$repeat" node "integration/$t.test.mjs"
   done
-  for t in $(pick memory_bomb fork_bomb cpu_hog kill_all readonly_fs zz_leftovers -- "${full_adversarial[@]}"); do
+  for t in $(pick memory_bomb fork_bomb cpu_hog kill_all readonly_fs proc_status user_counts zz_leftovers -- "${full_adversarial[@]}"); do
     run_test "$host root adversarial.cold.$t" 300 "${root_env[@]}" THROWBOX_POLICY="$build/tests/policy-cold.json" \
       THROWBOX_EXPECT_CGROUPS="$expect" node "adversarial/$t.test.mjs"
   done
@@ -149,7 +149,7 @@ case $host in
     # shellcheck source=tests/hostmatrix/vm/guest_users.sh
     source "$TB_VM_USERS"
     login=$(tb_user_login_scope "$user")
-    mode_user "user(login scope)" none 10 "doctor" "memory_bomb zz_leftovers" THROWBOX_TEST_CGROUP="$login"
+    mode_user "user(login scope)" none 10 "doctor" "memory_bomb user_counts zz_leftovers" THROWBOX_TEST_CGROUP="$login"
     check_leftovers "user(login scope)"
     delegated=$(tb_delegate_user "$user")
     leaf=$(tb_user_shell_leaf "$user")
@@ -167,7 +167,7 @@ case $host in
     mode_root v1 10
     check_leftovers root
     # systemd delegates no v1 controller to a normal user: rlimits only, said loudly.
-    mode_user "user" none 10 "doctor" "memory_bomb zz_leftovers"
+    mode_user "user" none 10 "doctor" "memory_bomb user_counts zz_leftovers"
     check_leftovers user
     ;;
   host)

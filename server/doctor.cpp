@@ -91,6 +91,13 @@ Line probe_cgroups(const sandbox::cgroups::Host& h, bool required) {
 Line probe_identity(const policy::Policy& pol) {
   auto ids = broker::Identities::make(pol, ::geteuid(), ::getegid());
   if (!ids) return {"sandbox identity", false, ids.error().message, "choose a range no account uses", true};
+  if (ids->subordinate())
+    return {"sandbox identity", true,
+            "a uid of its own per live sandbox from this user's /etc/subuid range " + std::to_string(ids->first()) + ".." +
+                std::to_string(uint64_t{ids->first()} + ids->count() - 1) +
+                " (newuidmap; host_uid:subordinate); what the kernel counts per user still reaches this user at the "
+                "top, bounded by each sandbox's share",
+            "", true};
   if (ids->per_sandbox())
     return {"sandbox identity", true,
             "a host uid of its own per live sandbox, from sandbox.uid_range " + std::to_string(pol.sandbox.uid_first) +

@@ -1,12 +1,16 @@
 // Host identities for sandboxes: the range check at start-up and the leases.
 #include "server/broker/identities.h"
 
+#include <linux/capability.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -54,6 +58,22 @@ util::Result<util::UniqueFd> hold(uint32_t uid) {
   return fd;
 }
 
+// newuidmap and newgidmap are set-uid root: they get their capabilities only
+// without no_new_privs and with CAP_SETUID and CAP_SETGID in the bounding set
+// (a systemd unit's NoNewPrivileges= or CapabilityBoundingSet= takes them).
+bool set_uid_programs_work() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  bool nnp = false;
+  uint64_t bounding = 0;
+  while (std::getline(status, line)) {
+    if (line.rfind("NoNewPrivs:", 0) == 0) nnp = line.find('1') != std::string::npos;
+    if (line.rfind("CapBnd:", 0) == 0) bounding = std::strtoull(line.c_str() + 7, nullptr, 16);
+  }
+  constexpr uint64_t kNeeded = (uint64_t{1} << CAP_SETUID) | (uint64_t{1} << CAP_SETGID);
+  return !nnp && (bounding & kNeeded) == kNeeded;
+}
+
 }  // namespace
 
 std::optional<std::string> range_conflict(std::string_view file_name, std::string_view text, bool subordinate,
@@ -78,11 +98,44 @@ std::optional<std::string> range_conflict(std::string_view file_name, std::strin
   return std::nullopt;
 }
 
+std::optional<std::pair<uint32_t, uint32_t>> subordinate_range(std::string_view text, std::string_view name,
+                                                                uint32_t id) {
+  std::istringstream in{std::string(text)};
+  std::string line;
+  const std::string id_text = std::to_string(id);
+  while (std::getline(in, line)) {
+    auto f = split(line, ':');
+    if (f.size() < 3 || (f[0] != name && f[0] != id_text)) continue;
+    auto start = number(f[1]), n = number(f[2]);
+    if (!start || !n || *n == 0 || *start > 0xFFFFFFFEull || *start + *n > 0xFFFFFFFFull) continue;
+    return std::pair{static_cast<uint32_t>(*start), static_cast<uint32_t>(std::min<uint64_t>(*n, 1u << 20))};
+  }
+  return std::nullopt;
+}
+
 util::Result<Identities> Identities::make(const policy::Policy& policy, uint32_t euid, uint32_t egid,
-                                          const std::string& etc_dir) {
+                                          const std::string& etc_dir, const std::string& id_mapper) {
   Identities ids;
   if (euid != 0) {
-    ids.shared_ = Identity{euid, egid, false};
+    ids.shared_ = Identity{euid, egid, false, false};
+    const std::string gid_mapper = id_mapper.substr(0, id_mapper.rfind('/') + 1) + "newgidmap";
+    if (::access(id_mapper.c_str(), X_OK) != 0 || ::access(gid_mapper.c_str(), X_OK) != 0) return ids;
+    if (!set_uid_programs_work()) return ids;
+    std::string name;
+    if (struct passwd* pw = ::getpwuid(euid)) name = pw->pw_name;
+    auto read = [&](const char* file) {
+      std::ifstream f(etc_dir + "/" + file);
+      std::stringstream text;
+      if (f) text << f.rdbuf();
+      return text.str();
+    };
+    auto u = subordinate_range(read("subuid"), name, euid);
+    auto g = subordinate_range(read("subgid"), name, euid);
+    if (!u || !g) return ids;
+    ids.per_sandbox_ = ids.subordinate_ = true;
+    ids.first_ = u->first;
+    ids.gid_first_ = g->first;
+    ids.count_ = std::min(u->second, g->second);
     return ids;
   }
   ids.per_sandbox_ = true;
@@ -109,11 +162,12 @@ util::Result<IdentityLease> Identities::lease() {
   for (uint32_t tried = 0; tried < count_; ++tried) {
     const uint32_t uid = first_ + cursor_.fetch_add(1) % count_;
     auto held = hold(uid);
-    if (held) return IdentityLease(Identity{uid, uid, true}, std::move(*held));
+    const uint32_t gid = subordinate_ ? gid_first_ + (uid - first_) : uid;
+    if (held) return IdentityLease(Identity{uid, gid, true, subordinate_}, std::move(*held));
     if (held.error().code != util::ErrorCode::kBusy) return held.error();
   }
-  return util::busy_error("every host uid of sandbox.uid_range (" + std::to_string(count_) +
-                          ") is held by a live sandbox; retry later", 1);
+  return util::busy_error(std::string("every host uid of ") + (subordinate_ ? "the server user's /etc/subuid range" : "sandbox.uid_range") +
+                          " (" + std::to_string(count_) + ") is held by a live sandbox; retry later", 1);
 }
 
 }  // namespace broker

@@ -111,7 +111,7 @@ void Jobs::start_pool() {
         lease = std::move(*held);
         sandbox::LaunchSpec spec = build_warm_spec(policy_, spec_host_, rt, util::random_id());
         const Identity& id = lease.identity();
-        set_identity(spec, id.uid, id.gid, id.own_user_ns);
+        set_identity(spec, id.uid, id.gid, id.own_user_ns, id.subordinate);
         return spec;
       },
       [this](std::unique_ptr<RunnerProcess> r, const std::string& dir, const std::string& id) {
@@ -228,7 +228,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     auto lease = identities_.lease();
     if (!lease) return lease.error();
     const Identity& id = lease->identity();
-    set_identity(*spec, id.uid, id.gid, id.own_user_ns);
+    set_identity(*spec, id.uid, id.gid, id.own_user_ns, id.subordinate);
     outcome = start_cold(fleet_, release_, *spec, std::move(*lease), req, start->t_recorded ? std::function<util::Status()>() : record_start,
                          finished);
   }

@@ -28,7 +28,10 @@ std::vector<std::string> layer_names(Layers done, int landlock_abi, cgroups::Mod
   if (done.has(Layer::capabilities_dropped)) names.emplace_back("capabilities_dropped");
   if (done.has(Layer::seccomp)) names.emplace_back("seccomp");
   if (done.has(Layer::cgroups)) names.push_back(std::string("cgroups:") + cgroups::to_string(cgroup_mode));
-  if (done.has(Layer::user_ns)) names.emplace_back(done.has(Layer::own_uid) ? "host_uid:own" : "host_uid:shared");
+  if (done.has(Layer::user_ns))
+    names.emplace_back(!done.has(Layer::own_uid)           ? "host_uid:shared"
+                       : done.has(Layer::subordinate_uid) ? "host_uid:subordinate"
+                                                          : "host_uid:own");
   if (done.has(Layer::user_limits)) names.emplace_back("user_limits");
   return names;
 }

@@ -17,6 +17,7 @@ enum class Layer : uint8_t {
   capabilities_dropped, seccomp, cgroups,
   own_uid,      // the user namespace is owned by the sandbox's own host uid (root servers)
   user_limits,  // the user namespace's ucount limits were written
+  subordinate_uid,  // own_uid from the server user's /etc/subuid range
 };
 
 // A set of Layer, as sent over the report pipe and the control socket.
@@ -38,7 +39,8 @@ class Layers {
 // "namespaces:user,pid,mount,net,ipc,uts,cgroup" (the namespaces that were
 // made), "pivot_root", "readonly_root", "fd_hygiene", "rlimits",
 // "no_new_privs", "landlock:abi<N>", "capabilities_dropped", "seccomp",
-// "cgroups:<mode>", then "host_uid:own" (a host uid of its own) or
+// "cgroups:<mode>", then "host_uid:own" (a host uid of its own),
+// "host_uid:subordinate" (one of the server user's subordinate uids) or
 // "host_uid:shared" (the server's, with others), and "user_limits".
 std::vector<std::string> layer_names(Layers done, int landlock_abi, cgroups::Mode cgroup_mode);
 

@@ -3,13 +3,18 @@
 #include "server/sandbox/namespaces.h"
 
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <linux/securebits.h>
+#include <sched.h>
 #include <sys/fsuid.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <string>
+#include <vector>
 
 #include "server/sandbox/spec.h"
 #include "server/util/fd.h"
@@ -51,6 +56,98 @@ util::Status restore_root_in_parent() {
   if (::setresuid(static_cast<uid_t>(-1), 0, static_cast<uid_t>(-1)) != 0) return failed("setresuid", errno);
   if (::setresgid(static_cast<gid_t>(-1), 0, static_cast<gid_t>(-1)) != 0) return failed("setresgid", errno);
   if (::prctl(PR_SET_SECUREBITS, 0, 0, 0, 0) != 0) return failed("prctl(PR_SET_SECUREBITS)", errno);
+  return util::ok_status();
+}
+
+namespace {
+
+// Runs one id mapper (newuidmap/newgidmap) from the helper: stdin and stdout
+// /dev/null, stderr to err_fd, nothing else inherited. Its exit status.
+int run_mapper(const std::vector<std::string>& args, int err_fd) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  char* envp[] = {nullptr};
+  pid_t child = ::fork();
+  if (child < 0) return 127;
+  if (child == 0) {
+    int null_fd = ::open("/dev/null", O_RDWR);
+    if (null_fd < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(null_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) ::_exit(127);
+    ::close_range(3, ~0U, 0);
+    ::execve(argv[0], argv.data(), envp);
+    ::_exit(127);
+  }
+  int st = 0;
+  while (::waitpid(child, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+}  // namespace
+
+util::Status enter_subordinate_ns_in_parent(uint32_t sub_uid, uint32_t sub_gid) {
+  const std::string self = std::to_string(::getpid());
+  const std::vector<std::string> uid_args = {kNewuidmap, self, "0", std::to_string(::getuid()), "1", "1",
+                                             std::to_string(sub_uid), "1"};
+  const std::vector<std::string> gid_args = {kNewgidmap, self, "0", std::to_string(::getgid()), "1", "1",
+                                             std::to_string(sub_gid), "1"};
+  util::Pipe go, report;
+  if (!util::make_pipe(go) || !util::make_pipe(report))
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("pipe2", "id mapper", errno));
+  // Forked before the unshare: the mappers must run in the parent namespace.
+  pid_t helper = ::fork();
+  if (helper < 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("fork", "id mapper", errno));
+  if (helper == 0) {
+    go.write.reset();
+    report.read.reset();
+    char b = 0;
+    if (util::read_some(go.read.get(), &b, 1) != 1) ::_exit(1);
+    int r = run_mapper(uid_args, report.write.get());
+    if (r == 0) r = run_mapper(gid_args, report.write.get());
+    ::_exit(r == 0 ? 0 : 1);
+  }
+  go.read.reset();
+  report.write.reset();
+  int unshared = ::unshare(CLONE_NEWUSER) == 0 ? 0 : errno;
+  // The new capabilities cleared dumpable, which makes /proc/<zygote> root's:
+  // the mappers (running as this user) could not open its uid_map.
+  if (unshared == 0 && ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) unshared = errno;
+  if (unshared == 0) (void)util::write_all(go.write.get(), "1", 1);
+  go.write.reset();  // EOF: a helper not told to go exits
+  std::string said;
+  char buf[512];
+  for (long n; (n = util::read_some(report.read.get(), buf, sizeof buf)) > 0 && said.size() < 2048;)
+    said.append(buf, static_cast<size_t>(n));
+  int st = 0;
+  while (::waitpid(helper, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (unshared != 0)
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("unshare", "CLONE_NEWUSER (subordinate ids)", unshared));
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+    return util::make_error(util::ErrorCode::kSandbox,
+                            "newuidmap/newgidmap " + self + " 0 <server's id> 1 1 " + std::to_string(sub_uid) + "/" +
+                                std::to_string(sub_gid) + " 1 failed" +
+                                (said.empty() ? "" : ": " + util::to_valid_utf8(said)) +
+                                " (the ids must be in this user's /etc/subuid and /etc/subgid ranges)");
+  }
+  if (::geteuid() != 0)
+    return util::make_error(util::ErrorCode::kSandbox, "the subordinate user namespace did not map the server's uid to 0");
+  return util::ok_status();
+}
+
+util::Status join_subordinate_ns_in_parent(pid_t pid1) {
+  const std::string path = "/proc/" + std::to_string(pid1) + "/ns/user";
+  util::UniqueFd ns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!ns.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("open", path, errno));
+  util::UniqueFd parent(::ioctl(ns.get(), NS_GET_PARENT));
+  if (!parent.valid())
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("ioctl(NS_GET_PARENT)", path, errno));
+  if (::setns(parent.get(), CLONE_NEWUSER) != 0)
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("setns", "the subordinate user namespace", errno));
+  // The id change cleared dumpable: the server reads this process's /proc.
+  if (::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("prctl", "PR_SET_DUMPABLE", errno));
   return util::ok_status();
 }
 

@@ -35,6 +35,20 @@ void unshare_network_in_child(int report_sock);
 util::Status become_owner_in_parent(uint32_t host_uid, uint32_t host_gid);
 util::Status restore_root_in_parent();
 
+// Where newgidmap is expected beside it (Debian's uidmap package).
+constexpr const char* kNewuidmap = "/usr/bin/newuidmap";
+constexpr const char* kNewgidmap = "/usr/bin/newgidmap";
+
+// A normal user's subordinate ids (spec.subordinate_uid): the zygote moves
+// into a user namespace of its own where the server's uid and gid are 0 and
+// the sandbox's subordinate ones are 1, mapped by newuidmap and newgidmap
+// run from a helper it forked before (still outside). In it the zygote acts
+// as a root server's does.
+util::Status enter_subordinate_ns_in_parent(uint32_t sub_uid, uint32_t sub_gid);
+// The runner, once pid 1 exists: joins that namespace (the parent of pid 1's)
+// to deliver and harvest as the sandbox's id.
+util::Status join_subordinate_ns_in_parent(pid_t pid1);
+
 // The cgroup namespace, rooted at pid 1's cgroup (the job's, once attached).
 void unshare_cgroup_in_child(int report_sock);
 

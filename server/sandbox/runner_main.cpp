@@ -18,6 +18,7 @@
 #include <string>
 
 #include "server/sandbox/launcher.h"
+#include "server/sandbox/namespaces.h"
 #include "server/sandbox/spec.h"
 #include "server/sandbox/trace.h"
 #include "server/sandbox/zygote.h"
@@ -82,6 +83,11 @@ int runner_main() {
   auto spec = doc.is_discarded() ? util::make_error(util::ErrorCode::kSandbox, "launch spec is not JSON") : spec_from_json(doc);
   if (!spec) return report(launcher::abandon(*built, nullptr, built->error.empty() ? spec.error().message : built->error));
   trace::mark("spec parsed");
+  // Subordinate ids: deliver and harvest as root of the zygote's namespace.
+  if (spec->subordinate_uid != 0 && built->pid > 0) {
+    if (auto s = namespaces::join_subordinate_ns_in_parent(built->pid); !s)
+      return report(launcher::abandon(*built, &*spec, s.error().message));
+  }
   // Cold: nothing may follow the spec but EOF, the broker's release (launch's
   // start gate). Warm: the claim comes once the runner said it is ready.
   if (!built->rest.empty())

@@ -66,7 +66,8 @@ json to_json(const LaunchSpec& s) {
           {"artifact_max_bytes", s.artifact_max_bytes},
           {"stdout_max_bytes", s.stdout_max_bytes}, {"stderr_max_bytes", s.stderr_max_bytes},
           {"timeout_ms", s.timeout_ms}, {"host_uid", s.host_uid}, {"host_gid", s.host_gid},
-          {"own_user_ns", s.own_user_ns}, {"sigpending_max", s.sigpending_max},
+          {"own_user_ns", s.own_user_ns}, {"subordinate_uid", s.subordinate_uid},
+          {"subordinate_gid", s.subordinate_gid}, {"sigpending_max", s.sigpending_max},
           {"msgqueue_max_bytes", s.msgqueue_max_bytes}, {"inotify_instances_max", s.inotify_instances_max},
           {"inotify_watches_max", s.inotify_watches_max},
           {"scratch_dir", s.scratch_dir}, {"harvest_dir", s.harvest_dir},
@@ -125,6 +126,11 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     s.host_uid = static_cast<uint32_t>(integer_field(j, "host_uid", 0, kIdMax, kWhat));
     s.host_gid = static_cast<uint32_t>(integer_field(j, "host_gid", 0, kIdMax, kWhat));
     s.own_user_ns = j.value("own_user_ns", false);
+    s.subordinate_uid = static_cast<uint32_t>(optional_integer_field(j, "subordinate_uid", 0, kIdMax, kWhat));
+    s.subordinate_gid = static_cast<uint32_t>(optional_integer_field(j, "subordinate_gid", 0, kIdMax, kWhat));
+    if ((s.subordinate_uid == 0) != (s.subordinate_gid == 0) || (s.subordinate_uid != 0 && !s.own_user_ns))
+      return util::make_error(util::ErrorCode::kSpec,
+                              "launch spec: subordinate_uid and subordinate_gid come together, with own_user_ns");
     s.sigpending_max = optional_integer_field(j, "sigpending_max", 0, kCountMax, kWhat);
     s.msgqueue_max_bytes = optional_integer_field(j, "msgqueue_max_bytes", 0, kCountMax, kWhat);
     s.inotify_instances_max = optional_integer_field(j, "inotify_instances_max", 0, kCountMax, kWhat);

@@ -51,6 +51,12 @@ struct LaunchSpec {
   // The user namespace is created with euid host_uid (a root server's
   // per-sandbox uid): what the kernel counts per user is charged to it.
   bool own_user_ns = false;
+  // A normal user's subordinate ids (/etc/subuid, /etc/subgid), 0: none. The
+  // zygote first moves into a user namespace of its own mapping the server's
+  // user to 0 and these to 1 (newuidmap/newgidmap); host_uid/host_gid are
+  // then 1, and the runner joins that namespace once pid 1 exists.
+  uint32_t subordinate_uid = 0;
+  uint32_t subordinate_gid = 0;
   // This sandbox's share of what the kernel counts per user and that the
   // sandbox's uid may share with others: RLIMIT_SIGPENDING, RLIMIT_MSGQUEUE,
   // and its user namespace's max_inotify_instances/max_inotify_watches. 0: unset.

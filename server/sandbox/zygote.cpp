@@ -251,6 +251,16 @@ void zygote_hide_command_line(Build& b) {
   std::memcpy(args, kName, std::min(size - 1, sizeof kName - 1));
 }
 
+// A normal user's subordinate ids: from here the zygote is root of a user
+// namespace of its own (namespaces.h), as a root server's zygote is of the host.
+void zygote_enter_subordinate_ns(Build& b) {
+  if (b.spec.subordinate_uid == 0) return;
+  if (auto s = namespaces::enter_subordinate_ns_in_parent(b.spec.subordinate_uid, b.spec.subordinate_gid); !s)
+    b.fail(s.error().message);
+  b.report.layers.add(Layer::subordinate_uid);
+  trace::mark("subordinate user namespace");
+}
+
 // Every path and string pid 1 will need, built before the clone.
 void zygote_plan_mounts(Build& b) {
   auto plan = mounts::plan_in_parent(b.spec);
@@ -328,6 +338,9 @@ void zygote_clone_pid1(Build& b) {
   const int clone_errno = errno;
   if (b.spec.own_user_ns) {
     if (auto s = namespaces::restore_root_in_parent(); !s) b.fail(s.error().message);  // pid 1 dies with us
+    // The id changes cleared dumpable on the memory pid 1 shares: a runner
+    // that is not host root (subordinate ids) opens /proc/<pid 1> next.
+    (void)::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     b.report.layers.add(Layer::own_uid);
   }
   if (b.pid < 0) {
@@ -402,18 +415,19 @@ void zygote_report_and_exit(const Build& b) {
 
 // The zygote's steps, in order; a failed step reports its error and exits:
 // 1 detach from the runner  2 warm up (while the job has not come)
-// 3 read the spec  4 parse it  5 plan the mounts  6 prepare seccomp,
-// Landlock, rlimits, the user namespace's limits, capabilities, CPUs
-// 7 scratch directory and root mount point  8 hide the command line
-// 9 clone pid 1 into its namespaces (as root: owned by the sandbox's own
-// uid)  10 id maps  11 go  12 harvest directory  13 the job's cgroup, pid 1
-// in it  14 report, exit.
+// 3 read the spec  4 parse it  5 subordinate ids: a user namespace of its
+// own  6 plan the mounts  7 prepare seccomp, Landlock, rlimits, the user
+// namespace's limits, capabilities, CPUs  8 scratch directory and root
+// mount point  9 hide the command line  10 clone pid 1 into its namespaces
+// (as root: owned by the sandbox's own uid)  11 id maps  12 go  13 harvest
+// directory  14 the job's cgroup, pid 1 in it  15 report, exit.
 // The runner sends pid 1 "start" only after it reaped the zygote.
 [[noreturn]] void zygote_main(Build& b) {
   zygote_detach_from_runner(b);
   zygote_warm_up(b);
   zygote_read_spec(b);
   zygote_parse_spec(b);
+  zygote_enter_subordinate_ns(b);
   zygote_plan_mounts(b);
   zygote_prepare_layers(b);
   zygote_make_scratch(b);

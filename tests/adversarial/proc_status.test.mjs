@@ -50,9 +50,12 @@ emit({"status": status, "uid_map": open('/proc/self/uid_map').read(), "gid_map":
   // One line each: inside id 1000 -> one host id, never host root.
   const lines = (text) => text.split('\n').filter(Boolean).map((l) => l.trim().split(/\s+/).map(Number));
   // As root: a uid of the policy's range (gid the same number); as a user: the user's own.
+  // With subordinate ids the map names the id in the runner's namespace between (1), not the host's.
+  const ids = sandboxHostUids();
   const hostUid = lines(out.uid_map)[0]?.[1];
-  const hostGid = sandboxHostUids().gidOf(hostUid);
-  assert.ok(isSandboxHostUid(hostUid), `uid_map ${JSON.stringify(out.uid_map)}: a sandbox host uid`);
+  const hostGid = ids.mode === 'subordinate' ? 1 : ids.gidOf(hostUid);
+  if (ids.mode === 'subordinate') assert.equal(hostUid, 1, `uid_map ${JSON.stringify(out.uid_map)}`);
+  else assert.ok(isSandboxHostUid(hostUid), `uid_map ${JSON.stringify(out.uid_map)}: a sandbox host uid`);
   assert.deepEqual(lines(out.uid_map), [[1000, hostUid, 1]], `uid_map ${JSON.stringify(out.uid_map)}`);
   assert.deepEqual(lines(out.gid_map), [[1000, hostGid, 1]], `gid_map ${JSON.stringify(out.gid_map)}`);
   assert.notEqual(hostUid, 0);

@@ -95,3 +95,40 @@ TEST_CASE("leases: distinct uids while held, busy when all are, free again once 
   REQUIRE(again.ok());
   CHECK(uids.count(again->identity().uid) == 1);
 }
+
+TEST_CASE("a user's first subordinate range, by name or by uid") {
+  const std::string text = "# delegated\nalice:100000:65536\nbob:165536:65536\n1003:231072:10\n";
+  CHECK(broker::subordinate_range(text, "bob", 1002) == std::optional(std::pair<uint32_t, uint32_t>{165536, 65536}));
+  CHECK(broker::subordinate_range(text, "carol", 1003) == std::optional(std::pair<uint32_t, uint32_t>{231072, 10}));
+  CHECK_FALSE(broker::subordinate_range(text, "dave", 1004));
+  CHECK_FALSE(broker::subordinate_range("eve:99999999999:5\neve:5:0\n", "eve", 1005));
+}
+
+TEST_CASE("a normal user with subordinate ids and newuidmap: a uid and gid of them per sandbox") {
+  EtcDir etc;
+  const std::string me = std::to_string(::getuid() == 0 ? 4242 : ::getuid());
+  etc.write("subuid", me + ":1600000000:3\n");
+  etc.write("subgid", me + ":1700000000:5\n");
+  etc.write("newuidmap", "");
+  etc.write("newgidmap", "");
+  const std::string mapper = (etc.dir / "newuidmap").string();
+  std::filesystem::permissions(etc.dir / "newuidmap", std::filesystem::perms::owner_all);
+  std::filesystem::permissions(etc.dir / "newgidmap", std::filesystem::perms::owner_all);
+  const uint32_t uid = static_cast<uint32_t>(std::stoul(me));
+  auto ids = broker::Identities::make(range(70000, 10), uid, 1000, etc.dir.string(), mapper);
+  REQUIRE(ids.ok());
+  CHECK(ids->per_sandbox());
+  CHECK(ids->subordinate());
+  CHECK(ids->first() == 1600000000);
+  CHECK(ids->count() == 3);  // the shorter of the two ranges
+  auto l = ids->lease();
+  REQUIRE(l.ok());
+  CHECK(l->identity().subordinate);
+  CHECK(l->identity().uid - 1600000000 == l->identity().gid - 1700000000);
+  // Without newgidmap beside newuidmap: shared.
+  std::filesystem::remove(etc.dir / "newgidmap");
+  auto shared = broker::Identities::make(range(70000, 10), uid, 1000, etc.dir.string(), mapper);
+  REQUIRE(shared.ok());
+  CHECK_FALSE(shared->per_sandbox());
+  CHECK(shared->lease()->identity().uid == uid);
+}

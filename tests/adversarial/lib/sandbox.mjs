@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import { spawn, spawnSync } from 'node:child_process';
 import { runCode, textOf, mkStateDir, throwboxBin, trackServer } from '../../integration/lib/client.mjs';
 export { pgrep, descendants } from '../../integration/lib/host.mjs';
@@ -26,10 +27,28 @@ export function loadPolicy() {
 
 // The host uids a sandbox may map to: as root the policy's sandbox.uid_range
 // (one per live sandbox), as a normal user the server's own uid.
+// A normal user with subordinate ids (and newuidmap) gives each sandbox one of
+// its /etc/subuid range (gid: the same offset in /etc/subgid).
+function subordinateRange(file) {
+  const name = os.userInfo().username;
+  let text = '';
+  try { text = fs.readFileSync(file, 'utf8'); } catch { return null; }
+  for (const line of text.split('\n')) {
+    const [n, start, count] = line.split(':');
+    if ((n === name || n === String(process.getuid())) && Number(count) > 0) return { first: Number(start), count: Number(count) };
+  }
+  return null;
+}
 export function sandboxHostUids() {
-  if (AS_USER) return { first: process.getuid(), count: 1, gidOf: () => process.getgid() };
+  if (AS_USER) {
+    const u = subordinateRange('/etc/subuid');
+    const g = subordinateRange('/etc/subgid');
+    if (u && g && fs.existsSync('/usr/bin/newuidmap') && fs.existsSync('/usr/bin/newgidmap'))
+      return { mode: 'subordinate', first: u.first, count: Math.min(u.count, g.count), gidOf: (uid) => g.first + (uid - u.first) };
+    return { mode: 'shared', first: process.getuid(), count: 1, gidOf: () => process.getgid() };
+  }
   const r = loadPolicy().sandbox.uid_range ?? { first: 1879048192, count: 65536 };
-  return { first: r.first, count: r.count, gidOf: (uid) => uid };
+  return { mode: 'own', first: r.first, count: r.count, gidOf: (uid) => uid };
 }
 export const isSandboxHostUid = (uid) => {
   const r = sandboxHostUids();

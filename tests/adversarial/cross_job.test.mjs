@@ -1,7 +1,7 @@
 // Threat: one job reaches another job running at the same time (another
 // conversation's data): its files, processes, loopback and abstract sockets,
-// IPC. As root every job maps to the same host uid, so only the namespaces and
-// mounts separate them.
+// IPC. A normal user's server without subordinate ids maps every job to the
+// same host uid, so only the namespaces and mounts separate them there.
 import test, { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from '../integration/lib/client.mjs';

@@ -403,7 +403,11 @@ bool is_stateless(const httplib::Request& req, const jsonrpc::Parsed& parsed) {
   return true;
 }
 
-std::string clip(const std::string& s) { return quoted(s, 100); }
+// A header's value, or nullopt when the request has none.
+std::optional<std::string> header(const httplib::Request& req, const char* name) {
+  if (!req.has_header(name)) return std::nullopt;
+  return req.get_header_value(name);
+}
 
 // The HTTP status of a stateless answer (2026-07-28 transports/streamable-http):
 // unknown method 404, version and header errors 400, anything else 200.
@@ -502,15 +506,17 @@ std::optional<std::string> HttpServer::authenticate(const httplib::Request& req,
 // A lease on a session of this tenant, or the answer for a missing (400) or
 // unknown, ended, evicted or foreign (404, the same) one.
 Lease HttpServer::find_session(const httplib::Request& req, const std::string& tenant, httplib::Response& res) {
-  if (!req.has_header("Mcp-Session-Id")) {
+  const std::optional<std::string> id = header(req, "Mcp-Session-Id");
+  const SessionIdCheck check = check_session_id(id);
+  if (check == SessionIdCheck::kMissing) {
     json_error(res, 400, jsonrpc::kInvalidRequest, "Bad Request: the Mcp-Session-Id header is required");
     return {};
   }
-  std::string id = req.get_header_value("Mcp-Session-Id");
   std::shared_ptr<HttpSession> s;
-  {
+  // Only minted ids are in the map: any other is unknown without a look.
+  if (check == SessionIdCheck::kWellFormed) {
     std::lock_guard lock(mu_);
-    auto it = sessions_.find(id);
+    auto it = sessions_.find(*id);
     if (it != sessions_.end() && it->second->tenant == tenant) {
       s = it->second;
       s->active++;
@@ -699,32 +705,13 @@ void HttpServer::post_stateless(const httplib::Request& req, httplib::Response& 
   const std::string method = m.method;
   auto mismatch = [&](const std::string& message) {
     res.status = 400;
-    res.set_content(jsonrpc::make_error(id, mcp::kHeaderMismatch, "Header mismatch: " + util::to_valid_utf8(message)).dump(),
+    res.set_content(jsonrpc::make_error(id, mcp::kHeaderMismatch, "Header mismatch: " + message).dump(),
                     "application/json");
   };
-  // Server validation: what intermediaries route on must be what the body
-  // says, or the two could be made to disagree.
-  if (!req.has_header("Mcp-Method")) return mismatch("the Mcp-Method header is required");
-  const std::string method_h = req.get_header_value("Mcp-Method");
-  if (method_h != method)
-    return mismatch("Mcp-Method header value '" + clip(method_h) + "' does not match body value '" + clip(method) +
-                    "'");
-  if (!req.has_header("MCP-Protocol-Version")) return mismatch("the MCP-Protocol-Version header is required");
-  const std::string version_h = req.get_header_value("MCP-Protocol-Version");
+  const MirrorHeaders headers{header(req, "Mcp-Method"), header(req, "MCP-Protocol-Version"), header(req, "Mcp-Name")};
   const json version_b = mcp::request_version(m.params);
-  if (!version_b.is_string() || version_b.get<std::string>() != version_h)
-    return mismatch("MCP-Protocol-Version header value '" + clip(version_h) + "' does not match body value " +
-                    clip(version_b.is_null() ? std::string("(absent)") : version_b.dump()) + " of _meta[\"" +
-                    mcp::kMetaProtocolVersion + "\"]");
-  if (method == "tools/call" || method == "resources/read" || method == "prompts/get") {
-    const std::string field = method == "resources/read" ? "uri" : "name";
-    if (!req.has_header("Mcp-Name")) return mismatch("the Mcp-Name header is required for " + method);
-    auto name_h = decode_header_value(req.get_header_value("Mcp-Name"));
-    if (!name_h) return mismatch("the Mcp-Name header value is malformed");
-    auto body = m.params.is_object() ? m.params.find(field) : m.params.end();
-    if (!m.params.is_object() || body == m.params.end() || !body->is_string() || *name_h != body->get<std::string>())
-      return mismatch("Mcp-Name header value '" + clip(*name_h) + "' does not match body value params." + field);
-  }
+  if (auto why = mirror_mismatch(headers, {method, m.params, version_b, mcp::kMetaProtocolVersion})) return mismatch(*why);
+  const std::string& version_h = *headers.protocol_version;
   if (version_h != mcp::kStatelessVersion) {
     res.status = 400;
     res.set_content(mcp::unsupported_version_error(id, version_b).dump(), "application/json");

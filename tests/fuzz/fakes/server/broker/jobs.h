@@ -1,0 +1,30 @@
+// Fuzz builds only (mcp_session): stands in for server/broker/jobs.h, ahead of
+// it on the include path, so the session, the tools and the tasks registry
+// compile unchanged against a broker that starts no runner and no sandbox.
+// Keep run() and gate() as the real class declares them.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "server/artifacts/gate.h"
+#include "server/broker/job.h"
+#include "server/policy/policy.h"
+#include "server/store/store.h"
+#include "server/util/result.h"
+
+namespace broker {
+
+class Jobs {
+ public:
+  using Runner = std::function<util::Result<JobResult>(const JobRequest& request)>;
+  Jobs(artifacts::Gate gate, Runner runner) : gate_(std::move(gate)), runner_(std::move(runner)) {}
+
+  util::Result<JobResult> run(const JobRequest& request) { return runner_(request); }
+  const artifacts::Gate& gate() const { return gate_; }
+
+ private:
+  artifacts::Gate gate_;
+  Runner runner_;
+};
+
+}  // namespace broker

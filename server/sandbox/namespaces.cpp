@@ -10,6 +10,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -60,6 +61,9 @@ util::Status restore_root_in_parent() {
 }
 
 namespace {
+
+constexpr int kJoinTries = 2000;           // with kJoinPauseNs: 2 s at most
+constexpr long kJoinPauseNs = 1000 * 1000;
 
 // Runs one id mapper (newuidmap/newgidmap) from the helper: stdin and stdout
 // /dev/null, stderr to err_fd, nothing else inherited. Its exit status.
@@ -138,7 +142,17 @@ util::Status enter_subordinate_ns_in_parent(uint32_t sub_uid, uint32_t sub_gid) 
 
 util::Status join_subordinate_ns_in_parent(pid_t pid1) {
   const std::string path = "/proc/" + std::to_string(pid1) + "/ns/user";
-  util::UniqueFd ns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // pid 1 changes its ids meanwhile (pid1_become_sandbox_user): from its
+  // setresgid to its PR_SET_DUMPABLE its memory is not dumpable and this
+  // process, not host root, is refused its /proc files (EACCES). The window
+  // is three syscalls long: try again, for a bounded time.
+  util::UniqueFd ns;
+  for (int tries = 0; tries < kJoinTries; ++tries) {
+    ns.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (ns.valid() || errno != EACCES) break;
+    struct timespec pause {0, kJoinPauseNs};
+    ::nanosleep(&pause, nullptr);
+  }
   if (!ns.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("open", path, errno));
   util::UniqueFd parent(::ioctl(ns.get(), NS_GET_PARENT));
   if (!parent.valid())

@@ -106,8 +106,8 @@ Line probe_identity(const policy::Policy& pol) {
             "", true};
   return {"sandbox identity", true,
           "every sandbox maps to this server's uid " + std::to_string(::geteuid()) +
-              " (host_uid:shared); each gets a share of this user's signal, message queue and inotify limits; "
-              "a root server gives each sandbox a uid of its own",
+              " (host_uid:shared) because " + ids->why_shared() +
+              "; each gets a share of this user's signal, message queue and inotify limits",
           "", true};
 }
 

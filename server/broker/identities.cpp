@@ -119,8 +119,15 @@ util::Result<Identities> Identities::make(const policy::Policy& policy, uint32_t
   if (euid != 0) {
     ids.shared_ = Identity{euid, egid, false, false};
     const std::string gid_mapper = id_mapper.substr(0, id_mapper.rfind('/') + 1) + "newgidmap";
-    if (::access(id_mapper.c_str(), X_OK) != 0 || ::access(gid_mapper.c_str(), X_OK) != 0) return ids;
-    if (!set_uid_programs_work()) return ids;
+    if (::access(id_mapper.c_str(), X_OK) != 0 || ::access(gid_mapper.c_str(), X_OK) != 0) {
+      ids.why_shared_ = id_mapper + " or " + gid_mapper + " is missing (Debian package uidmap)";
+      return ids;
+    }
+    if (!set_uid_programs_work()) {
+      ids.why_shared_ = "set-uid programs cannot gain CAP_SETUID/CAP_SETGID here (no_new_privs, or a reduced "
+                        "capability bounding set such as systemd's NoNewPrivileges=/CapabilityBoundingSet=)";
+      return ids;
+    }
     std::string name;
     if (struct passwd* pw = ::getpwuid(euid)) name = pw->pw_name;
     auto read = [&](const char* file) {
@@ -131,7 +138,10 @@ util::Result<Identities> Identities::make(const policy::Policy& policy, uint32_t
     };
     auto u = subordinate_range(read("subuid"), name, euid);
     auto g = subordinate_range(read("subgid"), name, euid);
-    if (!u || !g) return ids;
+    if (!u || !g) {
+      ids.why_shared_ = "no /etc/subuid and /etc/subgid range for this user (usermod --add-subuids/--add-subgids)";
+      return ids;
+    }
     ids.per_sandbox_ = ids.subordinate_ = true;
     ids.first_ = u->first;
     ids.gid_first_ = g->first;

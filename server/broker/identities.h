@@ -59,10 +59,13 @@ class Identities {
                                        const std::string& id_mapper = sandbox::namespaces::kNewuidmap);
   Identities(Identities&& o) noexcept
       : per_sandbox_(o.per_sandbox_), subordinate_(o.subordinate_), first_(o.first_), count_(o.count_),
-        gid_first_(o.gid_first_), shared_(o.shared_), cursor_(o.cursor_.load()) {}
+        gid_first_(o.gid_first_), why_shared_(std::move(o.why_shared_)), shared_(o.shared_),
+        cursor_(o.cursor_.load()) {}
 
   bool per_sandbox() const { return per_sandbox_; }
   bool subordinate() const { return subordinate_; }
+  // Why a normal user's sandboxes share its uid (for doctor); empty otherwise.
+  const std::string& why_shared() const { return why_shared_; }
   uint32_t first() const { return first_; }
   uint32_t count() const { return count_; }
   // kBusy when every uid of the range is held (by this server or another).
@@ -74,6 +77,7 @@ class Identities {
   bool subordinate_ = false;
   uint32_t first_ = 0, count_ = 0;
   uint32_t gid_first_ = 0;  // subordinate: the gid range's start (a root range uses uid == gid)
+  std::string why_shared_;
   Identity shared_;
   std::atomic<uint32_t> cursor_{0};  // the next uid tried: round robin, so a freed uid rests before reuse
 };

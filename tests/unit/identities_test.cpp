@@ -131,4 +131,6 @@ TEST_CASE("a normal user with subordinate ids and newuidmap: a uid and gid of th
   REQUIRE(shared.ok());
   CHECK_FALSE(shared->per_sandbox());
   CHECK(shared->lease()->identity().uid == uid);
+  CHECK(shared->why_shared().find("Debian package uidmap") != std::string::npos);
+  CHECK(ids->why_shared().empty());
 }

@@ -69,12 +69,12 @@ SpecHost spec_host(std::string state_dir, nlohmann::json cgroup_host, std::strin
   return host;
 }
 
-void set_identity(sandbox::LaunchSpec& spec, uint32_t uid, uint32_t gid, bool own_user_ns, bool subordinate) {
-  spec.host_uid = subordinate ? 1 : uid;
-  spec.host_gid = subordinate ? 1 : gid;
-  spec.own_user_ns = own_user_ns;
-  spec.subordinate_uid = subordinate ? uid : 0;
-  spec.subordinate_gid = subordinate ? gid : 0;
+void set_identity(sandbox::LaunchSpec& spec, const Identity& id) {
+  spec.host_uid = id.subordinate ? 1 : id.uid;
+  spec.host_gid = id.subordinate ? 1 : id.gid;
+  spec.own_user_ns = id.own_user_ns;
+  spec.subordinate_uid = id.subordinate ? id.uid : 0;
+  spec.subordinate_gid = id.subordinate ? id.gid : 0;
 }
 
 util::Result<const policy::Runtime*> check_request(const policy::Policy& policy, const JobRequest& req) {

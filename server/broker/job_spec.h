@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/broker/identities.h"
 #include "server/broker/job.h"
 #include "server/policy/policy.h"
 #include "server/sandbox/spec.h"
@@ -45,7 +46,7 @@ SpecHost spec_host(std::string state_dir, nlohmann::json cgroup_host, std::strin
 util::Result<const policy::Runtime*> check_request(const policy::Policy& policy, const JobRequest& request);
 // The host identity a sandbox's spec gets from its lease (identities.h).
 // Subordinate ids are mapped as 1 in the runner's own user namespace (spec.h).
-void set_identity(sandbox::LaunchSpec& spec, uint32_t uid, uint32_t gid, bool own_user_ns, bool subordinate = false);
+void set_identity(sandbox::LaunchSpec& spec, const Identity& id);
 // A job's spec (its identity unset until the runner is chosen). inputs: request.input_ids looked up in the store, in order
 // (the first failed lookup is the request's error, prefixed with its id).
 util::Result<sandbox::LaunchSpec> build_job_spec(const policy::Policy& policy, const SpecHost& host,

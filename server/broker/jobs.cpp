@@ -110,8 +110,7 @@ void Jobs::start_pool() {
         if (!held) return held.error();
         lease = std::move(*held);
         sandbox::LaunchSpec spec = build_warm_spec(policy_, spec_host_, rt, util::random_id());
-        const Identity& id = lease.identity();
-        set_identity(spec, id.uid, id.gid, id.own_user_ns, id.subordinate);
+        set_identity(spec, lease.identity());
         return spec;
       },
       [this](std::unique_ptr<RunnerProcess> r, const std::string& dir, const std::string& id) {
@@ -227,8 +226,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     // 0.11 ms before the spec could be written); its parent exists.
     auto lease = identities_.lease();
     if (!lease) return lease.error();
-    const Identity& id = lease->identity();
-    set_identity(*spec, id.uid, id.gid, id.own_user_ns, id.subordinate);
+    set_identity(*spec, lease->identity());
     outcome = start_cold(fleet_, release_, *spec, std::move(*lease), req, start->t_recorded ? std::function<util::Status()>() : record_start,
                          finished);
   }

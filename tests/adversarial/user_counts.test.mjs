@@ -202,5 +202,7 @@ test('one job holding all it may take of the per-user counts leaves another tena
     assert.equal(got.setpipe_errno, 1, 'growing a pipe beyond 64 KiB is refused (EPERM)');
     assert.ok(sc.sandbox_layers.includes('user_limits'), sc.sandbox_layers.join(' '));
     const mode = sandboxHostUids().mode;
+    // A run meant for one identity must not pass as another (the shared user gained subordinate ids).
+    if (process.env.THROWBOX_EXPECT_UID_MODE) assert.equal(mode, process.env.THROWBOX_EXPECT_UID_MODE, 'identity mode');
     assert.ok(sc.sandbox_layers.includes(`host_uid:${mode}`), `${mode}: ${sc.sandbox_layers.join(' ')}`);
   });

@@ -152,7 +152,7 @@ case $host in
     mode_user "user(login scope)" none 10 "doctor" "memory_bomb user_counts zz_leftovers" THROWBOX_TEST_CGROUP="$login"
     check_leftovers "user(login scope)"
     # A user without subordinate ids: its sandboxes share its uid, bounded by shares.
-    mode_user "shared user" none 10 "" "user_counts" THROWBOX_TEST_USER=throwbox-test-shared
+    mode_user "shared user" none 10 "" "user_counts" THROWBOX_TEST_USER=throwbox-test-shared THROWBOX_EXPECT_UID_MODE=shared
     check_leftovers "shared user"
     delegated=$(tb_delegate_user "$user")
     leaf=$(tb_user_shell_leaf "$user")
@@ -172,7 +172,7 @@ case $host in
     # systemd delegates no v1 controller to a normal user: rlimits only, said loudly.
     mode_user "user" none 10 "doctor" "memory_bomb user_counts zz_leftovers"
     check_leftovers user
-    mode_user "shared user" none 10 "" "user_counts" THROWBOX_TEST_USER=throwbox-test-shared
+    mode_user "shared user" none 10 "" "user_counts" THROWBOX_TEST_USER=throwbox-test-shared THROWBOX_EXPECT_UID_MODE=shared
     check_leftovers "shared user"
     ;;
   host)

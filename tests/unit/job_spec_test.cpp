@@ -116,7 +116,7 @@ TEST_CASE("a spec's identity is its lease's") {
   const policy::Policy p = test_policy();
   auto spec = broker::build_job_spec(p, test_host(p), request(), {}, "job1");
   REQUIRE(spec.ok());
-  broker::set_identity(*spec, 70003, 70003, true);
+  broker::set_identity(*spec, broker::Identity{70003, 70003, true, false});
   CHECK(spec->host_uid == 70003);
   CHECK(spec->host_gid == 70003);
   CHECK(spec->own_user_ns);

@@ -48,12 +48,10 @@ constexpr const char* kPath = "/mcp";
 constexpr size_t kWorkers = 96;             // requests served at once (SSE streams included)
 constexpr size_t kGetStreamsMax = 32;       // open GET streams, each holding a worker; beyond: 405
 constexpr size_t kQueued = 256;             // requests (bytes in) waiting for a worker; beyond: 503
-// Plain HTTP: connections wait in the intake, holding no worker, until their
-// request is in. Bounded in all (below FD_SETSIZE: Debian's cpp-httplib uses
-// select() and answers 500 on a descriptor above it) and per client address,
-// so one address cannot take them all; beyond either, 503 at once.
-constexpr size_t kConnectionsMax = 512;
-constexpr size_t kConnectionsPerAddressMax = 128;
+// HTTP and HTTPS: connections wait in the intake, holding no worker, until their
+// request is in. Bounded in all (policy::kHttpConnectionsMax) and per client
+// address (the policy's server.http_connections_per_address_max), so one
+// address cannot take them all; beyond either, 503 at once (TLS: closed).
 // From accept, or from the previous response on a keep-alive connection, to
 // the request (headers and body) fully read; then 408 and closed.
 constexpr auto kRequestDeadline = std::chrono::seconds(10);
@@ -78,13 +76,13 @@ constexpr size_t kSessionsPerTenantMax = 64;
 constexpr auto kSessionIdle = std::chrono::minutes(10);
 constexpr auto kSessionJanitorInterval = std::chrono::seconds(60);  // how often idle sessions are ended
 constexpr auto kKeepAlive = std::chrono::seconds(15);  // SSE comment lines; also finds gone clients
-constexpr int kReadTimeoutS = 10;           // one read or write (TLS: its only read bound)
+constexpr int kReadTimeoutS = 10;           // one read or write, within the request's deadline
 constexpr int kAnswerGraceS = 30;           // beyond the policy's longest job
 
 // Set while a connection is served by the overflow path: answer 503 at once.
 thread_local bool t_overloaded = false;
 
-// The request a worker is serving (plain HTTP), and its length as the intake
+// The request a worker is serving, and its length as the intake
 // saw it (0: unknown).
 thread_local const DeadlineStream* t_serving = nullptr;
 thread_local size_t t_serving_bytes = 0;
@@ -103,15 +101,11 @@ class BoundedQueue : public httplib::TaskQueue {
     reject_.overloaded = true;
   }
   ~BoundedQueue() override { shutdown(); }
-  // TLS connections (cpp-httplib's own loop, one connection per worker).
+  // Unused: every connection comes through the intake and submit().
   void enqueue(std::function<void()> fn) override {
-    if (submit(fn)) return;
-    // Both full (or no worker could start): the accept thread answers this one itself.
-    t_overloaded = true;
-    fn();
-    t_overloaded = false;
+    if (!submit(fn)) spdlog::error("http: a task was dropped (no worker)");
   }
-  // One request whose bytes are in (plain HTTP, from the intake); false when
+  // One request whose bytes are in (from the intake); false when
   // both queues are full or no worker could start.
   bool submit(std::function<void()>& fn) {
     std::lock_guard lock(mu_);
@@ -182,7 +176,7 @@ class BoundedQueue : public httplib::TaskQueue {
   std::vector<std::thread> threads_;
 };
 
-// Plain HTTP's accept "queue": runs the task at once, on the accept thread;
+// The accept "queue": runs the task at once, on the accept thread;
 // the task is IntakeServer::process_and_close_socket, which only hands the
 // socket to the intake.
 class AcceptQueue : public httplib::TaskQueue {
@@ -862,31 +856,28 @@ void HttpServer::expire_sessions() {
 util::Status HttpServer::run() {
   // Declared first, so they outlive srv's accept loop and are stopped by hand
   // before srv goes (their workers call into it).
-  Intake intake(IntakeLimits{kConnectionsMax, kConnectionsPerAddressMax, kRequestDeadline, kKeepAliveIdle});
-  BoundedQueue pool(kWorkers, kQueued);
-  std::unique_ptr<httplib::Server> srv;
-  IntakeServer* plain = nullptr;
-  const bool tls = !opt_.tls_cert.empty();
-  if (tls) {
-    // TLS keeps cpp-httplib's own connection loop (its SSL handshake is
-    // private to SSLServer): per-read timeouts only, no intake.
-    auto ssl = std::make_unique<httplib::SSLServer>(opt_.tls_cert.c_str(), opt_.tls_key.c_str());
-    if (!ssl->is_valid())
-      return util::make_error(util::ErrorCode::kHttp, "TLS: cannot use certificate " + opt_.tls_cert + " with key " + opt_.tls_key);
-    srv = std::move(ssl);
-    srv->new_task_queue = [] { return new BoundedQueue(kWorkers, kQueued); };
-  } else {
-    auto p = std::make_unique<IntakeServer>(intake);
-    plain = p.get();
-    srv = std::move(p);
-    srv->new_task_queue = [] { return new AcceptQueue; };
-    intake.start([&pool, &intake, plain](std::shared_ptr<Connection> c) {
-      std::function<void()> task = [&intake, plain, c]() mutable {
-        if (plain->serve_one(*c)) intake.park(std::move(c));
-      };
-      return pool.submit(task);
-    });
+  // HTTPS runs through the same intake: its handshake and each request's
+  // bytes are read there, decrypted, before a worker takes the request.
+  std::shared_ptr<const TlsContext> tls_context;
+  if (!opt_.tls_cert.empty()) {
+    auto loaded = TlsContext::load(opt_.tls_cert, opt_.tls_key);
+    if (!loaded) return loaded.error();
+    tls_context = std::move(*loaded);
   }
+  const bool tls = tls_context != nullptr;
+  Intake intake(IntakeLimits{policy::kHttpConnectionsMax, ctx_.policy.server.http_connections_per_address_max,
+                             kRequestDeadline, kKeepAliveIdle}, tls_context);
+  BoundedQueue pool(kWorkers, kQueued);
+  auto owned = std::make_unique<IntakeServer>(intake);
+  IntakeServer* plain = owned.get();
+  std::unique_ptr<httplib::Server> srv = std::move(owned);
+  srv->new_task_queue = [] { return new AcceptQueue; };
+  intake.start([&pool, &intake, plain](std::shared_ptr<Connection> c) {
+    std::function<void()> task = [&intake, plain, c]() mutable {
+      if (plain->serve_one(*c)) intake.park(std::move(c));
+    };
+    return pool.submit(task);
+  });
   srv->set_payload_max_length(ctx_.policy.server.message_max_bytes);
   srv->set_read_timeout(kReadTimeoutS, 0);
   srv->set_write_timeout(kReadTimeoutS, 0);

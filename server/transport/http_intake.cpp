@@ -1,7 +1,10 @@
 // The intake: connections wait here, on one epoll thread, until their request
-// is in the socket; only then does a worker take one. A refusal or a cut is a
-// canned response sent without blocking, then a short drain so the client
-// reads it instead of a reset.
+// is in the socket (plain HTTP) or decrypted in the connection's buffer (TLS,
+// whose handshake runs here too); only then does a worker take one. A refusal
+// or a cut is a canned response sent without blocking, then a short drain so
+// the client reads it instead of a reset. Over TLS a connection refused at
+// accept, or cut before its handshake finished, is closed without an answer
+// (there is no session to send one in).
 #include "server/transport/http_intake.h"
 
 #include <arpa/inet.h>
@@ -148,6 +151,10 @@ void Connection::release_slot() {
 }
 
 Connection::~Connection() {
+  if (tls) {
+    tls->close_notify();
+    tls.reset();
+  }
   if (fd.valid()) ::shutdown(fd.get(), SHUT_RDWR);
   release_slot();
 }
@@ -172,19 +179,53 @@ bool DeadlineStream::wait_readable() const {
   return r > 0;
 }
 
-bool DeadlineStream::is_readable() const { return consumed_ < c_.buffered.size() || wait_readable(); }
+bool DeadlineStream::wait_writable() const {
+  pollfd p{c_.fd.get(), POLLOUT, 0};
+  int r;
+  do r = ::poll(&p, 1, static_cast<int>(write_timeout_.count()));
+  while (r < 0 && errno == EINTR);
+  return r > 0 && !(p.revents & (POLLERR | POLLHUP));
+}
+
+bool DeadlineStream::is_readable() const {
+  return consumed_ < c_.buffered.size() || (c_.tls && c_.tls->pending()) || wait_readable();
+}
+
+ssize_t DeadlineStream::fill() {
+  std::array<char, 4096> chunk;
+  if (!c_.tls) {
+    if (!wait_readable()) return -1;
+    ssize_t n;
+    do n = ::recv(c_.fd.get(), chunk.data(), chunk.size(), 0);
+    while (n < 0 && errno == EINTR);
+    if (n > 0) c_.buffered.assign(chunk.data(), static_cast<size_t>(n));
+    return n;
+  }
+  // The socket is non-blocking: wait as the session asks, within the deadline.
+  for (;;) {
+    size_t n = 0;
+    switch (c_.tls->read(chunk.data(), chunk.size(), &n)) {
+      case TlsIo::kOk:
+        c_.buffered.assign(chunk.data(), n);
+        return static_cast<ssize_t>(n);
+      case TlsIo::kWantRead:
+        if (!wait_readable()) return -1;
+        break;
+      case TlsIo::kWantWrite:
+        if (!wait_writable()) return -1;
+        break;
+      case TlsIo::kClosed: return 0;
+      case TlsIo::kFailed: return -1;
+    }
+  }
+}
 
 ssize_t DeadlineStream::read(char* ptr, size_t size) {
   if (consumed_ == c_.buffered.size()) {
     c_.buffered.clear();
     consumed_ = 0;
-    if (!wait_readable()) return -1;
-    std::array<char, 4096> chunk;
-    ssize_t n;
-    do n = ::recv(c_.fd.get(), chunk.data(), chunk.size(), 0);
-    while (n < 0 && errno == EINTR);
+    const ssize_t n = fill();
     if (n <= 0) return n;
-    c_.buffered.assign(chunk.data(), static_cast<size_t>(n));
   }
   const size_t n = std::min(size, c_.buffered.size() - consumed_);
   std::copy_n(c_.buffered.data() + consumed_, n, ptr);
@@ -210,10 +251,31 @@ bool DeadlineStream::is_writable() const {
 
 ssize_t DeadlineStream::write(const char* ptr, size_t size) {
   if (!is_writable()) return -1;
-  ssize_t n;
-  do n = ::send(c_.fd.get(), ptr, size, MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
-  return n;
+  if (!c_.tls) {
+    ssize_t n;
+    do n = ::send(c_.fd.get(), ptr, size, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n;
+  }
+  for (;;) {
+    size_t n = 0;
+    switch (c_.tls->write(ptr, size, &n)) {
+      case TlsIo::kOk: return static_cast<ssize_t>(n);
+      case TlsIo::kWantWrite:
+        if (!wait_writable()) return -1;
+        break;
+      case TlsIo::kWantRead: {  // the session must read first (a TLS 1.3 key update)
+        pollfd p{c_.fd.get(), POLLIN, 0};
+        int r;
+        do r = ::poll(&p, 1, static_cast<int>(write_timeout_.count()));
+        while (r < 0 && errno == EINTR);
+        if (r <= 0) return -1;
+        break;
+      }
+      case TlsIo::kClosed:
+      case TlsIo::kFailed: return -1;
+    }
+  }
 }
 
 namespace {
@@ -241,7 +303,8 @@ void DeadlineStream::get_local_ip_and_port(std::string& ip, int& port) const {
 
 // ---- Intake ----
 
-Intake::Intake(IntakeLimits limits) : limits_(limits), counts_(std::make_shared<IntakeCounts>()) {
+Intake::Intake(IntakeLimits limits, std::shared_ptr<const TlsContext> tls)
+    : limits_(limits), tls_(std::move(tls)), counts_(std::make_shared<IntakeCounts>()) {
   epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_.valid()) spdlog::error("http: epoll_create1: {}", std::strerror(errno));
 }
@@ -298,7 +361,16 @@ std::shared_ptr<Connection> Intake::unwatch(int fd) {
 }
 
 void Intake::linger(std::shared_ptr<Connection> c, const std::string& answer) {
-  answer_and_shut(c->fd.get(), answer);
+  if (c->tls) {
+    if (!c->tls->established()) return;  // no session to answer in: closed now
+    discard_input(c->fd.get());
+    size_t sent = 0;
+    (void)c->tls->write(answer.data(), answer.size(), &sent);  // fits the socket's buffer; never waited for
+    c->tls->close_notify();
+    ::shutdown(c->fd.get(), SHUT_WR);
+  } else {
+    answer_and_shut(c->fd.get(), answer);
+  }
   c->release_slot();  // it only drains now: its slot is free at once
   c->lingering = true;
   c->deadline = IntakeClock::now() + kLinger;
@@ -328,7 +400,12 @@ void Intake::admit(int fd) {
     }
     if (mine == 0) counts_->by_address.erase(c->address);
   }
+  if (refusal && tls_) return;  // no TLS session to answer in: closed (a plain answer would be garbage to the client)
   if (refusal) return linger(std::move(c), *refusal);
+  if (tls_ && !(c->tls = tls_->accept(fd))) {
+    spdlog::warn("http: cannot start a TLS session for a connection from {}", c->address);
+    return;  // closed
+  }
   watch(std::move(c));
 }
 
@@ -336,6 +413,8 @@ void Intake::park(std::shared_ptr<Connection> c) {
   const auto now = IntakeClock::now();
   c->deadline = now + limits_.request_deadline;
   c->idle_until = now + limits_.keep_alive_idle;
+  // TLS: what the session already holds, and the socket, into the buffer.
+  if (c->tls && !tls_advance(*c) && c->buffered.empty()) return;  // the client ended it: closed
   c->waiting_first_byte = c->buffered.empty();
   // A pipelined request may already be whole in the buffer: no byte will come to say so.
   if (classify_arrival(c->buffered, &c->request_bytes) != Arrival::kPartial) return hand_over(std::move(c));
@@ -360,6 +439,18 @@ void Intake::check(const std::shared_ptr<Connection>& c) {
       return;
     }
   }
+  if (c->tls) {
+    const bool open = tls_advance(*c);
+    if (!open && c->buffered.empty()) {
+      unwatch(fd);  // closed, or a failed handshake
+      return;
+    }
+    if (c->buffered.empty()) return;  // the handshake goes on, or no byte of a request yet
+    c->waiting_first_byte = false;
+    if (classify_arrival(c->buffered, &c->request_bytes) == Arrival::kPartial) return;
+    if (auto mine = unwatch(fd)) hand_over(std::move(mine));
+    return;
+  }
   static thread_local std::vector<char> peek(kPeekBytes);
   const size_t room = kPeekBytes - std::min(kPeekBytes, c->buffered.size());
   ssize_t n = ::recv(fd, peek.data(), room, MSG_PEEK | MSG_DONTWAIT);
@@ -379,6 +470,36 @@ void Intake::check(const std::shared_ptr<Connection>& c) {
   }
   if (a == Arrival::kPartial) return;
   if (auto mine = unwatch(fd)) hand_over(std::move(mine));
+}
+
+bool Intake::tls_advance(Connection& c) {
+  if (!c.tls->established()) {
+    switch (c.tls->handshake()) {
+      case TlsIo::kOk: break;
+      case TlsIo::kWantRead:
+      case TlsIo::kWantWrite: return true;
+      case TlsIo::kClosed: return false;
+      case TlsIo::kFailed:
+        spdlog::debug("http: TLS handshake with {} failed: {}", c.address, c.tls->last_error());
+        return false;
+    }
+  }
+  // Until the socket has nothing more (edge-triggered epoll reports only new
+  // bytes), or the buffer holds as much as the intake ever looks at.
+  std::array<char, 4096> chunk;
+  while (c.buffered.size() < kPeekBytes) {
+    size_t n = 0;
+    switch (c.tls->read(chunk.data(), std::min(chunk.size(), kPeekBytes - c.buffered.size()), &n)) {
+      case TlsIo::kOk: c.buffered.append(chunk.data(), n); break;
+      case TlsIo::kWantRead:
+      case TlsIo::kWantWrite: return true;
+      case TlsIo::kClosed: return false;  // a request already buffered is still served (a half-close)
+      case TlsIo::kFailed:
+        spdlog::debug("http: TLS read from {} failed: {}", c.address, c.tls->last_error());
+        return false;
+    }
+  }
+  return true;
 }
 
 void Intake::sweep(IntakeClock::time_point now) {

@@ -1,6 +1,7 @@
-// Plain-HTTP connections between requests: per-address and total caps, and
-// the whole-request deadline, on one epoll thread that only peeks, so a slow
-// client never holds a worker. Runs on the accept thread (admit), its own
+// HTTP connections between requests: per-address and total caps, and the
+// whole-request deadline, on one epoll thread that only peeks (plain HTTP) or
+// runs the TLS handshake and reads without blocking (HTTPS), so a slow client
+// never holds a worker. Runs on the accept thread (admit), its own
 // thread and workers (park, the stream); never blocks on a client there.
 #pragma once
 #include <httplib.h>
@@ -15,6 +16,7 @@
 #include <string_view>
 #include <thread>
 
+#include "server/transport/tls.h"
 #include "server/util/fd.h"
 
 namespace transport::http {
@@ -55,6 +57,7 @@ struct IntakeCounts;
 // by a worker while that serves it; closing it (the destructor) frees its slot.
 struct Connection {
   util::UniqueFd fd;
+  std::unique_ptr<TlsChannel> tls;  // HTTPS: the session over fd (destroyed first)
   std::string address;              // the peer's address without port: the per-address key
   IntakeClock::time_point deadline;    // the request must be fully read by then
   IntakeClock::time_point idle_until;  // after a response: a first byte must come by then
@@ -62,7 +65,9 @@ struct Connection {
   bool lingering = false;           // answered (503/408) and shut for writing: drained, then closed
   size_t requests = 0;              // answered on this connection
   size_t request_bytes = 0;         // the next request's length as the intake saw it; 0: unknown
-  std::string buffered;             // bytes read past the last request (pipelining): the next one's start
+  // Bytes read but not yet served: past the last request (pipelining), and
+  // over TLS everything the intake decrypted of the next request.
+  std::string buffered;
   std::shared_ptr<IntakeCounts> counts;  // null once its slot is free
   void release_slot();
   ~Connection();
@@ -88,6 +93,8 @@ class DeadlineStream : public httplib::Stream {
 
  private:
   bool wait_readable() const;
+  bool wait_writable() const;
+  ssize_t fill();  // the next bytes into c_.buffered (none consumed yet): their count, 0 at EOF, -1
   Connection& c_;
   std::chrono::milliseconds read_timeout_, write_timeout_;
   size_t consumed_ = 0;  // of c_.buffered
@@ -100,7 +107,8 @@ class Intake {
   // Takes a connection whose request has arrived to a worker; false when no
   // worker can (the intake then answers 503 and closes it).
   using Ready = std::function<bool(std::shared_ptr<Connection>)>;
-  explicit Intake(IntakeLimits limits);
+  // tls: HTTPS on every connection; null: plain HTTP.
+  explicit Intake(IntakeLimits limits, std::shared_ptr<const TlsContext> tls = nullptr);
   ~Intake();
   Intake(const Intake&) = delete;
   Intake& operator=(const Intake&) = delete;
@@ -116,6 +124,9 @@ class Intake {
  private:
   void run();
   void check(const std::shared_ptr<Connection>& c);  // peek and hand over if the request is in
+  // TLS: handshake, then decrypt what has come into c->buffered; false when
+  // the connection is over (closed by the peer, or failed).
+  bool tls_advance(Connection& c);
   void hand_over(std::shared_ptr<Connection> c);
   void sweep(IntakeClock::time_point now);
   void linger(std::shared_ptr<Connection> c, const std::string& answer);
@@ -123,6 +134,7 @@ class Intake {
   std::shared_ptr<Connection> unwatch(int fd);
 
   IntakeLimits limits_;
+  std::shared_ptr<const TlsContext> tls_;
   Ready ready_;
   std::shared_ptr<IntakeCounts> counts_;
   util::UniqueFd epoll_;

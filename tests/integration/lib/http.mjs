@@ -67,7 +67,7 @@ export async function startHttpServer({ tenants = ['alice', 'bob'], listen = '12
     const timer = setTimeout(() => reject(new Error(`no listening line after ${LISTEN_TIMEOUT_MS} ms:\n${stderr}`)),
       LISTEN_TIMEOUT_MS);
     const onData = () => {
-      const m = stderr.match(/throwbox: listening on (http:\/\/127\.0\.0\.1:(\d+)\/mcp)/);
+      const m = stderr.match(/throwbox: listening on (https?:\/\/127\.0\.0\.1:(\d+)\/mcp)/);
       if (m) { clearTimeout(timer); child.stderr.off('data', onData); resolve(m[1]); }
     };
     child.stderr.on('data', onData);

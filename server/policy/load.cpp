@@ -207,11 +207,14 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
     const json& s = doc["server"];
     uint64_t depth = static_cast<uint64_t>(p.server.json_max_depth);
     uint64_t calls = static_cast<uint64_t>(p.server.concurrent_calls_max);
-    if (!r.only_keys(s, "server", {"message_max_bytes", "json_max_depth", "concurrent_calls_max"}) ||
+    if (!r.only_keys(s, "server", {"message_max_bytes", "json_max_depth", "concurrent_calls_max",
+                                   "http_connections_per_address_max"}) ||
         !r.u64(s, "server", "message_max_bytes", p.server.message_max_bytes, 4096,
                kMessageCeilingBytes) ||
         !r.u64(s, "server", "json_max_depth", depth, 4, 256) ||
-        !r.u64(s, "server", "concurrent_calls_max", calls, 1, 256))
+        !r.u64(s, "server", "concurrent_calls_max", calls, 1, 256) ||
+        !r.u64(s, "server", "http_connections_per_address_max", p.server.http_connections_per_address_max, 1,
+               kHttpConnectionsMax))
       return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     p.server.json_max_depth = static_cast<int>(depth);
     p.server.concurrent_calls_max = static_cast<int>(calls);
@@ -377,7 +380,8 @@ nlohmann::json effective_json(const Policy& p) {
        {{"message_max_bytes", p.server.message_max_bytes},
         // As unsigned, the type the loader asks for (parse(effective_json(p)) must load).
         {"json_max_depth", static_cast<uint64_t>(p.server.json_max_depth)},
-        {"concurrent_calls_max", static_cast<uint64_t>(p.server.concurrent_calls_max)}}},
+        {"concurrent_calls_max", static_cast<uint64_t>(p.server.concurrent_calls_max)},
+        {"http_connections_per_address_max", p.server.http_connections_per_address_max}}},
       {"admission",
        {{"jobs_running_max", p.admission.jobs_running_max},
         {"jobs_running_per_tenant_max", p.admission.jobs_running_per_tenant_max},

@@ -70,10 +70,17 @@ struct Pool {
   uint64_t claim_wait_ms = 0;                  // a job waits this long for one being built, then goes cold
 };
 
+// Open HTTP connections the server holds in all (below FD_SETSIZE: Debian's
+// cpp-httplib uses select() and answers 500 on a descriptor above it).
+constexpr uint64_t kHttpConnectionsMax = 512;
+
 struct Server {
   uint64_t message_max_bytes = 4 * 1024 * 1024;
   int json_max_depth = 64;
   int concurrent_calls_max = 8;
+  // serve --http: open connections from one client address (a reverse proxy
+  // in front is one address for all its clients).
+  uint64_t http_connections_per_address_max = 128;
 };
 
 struct Sandbox {

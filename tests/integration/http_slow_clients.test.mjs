@@ -9,7 +9,10 @@
 // address (localAddress) to stand for a different host.
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
+import { mkStateDir, REPO_ROOT } from './lib/client.mjs';
 import { skipWithoutHttp, startHttpServer, rawSession } from './lib/http.mjs';
 
 skipWithoutHttp();
@@ -199,4 +202,43 @@ test('a body that trickles after the headers is cut at the deadline', { timeout:
     assert.ok(ms >= DEADLINE_MS - 1_000 && ms < CUT_BY_MS, `closed ${ms.toFixed(0)} ms after the first response`);
     assert.match(second, /^HTTP\/1\.1 408 /);
   });
+});
+
+test('the per-address cap is the policy\'s server.http_connections_per_address_max', { timeout: 60_000 }, async () => {
+  const base = JSON.parse(fs.readFileSync(process.env.THROWBOX_POLICY ?? path.join(REPO_ROOT, 'policies', 'default.json'),
+    'utf8'));
+  base.server = { ...base.server, http_connections_per_address_max: 4 };
+  const file = path.join(mkStateDir(), 'policy.json');
+  fs.writeFileSync(file, JSON.stringify(base));
+  const small = await startHttpServer({ tenants: ['alice'], policy: file, args: ['--log-level', 'warn'] });
+  try {
+    const open = (from) => {
+      const sock = net.connect({ host: '127.0.0.1', port: small.port, localAddress: from });
+      const c = { sock, received: '', closed: false };
+      sock.on('data', (d) => { c.received += d.toString('latin1'); });
+      sock.on('error', () => {});
+      c.done = new Promise((resolve) => sock.once('close', () => { c.closed = true; resolve(); }));
+      c.ready = new Promise((resolve) => sock.once('connect', resolve));
+      return c;
+    };
+    const held = Array.from({ length: 4 }, () => open('127.0.3.1'));
+    await Promise.all(held.map((c) => c.ready));
+    for (const c of held) c.sock.write('GET /healthz HTTP/1.1\r\n');
+    await new Promise((r) => setTimeout(r, 300));
+    const fifth = open('127.0.3.1');
+    await Promise.race([fifth.done, new Promise((r) => setTimeout(r, 5_000))]);
+    const other = open('127.0.3.2');
+    await other.ready;
+    other.sock.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${small.port}\r\nConnection: close\r\n\r\n`);
+    await Promise.race([other.done, new Promise((r) => setTimeout(r, 5_000))]);
+    process.stdout.write(`# per-address cap 4: the fifth from one address got ${JSON.stringify(fifth.received.slice(0, 40))}; ` +
+      `another address ${JSON.stringify(other.received.slice(0, 15))}\n`);
+    assert.ok(fifth.closed, 'the fifth connection was not closed within 5 s');
+    assert.match(fifth.received, /^HTTP\/1\.1 503 [^]*too many connections from this address/);
+    assert.match(other.received, /^HTTP\/1\.1 200 /);
+    assert.ok(held.every((c) => !c.closed), 'a connection within the cap was closed');
+    for (const c of held) c.sock.destroy();
+  } finally {
+    await small.stop();
+  }
 });

@@ -87,6 +87,7 @@ TEST_CASE("bundled default policy parses with python and bash available") {
   CHECK(p.limits.stdout_max_bytes == 65536);
   CHECK(p.server.json_max_depth == 64);
   CHECK(p.server.message_max_bytes == 4194304);
+  CHECK(p.server.http_connections_per_address_max == 128);
   CHECK(p.sandbox.uid_first == 1879048192);
   CHECK(p.sandbox.uid_count == 65536);
   CHECK(p.sandbox.env.at("HOME") == "/work");
@@ -175,6 +176,13 @@ TEST_CASE("value above its ceiling is refused (a typo must not become a huge tmp
   d = minimal_doc();
   d["server"] = {{"json_max_depth", 100000u}};
   CHECK(error_of(d) == "test.json: server.json_max_depth: must be between 4 and 256");
+
+  // More than the server holds in all, or none at all, is a mistake.
+  for (unsigned bad : {0u, 513u}) {
+    d = minimal_doc();
+    d["server"] = {{"http_connections_per_address_max", bad}};
+    CHECK(error_of(d) == "test.json: server.http_connections_per_address_max: must be between 1 and 512");
+  }
 
   d = minimal_doc();
   d["limits"] = {{"timeout_s", {{"max", 86400}}}};

@@ -146,6 +146,14 @@ case $host in
     # 50 timeouts + 50 cancels as root: the "100 of 100" of issue 14.
     mode_root v2 50
     check_leftovers root
+    # Hostile HTTP clients (issue 16) on a stock systemd host: the intake's
+    # deadline and caps, plain and TLS; sessions never deleted; batches and
+    # bad header bytes; one server per address.
+    for t in http_hostile http_listen http_sessions http_slow_clients http_tls_intake; do
+      run_test "$host root integration.$t" 240 "${root_env[@]}" THROWBOX_POLICY="$repo/policies/default.json" \
+        node "integration/$t.test.mjs"
+    done
+    check_leftovers "root http"
     # shellcheck source=tests/hostmatrix/vm/guest_users.sh
     source "$TB_VM_USERS"
     login=$(tb_user_login_scope "$user")

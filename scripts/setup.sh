@@ -25,9 +25,11 @@ build_dir="$repo_root/build"
 #   util-linux passwd               setpriv/useradd for the non-root test run
 #   uidmap                          newuidmap/newgidmap: a normal user's sandboxes get its subordinate ids
 #   clang libclang-rt-14-dev        the fuzz.* tests: libFuzzer and ASan/UBSan (tests/fuzz, scripts/fuzz)
+#   libcmark-dev                    the gate parses Markdown as CommonMark's reference implementation does
+#   libqpdf-dev                     the gate parses PDF (actions, JavaScript, embedded files) with qpdf
 readonly THROWBOX_DEBS=(g++ cmake make pkg-config nlohmann-json3-dev libboost-dev libseccomp-dev
   libspdlog-dev libcpp-httplib-dev doctest-dev libssl-dev libmagic-dev libsqlite3-dev python3 python3-matplotlib
-  python3-numpy python3-pandas util-linux passwd uidmap clang libclang-rt-14-dev)
+  python3-numpy python3-pandas util-linux passwd uidmap clang libclang-rt-14-dev libcmark-dev libqpdf-dev)
 
 missing_debs() {
   local pkg

@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "server/artifacts/active_content.h"
+#include "server/artifacts/names.h"
 
 namespace artifacts {
 namespace {
@@ -90,7 +91,37 @@ VerdictKind verdict_from_string(std::string_view name) {
   return VerdictKind::kRejected;
 }
 
+std::vector<std::string> Gate::extensions_for(const std::string& media_type) const {
+  auto it = policy_.allowed_extensions.find(media_type);
+  return it != policy_.allowed_extensions.end() ? it->second : names::default_extensions(media_type);
+}
+
+// The name first (what the person's machine will make of it), then the bytes;
+// last, whether the name's extension is one the policy allows for what the
+// file is, so that the program a double-click opens is one meant for it.
 Verdict Gate::check(const std::string& name, std::string content) const {
+  if (auto why = names::problem(name)) return reject("name: " + *why);
+  const std::string ext = names::extension(name);
+  if (names::is_executable_extension(ext))
+    return reject("name: the extension " + ext + " makes the file run as a program or script when it is opened");
+  std::string named_as;
+  Verdict v = check_content(name, std::move(content), named_as);
+  if (v.verdict == VerdictKind::kRejected) return v;
+  const std::vector<std::string> allowed = extensions_for(named_as);
+  if (std::find(allowed.begin(), allowed.end(), ext) == allowed.end()) {
+    std::string list;
+    for (auto& x : allowed) list += (list.empty() ? "" : ", ") + x;
+    return reject("name: " + (ext.empty() ? std::string("no extension") : "the extension " + ext) +
+                  " is not allowed for " + named_as + " files; allowed: " + (list.empty() ? "none" : list));
+  }
+  return v;
+}
+
+// named_as: the type whose extensions the file's name must have: what the
+// file is, except that markup delivered as text (active content, or a markup
+// type the policy does not allow, under active_content "text") is safe only
+// as text, so it must be named as text/plain is.
+Verdict Gate::check_content(const std::string& name, std::string content, std::string& named_as) const {
   if (content.size() > policy_.file_max_bytes)
     return reject("larger than the policy's " + std::to_string(policy_.file_max_bytes) + " bytes per file");
 
@@ -101,6 +132,7 @@ Verdict Gate::check(const std::string& name, std::string content) const {
   for (const char* m : {"text/html", "application/xhtml+xml", "image/svg+xml"}) admissible.push_back(m);
   types::Decision d = types::decide(name, content, sniffer_, admissible);
   if (!d.ok) return reject(d.reason);
+  named_as = d.media_type;
 
   if (is_markup(d.media_type) || d.media_type == "text/markdown") {
     active::Finding f = active::scan_markup(content);
@@ -113,6 +145,7 @@ Verdict Gate::check(const std::string& name, std::string content) const {
     if (f.active || (as_text && !allowed(policy_, d.media_type))) {
       // Delivered as text, never rendered: the policy chose text over rejection.
       if (!allowed(policy_, "text/plain")) return reject("active content: " + f.reason);
+      named_as = "text/plain";
       return {VerdictKind::kAccepted,
               (f.active ? "active content (" + f.reason + ")" : "markup (" + d.media_type + ")") +
                   " delivered as text/plain, never rendered",

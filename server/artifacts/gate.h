@@ -4,6 +4,7 @@
 // Thread-safe; used by broker threads and by upload_input for media types.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,9 @@ struct GatePolicy {
   uint64_t file_max_bytes = 0;
   csv::Mode csv_mode = csv::Mode::kNeutralise;
   bool active_content_as_text = false;  // false: reject active markup
+  // Media type -> extensions a file served as it may have; a type missing
+  // here has artifacts::names::default_extensions.
+  std::map<std::string, std::vector<std::string>> allowed_extensions;
 };
 
 // What the gate decided about one file.
@@ -38,12 +42,15 @@ struct Verdict {
 class Gate {
  public:
   static util::Result<Gate> create(GatePolicy policy);
+  // name: the path under /outputs ("charts/a.png").
   Verdict check(const std::string& name, std::string content) const;
   // The media type of an upload: what the gate would serve it as, else libmagic's.
   std::string input_media_type(const std::string& name, const std::string& content) const;
 
  private:
   Gate(types::Sniffer sniffer, GatePolicy policy) : sniffer_(std::move(sniffer)), policy_(std::move(policy)) {}
+  Verdict check_content(const std::string& name, std::string content, std::string& named_as) const;
+  std::vector<std::string> extensions_for(const std::string& media_type) const;
   types::Sniffer sniffer_;
   GatePolicy policy_;
 };

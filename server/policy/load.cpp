@@ -4,9 +4,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
+#include "server/artifacts/names.h"
 #include "server/util/fs.h"
 
 namespace policy {
@@ -19,6 +22,17 @@ using util::make_error;
 constexpr double kTimeoutCeilingS = 3600;
 constexpr uint64_t kBytesCeiling = 4ULL * 1024 * 1024 * 1024;
 constexpr uint64_t kMessageCeilingBytes = 64 * 1024 * 1024;
+constexpr uint64_t kImagePixelsCeiling = uint64_t{1} << 34;  // 17 gigapixels: above any real image
+
+// Why x cannot be an entry of artifacts.allowed_extensions; nullopt when it can.
+std::optional<std::string> extension_problem(const std::string& x) {
+  if (x.size() < 2 || x.size() > 17 || x[0] != '.' ||
+      x.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789+_-", 1) != std::string::npos)
+    return "must be a dot and 1-16 lowercase letters, digits, '+', '_' or '-' (\".csv\")";
+  if (artifacts::names::is_executable_extension(x))
+    return "names a program or script a double-click runs; it is never allowed";
+  return std::nullopt;
+}
 constexpr size_t kPolicyFileMaxBytes = 1024 * 1024;
 
 // "/a/b": absolute, every component non-empty and neither "." nor "..".
@@ -306,8 +320,10 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   }
   if (doc.contains("artifacts")) {
     const json& a = doc["artifacts"];
-    if (!r.only_keys(a, "artifacts", {"allowed_media_types", "file_max_bytes", "csv_formulas", "active_content"}) ||
-        !r.u64(a, "artifacts", "file_max_bytes", p.artifacts.file_max_bytes, 1, kBytesCeiling))
+    if (!r.only_keys(a, "artifacts", {"allowed_media_types", "file_max_bytes", "csv_formulas", "active_content",
+                                      "allowed_extensions", "image_pixels_max", "pdf_active"}) ||
+        !r.u64(a, "artifacts", "file_max_bytes", p.artifacts.file_max_bytes, 1, kBytesCeiling) ||
+        !r.u64(a, "artifacts", "image_pixels_max", p.artifacts.image_pixels_max, 1, kImagePixelsCeiling))
       return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     if (a.contains("allowed_media_types")) {
       if (!r.string_list(a["allowed_media_types"], "artifacts.allowed_media_types",
@@ -327,6 +343,42 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         return make_error(util::ErrorCode::kPolicy, source + ": artifacts.active_content: must be \"reject\" or \"text\"");
       p.artifacts.active_content_as_text = a["active_content"] == "text";
     }
+    if (a.contains("pdf_active")) {
+      if (a["pdf_active"] != "reject" && a["pdf_active"] != "strip")
+        return make_error(util::ErrorCode::kPolicy, source + ": artifacts.pdf_active: must be \"reject\" or \"strip\"");
+      p.artifacts.pdf_strip = a["pdf_active"] == "strip";
+    }
+    if (a.contains("allowed_extensions")) {
+      const json& e = a["allowed_extensions"];
+      if (!e.is_object())
+        return make_error(util::ErrorCode::kPolicy, source + ": artifacts.allowed_extensions: must be an object of "
+                                                             "media type -> list of extensions");
+      for (auto& [type, list] : e.items()) {
+        const std::string key = "artifacts.allowed_extensions." + type;
+        std::vector<std::string> exts;
+        if (!r.string_list(list, key, exts, false)) return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
+        for (auto& x : exts)
+          if (auto why = extension_problem(x))
+            return make_error(util::ErrorCode::kPolicy, source + ": " + key + ": \"" + x + "\" " + *why);
+        p.artifacts.allowed_extensions[type] = std::move(exts);
+      }
+    }
+  }
+  // Every allowed type has extensions (the policy's, else the known ones); a
+  // list for a type that is not allowed is a mistake the operator should see.
+  for (auto& [type, _] : p.artifacts.allowed_extensions)
+    if (std::find(p.artifacts.allowed_media_types.begin(), p.artifacts.allowed_media_types.end(), type) ==
+        p.artifacts.allowed_media_types.end())
+      return make_error(util::ErrorCode::kPolicy, source + ": artifacts.allowed_extensions." + type +
+                                                      ": not in artifacts.allowed_media_types");
+  for (auto& type : p.artifacts.allowed_media_types) {
+    if (p.artifacts.allowed_extensions.count(type)) continue;
+    auto known = artifacts::names::default_extensions(type);
+    if (known.empty())
+      return make_error(util::ErrorCode::kPolicy, source + ": artifacts.allowed_media_types: " + type +
+                                                      " has no known file extensions; list them in "
+                                                      "artifacts.allowed_extensions");
+    p.artifacts.allowed_extensions[type] = std::move(known);
   }
   if (doc.contains("pool")) {
     const json& a = doc["pool"];
@@ -398,7 +450,10 @@ nlohmann::json effective_json(const Policy& p) {
       {"artifacts",
        {{"allowed_media_types", p.artifacts.allowed_media_types}, {"file_max_bytes", p.artifacts.file_max_bytes},
         {"csv_formulas", p.artifacts.csv_reject ? "reject" : "neutralise"},
-        {"active_content", p.artifacts.active_content_as_text ? "text" : "reject"}}},
+        {"active_content", p.artifacts.active_content_as_text ? "text" : "reject"},
+        {"allowed_extensions", p.artifacts.allowed_extensions},
+        {"image_pixels_max", p.artifacts.image_pixels_max},
+        {"pdf_active", p.artifacts.pdf_strip ? "strip" : "reject"}}},
       {"sandbox",
        {{"uid_range", {{"first", s.uid_first}, {"count", s.uid_count}}},
         {"require", {{"landlock", s.require_landlock}, {"cgroups", s.require_cgroups}}},

@@ -104,6 +104,12 @@ struct Artifacts {
   uint64_t file_max_bytes = 16 * 1024 * 1024;
   bool csv_reject = false;              // "csv_formulas": "neutralise" (default) or "reject"
   bool active_content_as_text = false;  // "active_content": "reject" (default) or "text"
+  // Media type -> the extensions (lowercase, with the dot) a file served as
+  // that type may be named with. The loader fills in artifacts::names'
+  // defaults for each allowed type the policy does not list.
+  std::map<std::string, std::vector<std::string>> allowed_extensions;
+  uint64_t image_pixels_max = 50'000'000;  // width x height of a PNG, JPEG or GIF
+  bool pdf_strip = false;                  // "pdf_active": "reject" (default) or "strip"
 };
 
 struct Policy {

@@ -181,13 +181,15 @@ TEST_CASE("HTML with <script> is rejected as active content") {
   CHECK(contains(v.reason, "script"));
 }
 
-TEST_CASE("HTML with <script> and active_content_as_text: accepted as text/plain, bytes unchanged") {
-  Gate gate = make_gate(kDefaultAllowed, kFileMax, csv::Mode::kNeutralise, true);
-  Verdict v = gate.check("report.html", kScriptHtml);
+TEST_CASE("HTML with <script> and active_content_as_text: only as text, so only under a text name") {
+  Gate gate = make_gate(allowed_plus({"text/html"}), kFileMax, csv::Mode::kNeutralise, true);
+  // Served as text/plain but saved as report.html, a browser would run it.
+  Verdict named_html = gate.check("report.html", kScriptHtml);
+  check_rejected(named_html, "the extension .html is not allowed for text/plain files; allowed: .txt");
+  Verdict v = gate.check("report.html.txt", kScriptHtml);
   CHECK(v.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(v.media_type == "text/plain");
   CHECK(v.content == kScriptHtml);
-  CHECK(contains(v.reason, "text/plain"));
 }
 
 TEST_CASE("clean HTML: not allowed by the default policy; allowed, it is served as text/plain") {
@@ -305,12 +307,38 @@ TEST_CASE("Markdown links hiding javascript: behind character references or spac
   CHECK(ok.media_type == "text/markdown");
 }
 
-TEST_CASE("with active_content as text, clean markup outside the allowlist is also delivered as text") {
+TEST_CASE("with active_content as text, clean markup outside the allowlist is delivered as text, named as text") {
   Gate gate = make_gate(kDefaultAllowed, kFileMax, artifacts::csv::Mode::kNeutralise, true);
-  Verdict v = gate.check("report.html", "<html><body><h1>Report</h1><p>ok</p></body></html>\n");
+  const std::string html = "<html><body><h1>Report</h1><p>ok</p></body></html>\n";
+  check_rejected(gate.check("report.html", html), "the extension .html is not allowed for text/plain files");
+  Verdict v = gate.check("report.txt", html);
   CHECK(v.verdict == artifacts::VerdictKind::kAccepted);
   CHECK(v.media_type == "text/plain");
-  CHECK(v.reason.find("delivered as text/plain") != std::string::npos);
+}
+
+// Issue 17: names that run, or show as something they are not, or that
+// Windows changes on save, were accepted as text/plain.
+TEST_CASE("names: scripts, desktop entries, bidi overrides, trailing dots and spaces are rejected") {
+  const std::string text = "echo hello\r\n";
+  for (const char* runs : {"update.cmd", "x.ps1", "y.vbs", "z.js", "report.desktop", "run.BAT"})
+    check_rejected(default_gate().check(runs, text), "makes the file run as a program or script");
+  check_rejected(default_gate().check("invoice\u202efdp.cmd", text), "bidirectional control character (U+202E)");
+  check_rejected(default_gate().check("report.csv.", "a,b\n=1+1,2\n"), "ends with a dot");
+  check_rejected(default_gate().check("summary.csv ", "a,b\n=1+1,2\n"), "ends with a space");
+  check_rejected(default_gate().check("NUL.txt", text), "Windows device name");
+  check_rejected(default_gate().check("a?.txt", text), "which Windows does not allow");
+}
+
+TEST_CASE("names: an extension the policy does not list for the file's type is rejected, naming both") {
+  check_rejected(default_gate().check("notes.log", "just text\n"), "the extension .log is not allowed for text/plain files; allowed: .txt");
+  check_rejected(default_gate().check("README", "just text\n"), "no extension is not allowed for text/plain");
+  check_rejected(default_gate().check("chart.jpe", "x"), "");  // unknown extension: decided by content, then refused
+  // The policy may add one.
+  GatePolicy p{kDefaultAllowed, kFileMax, csv::Mode::kNeutralise, false, {{"text/plain", {".txt", ".log"}}}};
+  auto gate = Gate::create(p);
+  REQUIRE(gate.ok());
+  CHECK(gate.value().check("notes.log", "just text\n").verdict == artifacts::VerdictKind::kAccepted);
+  CHECK(gate.value().check("charts/q1.png", kPng).verdict == artifacts::VerdictKind::kAccepted);
 }
 
 // The verdict names results, records and metrics use; an unknown name fails closed.

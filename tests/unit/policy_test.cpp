@@ -520,7 +520,7 @@ namespace {
 // Leaf keys of an effective policy, "runtimes.<name>.command" style. Objects
 // whose keys are the user's (runtime names, environment names) are not keys.
 void flatten_keys(const json& v, const std::string& prefix, std::set<std::string>& out) {
-  if (!v.is_object() || prefix == "sandbox.env") {
+  if (!v.is_object() || prefix == "sandbox.env" || prefix == "artifacts.allowed_extensions") {
     out.insert(prefix);
     return;
   }
@@ -631,4 +631,36 @@ TEST_CASE("sandbox.uid_range: checked, and the old single-uid keys name their re
   d["sandbox"].erase("uid_range");
   d["sandbox"]["host_uid_when_root"] = 65534;
   CHECK(error_of(d).find("sandbox.host_uid_when_root: replaced by sandbox.uid_range") != std::string::npos);
+}
+
+TEST_CASE("artifacts.allowed_extensions: defaults per allowed type, refusals each named") {
+  auto p = policy::parse(minimal_doc(), kSource);
+  REQUIRE(p.ok());
+  CHECK(p->artifacts.allowed_extensions.at("text/plain") == std::vector<std::string>{".txt"});
+  CHECK(p->artifacts.allowed_extensions.at("image/jpeg") == std::vector<std::string>{".jpg", ".jpeg"});
+
+  json d = minimal_doc();
+  d["artifacts"] = {{"allowed_extensions", {{"text/plain", {".txt", ".log"}}}}};
+  auto widened = policy::parse(d, kSource);
+  REQUIRE_MESSAGE(widened.ok(), widened.error().message);
+  CHECK(widened->artifacts.allowed_extensions.at("text/plain") == std::vector<std::string>{".txt", ".log"});
+  CHECK(widened->artifacts.allowed_extensions.at("text/csv") == std::vector<std::string>{".csv"});
+
+  d["artifacts"] = {{"allowed_extensions", {{"text/plain", {".txt", ".cmd"}}}}};
+  CHECK(error_of(d) == "test.json: artifacts.allowed_extensions.text/plain: \".cmd\" names a program or script a "
+                       "double-click runs; it is never allowed");
+  d["artifacts"] = {{"allowed_extensions", {{"text/plain", {"txt"}}}}};
+  CHECK(error_of(d).find("\"txt\" must be a dot and 1-16 lowercase letters") != std::string::npos);
+  d["artifacts"] = {{"allowed_extensions", {{"text/html", {".html"}}}}};
+  CHECK(error_of(d) == "test.json: artifacts.allowed_extensions.text/html: not in artifacts.allowed_media_types");
+  d["artifacts"] = {{"allowed_media_types", {"text/plain", "application/x-parquet"}}};
+  CHECK(error_of(d) == "test.json: artifacts.allowed_media_types: application/x-parquet has no known file extensions; "
+                       "list them in artifacts.allowed_extensions");
+  d["artifacts"] = {{"allowed_media_types", {"text/plain", "application/x-parquet"}},
+                    {"allowed_extensions", {{"application/x-parquet", {".parquet"}}}}};
+  CHECK(policy::parse(d, kSource).ok());
+  d["artifacts"] = {{"pdf_active", "maybe"}};
+  CHECK(error_of(d) == "test.json: artifacts.pdf_active: must be \"reject\" or \"strip\"");
+  d["artifacts"] = {{"image_pixels_max", 0u}};
+  CHECK(error_of(d) == "test.json: artifacts.image_pixels_max: must be between 1 and 17179869184");
 }

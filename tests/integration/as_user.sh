@@ -46,6 +46,8 @@ else
   mount -o remount,bind,ro "$bound"
 fi
 cp "$src/tests/package.json" "$stage/tests/"
+# The gate's corpus (tests/gate_corpus), read by adversarial/artifact_corpus.
+if [ -d "$src/tests/gate_corpus" ]; then cp -r "$src/tests/gate_corpus" "$stage/tests/"; fi
 if [ -n "$bound" ]; then
   find "$stage" -path "$bound" -prune -o -exec chmod a+rX {} +
 else

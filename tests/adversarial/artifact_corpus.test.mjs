@@ -1,0 +1,126 @@
+// Threat: a file that a real reader (a spreadsheet, a browser, a Markdown
+// renderer, a PDF reader, an image viewer, a file manager) opens differently
+// than a pattern over its bytes suggests. Every case of the gate's corpus
+// (tests/gate_corpus/<check>/cases.json: the file, the verdict, a part of the
+// reason, and the reader it protects) is written to /outputs by a real job
+// and must leave the gate with that verdict; a sanitized one is fetched and
+// compared byte for byte with its .expected file. The unit tests run the same
+// manifests against each module; this runs them through the whole path
+// (harvest, the server's gate, the store), as root warm and cold and as a
+// normal user.
+import test, { after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { connect, runCode, fetchArtifact, mkStateDir, textOf, REPO_ROOT } from '../integration/lib/client.mjs';
+import { loadPolicy } from './lib/sandbox.mjs';
+
+const CORPUS = path.join(REPO_ROOT, 'tests', 'gate_corpus');
+const base = loadPolicy();
+// HTML, XHTML and SVG cases judge the active-content scanner, so their server
+// allows the markup types (the default policy rejects them as types first).
+const MARKUP_DIRS = new Set(['html']);
+const MARKUP_TYPES = ['text/html', 'application/xhtml+xml', 'image/svg+xml'];
+
+function policyFile(markup) {
+  const p = structuredClone(base);
+  if (markup) p.artifacts.allowed_media_types = [...new Set([...p.artifacts.allowed_media_types, ...MARKUP_TYPES])];
+  const file = path.join(mkStateDir(), 'policy.json');
+  fs.writeFileSync(file, JSON.stringify(p));
+  return file;
+}
+
+// Every case: its artifact name (<check>/<file>), bytes and expectations.
+const cases = [];
+const skipped = [];
+for (const dir of fs.readdirSync(CORPUS).sort()) {
+  const manifest = path.join(CORPUS, dir, 'cases.json');
+  if (!fs.existsSync(manifest)) continue;
+  for (const c of JSON.parse(fs.readFileSync(manifest, 'utf8'))) {
+    const name = `${dir}/${c.name ?? c.file}`;
+    if (c.pixels_max !== undefined && c.pixels_max !== (base.artifacts.image_pixels_max ?? 50_000_000)) {
+      skipped.push(`${name} (needs image_pixels_max ${c.pixels_max}; the unit test runs it)`);
+      continue;
+    }
+    if (c.mode !== undefined && c.mode !== (base.artifacts.pdf_active ?? 'reject')) {
+      skipped.push(`${name} (needs pdf_active ${c.mode}; the unit test runs it)`);
+      continue;
+    }
+    const bytes = c.text !== undefined ? Buffer.from(c.text, 'utf8') : fs.readFileSync(path.join(CORPUS, dir, c.file));
+    const expectedFile = c.file && path.join(CORPUS, dir, `${c.file}.expected`);
+    cases.push({ ...c, dir, name, bytes, markup: MARKUP_DIRS.has(dir),
+      expected: expectedFile && fs.existsSync(expectedFile) ? fs.readFileSync(expectedFile) : undefined });
+  }
+}
+
+// Jobs of at most 60 files (outputs_max_files is 64) and 150 KB (the code,
+// base64 inside it, stays under code_max_bytes).
+function batches(list) {
+  const out = [];
+  let cur = [], bytes = 0;
+  for (const c of list) {
+    if (cur.length && (cur.length >= 60 || bytes + c.bytes.length > 150_000)) {
+      out.push(cur);
+      cur = [];
+      bytes = 0;
+    }
+    cur.push(c);
+    bytes += c.bytes.length;
+  }
+  if (cur.length) out.push(cur);
+  return out;
+}
+
+const program = (batch) => `import base64, json, os
+files = json.loads(${JSON.stringify(JSON.stringify(Object.fromEntries(batch.map((c) => [c.name, c.bytes.toString('base64')]))))})
+for name, b64 in files.items():
+    p = os.path.join('/outputs', name)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    open(p, 'wb').write(base64.b64decode(b64))
+print(len(files))
+`;
+
+const conns = [];
+after(async () => { for (const c of conns) await c.close(); });
+
+test(`the gate's corpus through real jobs: ${cases.length} cases, each verdict and reason as its manifest says`,
+  { timeout: 240_000 }, async (t) => {
+    assert.ok(cases.length > 0, `no cases under ${CORPUS}`);
+    const failures = [];
+    const counts = {};
+    for (const markup of [false, true]) {
+      const mine = cases.filter((c) => c.markup === markup);
+      if (!mine.length) continue;
+      const conn = await connect({ policy: policyFile(markup) });
+      conns.push(conn);
+      for (const batch of batches(mine)) {
+        const r = await runCode(conn.client, { runtime: 'python', timeout_s: 30, code: program(batch) });
+        assert.ok(!r.isError, textOf(r));
+        const sc = r.structuredContent;
+        assert.equal(sc.status, 'completed', `${sc.status}: ${sc.stderr}`);
+        const byName = new Map(sc.artifacts.map((a) => [a.name, a]));
+        for (const c of batch) {
+          const a = byName.get(c.name);
+          counts[c.dir] = (counts[c.dir] ?? 0) + 1;
+          if (!a) { failures.push(`${c.name}: not in the result`); continue; }
+          const why = `${c.name} [${c.reader}]: ${a.verdict} (${a.reason})`;
+          if (a.verdict !== c.expect) failures.push(`${why}; expected ${c.expect}`);
+          else if (c.reason_contains && !a.reason.includes(c.reason_contains))
+            failures.push(`${why}; expected the reason to contain ${JSON.stringify(c.reason_contains)}`);
+          else if (c.expect !== 'rejected' && !/^[0-9a-f]{32}$/.test(a.artifact_id ?? ''))
+            failures.push(`${why}; no artifact_id`);
+          else if (c.expect === 'rejected' && a.artifact_id !== null) failures.push(`${why}; stored although rejected`);
+          else if (c.expected) {
+            const f = await fetchArtifact(conn.client, a.artifact_id);
+            const item = f.content.find((x) => x.type === 'text' || x.type === 'resource' || x.type === 'image');
+            const got = item.type === 'text' ? Buffer.from(item.text, 'utf8')
+              : Buffer.from(item.resource?.blob ?? item.data ?? '', item.resource?.text !== undefined ? 'utf8' : 'base64');
+            const stored = item.resource?.text !== undefined ? Buffer.from(item.resource.text, 'utf8') : got;
+            if (!stored.equals(c.expected)) failures.push(`${c.name}: stored bytes differ from ${c.file}.expected`);
+          }
+        }
+      }
+    }
+    t.diagnostic(`cases per check: ${JSON.stringify(counts)}; skipped here: ${skipped.length ? skipped.join(', ') : 'none'}`);
+    assert.deepEqual(failures, [], failures.join('\n'));
+  });

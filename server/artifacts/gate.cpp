@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "server/artifacts/active_content.h"
+#include "server/artifacts/images.h"
 #include "server/artifacts/names.h"
 
 namespace artifacts {
@@ -166,6 +167,14 @@ Verdict Gate::check_content(const std::string& name, std::string content, std::s
     if (r.cells_changed > 0)
       return {VerdictKind::kSanitized, r.reason, d.media_type, std::move(r.output)};
     return {VerdictKind::kAccepted, "no formula cells; type agrees with content", d.media_type, std::move(content)};
+  }
+  if (d.media_type == "image/png" || d.media_type == "image/jpeg" || d.media_type == "image/gif") {
+    images::Result r = images::check(content, d.media_type, policy_.image_pixels_max);
+    if (!r.ok) return reject(r.reason);
+    return {VerdictKind::kAccepted,
+            "type agrees with content (" + d.media_type + ", " + std::to_string(r.width) + " x " +
+                std::to_string(r.height) + (r.frames > 1 ? ", " + std::to_string(r.frames) + " frames" : "") + ")",
+            d.media_type, std::move(content)};
   }
   return {VerdictKind::kAccepted, "type agrees with content (" + d.media_type + ")", d.media_type, std::move(content)};
 }

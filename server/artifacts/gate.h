@@ -23,6 +23,7 @@ struct GatePolicy {
   // Media type -> extensions a file served as it may have; a type missing
   // here has artifacts::names::default_extensions.
   std::map<std::string, std::vector<std::string>> allowed_extensions;
+  uint64_t image_pixels_max = 50'000'000;  // width x height of a PNG, JPEG or GIF
 };
 
 // What the gate decided about one file.

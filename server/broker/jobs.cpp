@@ -31,7 +31,8 @@ artifacts::Gate make_gate(const policy::Policy& p) {
   auto gate = artifacts::Gate::create({p.artifacts.allowed_media_types, p.artifacts.file_max_bytes,
                                        p.artifacts.csv_reject ? artifacts::csv::Mode::kReject
                                                               : artifacts::csv::Mode::kNeutralise,
-                                       p.artifacts.active_content_as_text, p.artifacts.allowed_extensions});
+                                       p.artifacts.active_content_as_text, p.artifacts.allowed_extensions,
+                                       p.artifacts.image_pixels_max});
   if (!gate) throw std::runtime_error("artifact gate: " + gate.error().message);
   return std::move(*gate);
 }

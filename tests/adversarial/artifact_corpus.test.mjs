@@ -105,8 +105,9 @@ test(`the gate's corpus through real jobs: ${cases.length} cases, each verdict a
           if (!a) { failures.push(`${c.name}: not in the result`); continue; }
           const why = `${c.name} [${c.reader}]: ${a.verdict} (${a.reason})`;
           if (a.verdict !== c.expect) failures.push(`${why}; expected ${c.expect}`);
-          else if (c.reason_contains && !a.reason.includes(c.reason_contains))
-            failures.push(`${why}; expected the reason to contain ${JSON.stringify(c.reason_contains)}`);
+          // gate_reason_contains: where an earlier gate step stops the file before the module's own check.
+          else if ((c.gate_reason_contains ?? c.reason_contains) && !a.reason.includes(c.gate_reason_contains ?? c.reason_contains))
+            failures.push(`${why}; expected the reason to contain ${JSON.stringify(c.gate_reason_contains ?? c.reason_contains)}`);
           else if (c.expect !== 'rejected' && !/^[0-9a-f]{32}$/.test(a.artifact_id ?? ''))
             failures.push(`${why}; no artifact_id`);
           else if (c.expect === 'rejected' && a.artifact_id !== null) failures.push(`${why}; stored although rejected`);

@@ -56,11 +56,12 @@ void check_rejected(const Verdict& v, const std::string& reason_part) {
   CHECK(v.content == "");
 }
 
-// A 1x1 RGBA PNG with correct CRCs: signature, IHDR, IDAT, IEND.
+// A 1x1 RGBA PNG with correct lengths and CRCs: signature, IHDR, IDAT, IEND
+// (its IDAT length once said 13 for 10 bytes; artifacts::images caught it).
 const std::string kPng =
     "\x89PNG\r\n\x1a\n"
     "\x00\x00\x00\x0dIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
-    "\x00\x00\x00\x0dIDATx\x9c\x63\x00\x01\x00\x00\x05\x00\x01\x0d\x0a\x2d\xb4"
+    "\x00\x00\x00\x0aIDATx\x9c\x63\x00\x01\x00\x00\x05\x00\x01\x0d\x0a\x2d\xb4"
     "\x00\x00\x00\x00IEND\xae\x42\x60\x82"s;
 
 std::string elf_prefix() {

@@ -301,7 +301,9 @@ bool is_web_uri(QPDFObjectHandle uri) {
   std::string lower;
   for (size_t i = start; i < s.size() && lower.size() < 8; ++i)
     lower += static_cast<char>(std::tolower(static_cast<unsigned char>(s[i])));
-  return lower.starts_with("http://") || lower.starts_with("https://") || lower.starts_with("mailto:");
+  for (const char* scheme : {"http://", "https://", "mailto:"})
+    if (lower.rfind(scheme, 0) == 0) return true;
+  return false;
 }
 
 class Scanner {

@@ -60,7 +60,8 @@ def write_pdf(objects, root=1, version=b"1.7"):
 def write_pdf_objstm(objects, in_stream, root=1, compress=True, objstm_filter=None, objstm_data=None):
     """PDF 1.5: the objects numbered in in_stream go into one object stream; an
     (uncompressed) xref stream indexes everything."""
-    plain = {n: b for n, b in objects.items() if n not in in_stream}
+    packed = set(in_stream)
+    plain = {n: b for n, b in objects.items() if n not in packed}
     stm_num = max(objects) + 1
     xref_num = stm_num + 1
     header, parts, at = [], [], 0

@@ -26,17 +26,23 @@ namespace artifacts::pdf {
 namespace {
 
 // Bounds on what hostile input can make qpdf build. A 16 MiB file of minimal
-// objects has about 800k; more means a stream-packed object table.
-constexpr size_t kMaxObjects = 1'000'000;
+// objects has about 360k; more means a stream-packed object table (990k took
+// 12 s to parse on a loaded 2-core host).
+constexpr size_t kMaxObjects = 500'000;
 // qpdf inflates an xref stream while opening the file and object streams when
 // their objects are read, wholly in memory: a 16 MiB deflate bomb is 16 GiB.
 // A million objects need about 6 MiB of xref stream.
 constexpr size_t kXrefStreamsMaxBytes = size_t{8} << 20;
 constexpr size_t kXrefCandidateInputMaxBytes = size_t{64} << 20;
 constexpr size_t kObjectStreamsMaxBytes = size_t{256} << 20;
+// qpdf parses at about 1-3 us per token (measured: 16 MiB of nested arrays
+// took 23 s, a 1.4M-key dictionary 8 s) and cannot be interrupted, so the
+// tokens that open something ([, <<, names) are counted before it parses.
+constexpr size_t kMaxStructureTokens = size_t{2} << 20;
 // qpdf's parser stops at 500 levels; direct objects cannot nest deeper than that.
 constexpr int kMaxDepth = 600;
 constexpr size_t kMaxActionChain = 1000;
+constexpr int kMaxPathSteps = 8;
 constexpr size_t kMaxReasonsListed = 8;
 constexpr size_t kMaxShadowsListed = kMaxReasonsListed;
 
@@ -63,7 +69,8 @@ std::string id_of(QPDFObjGen og) { return std::to_string(og.getObj()) + " " + st
 class CountingSink : public Pipeline {
  public:
   explicit CountingSink(size_t limit) : Pipeline("throwbox byte count", nullptr), limit_(limit) {}
-  void write(unsigned char const*, size_t len) override {
+  void write(unsigned char const* data, size_t len) override {
+    for (size_t i = 0; i < len; ++i) structure_ += data[i] == '[' || data[i] == '<' || data[i] == '/';
     total_ += len;
     if (total_ > limit_) {
       exceeded_ = true;
@@ -73,10 +80,12 @@ class CountingSink : public Pipeline {
   void finish() override {}
   bool exceeded() const { return exceeded_; }
   size_t total() const { return total_; }
+  size_t structure() const { return structure_; }
 
  private:
   size_t limit_;
   size_t total_ = 0;
+  size_t structure_ = 0;  // '[', '<' and '/' bytes: about one per token qpdf parses
   bool exceeded_ = false;
 };
 
@@ -164,7 +173,8 @@ std::optional<std::string> xref_stream_bomb(std::string_view bytes) {
 
 // Object streams are decoded lazily, so here qpdf's own dictionary and filters
 // are used, with a byte budget shared by all of them.
-std::optional<std::string> object_stream_bomb(QPDF& q, const std::map<QPDFObjGen, QPDFXRefEntry>& xref) {
+std::optional<std::string> object_stream_bomb(QPDF& q, const std::map<QPDFObjGen, QPDFXRefEntry>& xref,
+                                              size_t& structure) {
   std::set<int> streams;
   for (const auto& [og, entry] : xref)
     if (entry.getType() == 2) streams.insert(entry.getObjStreamNumber());
@@ -181,7 +191,24 @@ std::optional<std::string> object_stream_bomb(QPDF& q, const std::map<QPDFObjGen
       return "object streams decode beyond " + std::to_string(kObjectStreamsMaxBytes >> 20) +
              " MiB (a decompression bomb)";
   }
+  structure = decoded.structure();
   return std::nullopt;
+}
+
+// Tokens qpdf will parse outside stream data (object streams are counted as they decode).
+size_t structure_outside_streams(std::string_view bytes) {
+  size_t n = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    char c = bytes[i];
+    if (c == 's' && bytes.compare(i, 6, "stream") == 0 && (i < 3 || bytes.compare(i - 3, 3, "end") != 0)) {
+      size_t end = bytes.find("endstream", i + 6);
+      if (end == std::string_view::npos) break;
+      i = end + 8;
+      continue;
+    }
+    n += c == '[' || c == '<' || c == '/';
+  }
+  return n;
 }
 
 // --- Objects qpdf does not see ----------------------------------------------
@@ -339,8 +366,16 @@ class Scanner {
 
   void visit_child(QPDFObjectHandle parent, const std::string& key, int index, QPDFObjectHandle child,
                    const Place& place, int depth) {
-    std::string step = index < 0 ? key : "[" + std::to_string(index) + "]";
-    std::string path = place.path.empty() ? step : place.path + " " + step;
+    // Paths are for reasons: past a few steps "..." stands for the rest, so
+    // 500 nested arrays do not cost 500 ever-longer strings per object.
+    std::string path;
+    if (depth >= kMaxPathSteps) {
+      path = place.path.size() >= 4 && place.path.compare(place.path.size() - 4, 4, " ...") == 0 ? place.path
+                                                                                                : place.path + " ...";
+    } else {
+      std::string step = index < 0 ? key : "[" + std::to_string(index) + "]";
+      path = place.path.empty() ? step : place.path + " " + step;
+    }
     if (child.isIndirect()) {
       // Visited on its own (getAllObjects holds it); remember who refers to it, for reasons.
       if (refs_pass_ && !referrer_.count(child.getObjGen()))
@@ -602,7 +637,12 @@ Result check_parsed(std::string_view bytes, Mode mode) {
   std::map<QPDFObjGen, QPDFXRefEntry> xref = q.getXRefTable();
   if (xref.size() > kMaxObjects)
     return rejected(std::to_string(xref.size()) + " objects, more than " + std::to_string(kMaxObjects));
-  if (auto bomb = object_stream_bomb(q, xref)) return rejected(*bomb);
+  size_t structure = 0;
+  if (auto bomb = object_stream_bomb(q, xref, structure)) return rejected(*bomb);
+  structure += structure_outside_streams(bytes);
+  if (structure > kMaxStructureTokens)
+    return rejected("about " + std::to_string(structure) + " tokens to parse, more than " +
+                    std::to_string(kMaxStructureTokens) + " (bounds qpdf's CPU time)");
 
   std::vector<Finding> findings;
   for (std::string& s : shadow_objects(bytes, xref)) findings.push_back({std::move(s), Fix{Fix::Kind::kRewrite, {}, {}, {}, 0}});

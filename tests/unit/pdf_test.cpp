@@ -8,6 +8,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "server/artifacts/pdf.h"
 
@@ -36,7 +37,42 @@ void check_rejected(const Result& r, const std::string& reason_part) {
   CHECK(r.output.empty());
 }
 
+// A classic PDF (objects 1..n, xref table, trailer) with correct offsets.
+std::string make_pdf(const std::vector<std::string>& bodies) {
+  std::string out = "%PDF-1.7\n";
+  std::vector<size_t> offsets;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    offsets.push_back(out.size());
+    out += std::to_string(i + 1) + " 0 obj\n" + bodies[i] + "\nendobj\n";
+  }
+  const size_t xref = out.size();
+  out += "xref\n0 " + std::to_string(bodies.size() + 1) + "\n0000000000 65535 f \n";
+  for (size_t off : offsets) {
+    std::string digits = std::to_string(off);
+    out += std::string(10 - digits.size(), '0') + digits + " 00000 n \n";
+  }
+  out += "trailer\n<< /Size " + std::to_string(bodies.size() + 1) + " /Root 1 0 R >>\nstartxref\n" +
+         std::to_string(xref) + "\n%%EOF\n";
+  return out;
+}
+
+const std::vector<std::string> kOnePage{"<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+                                        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>"};
+
 }  // namespace
+
+TEST_CASE("the PDF builder of these tests makes files qpdf reads without repair") {
+  Result r = check(make_pdf(kOnePage), Mode::kReject);
+  CHECK_MESSAGE(r.ok, r.reason);
+}
+
+TEST_CASE("more tokens than qpdf parses in bounded time are refused before it parses them") {
+  std::vector<std::string> bodies = kOnePage;
+  std::string many = "[";
+  for (int i = 0; i < 2'200'000; ++i) many += "[]";
+  bodies.push_back(many + "]");
+  check_rejected(check(make_pdf(bodies), Mode::kReject), "tokens to parse, more than 2097152 (bounds qpdf's CPU time)");
+}
 
 TEST_CASE("a plain one-page PDF is accepted byte for byte in both modes") {
   const std::string plain = read_corpus("plain.pdf");

@@ -8,6 +8,7 @@
 
 #include "server/artifacts/active_content.h"
 #include "server/artifacts/images.h"
+#include "server/artifacts/pdf.h"
 #include "server/artifacts/names.h"
 
 namespace artifacts {
@@ -174,6 +175,13 @@ Verdict Gate::check_content(const std::string& name, std::string content, std::s
     return {VerdictKind::kAccepted,
             "type agrees with content (" + d.media_type + ", " + std::to_string(r.width) + " x " +
                 std::to_string(r.height) + (r.frames > 1 ? ", " + std::to_string(r.frames) + " frames" : "") + ")",
+            d.media_type, std::move(content)};
+  }
+  if (d.media_type == "application/pdf") {
+    pdf::Result r = pdf::check(content, policy_.pdf_strip ? pdf::Mode::kStrip : pdf::Mode::kReject);
+    if (!r.ok) return reject(r.reason);
+    if (r.removed > 0) return {VerdictKind::kSanitized, r.reason, d.media_type, std::move(r.output)};
+    return {VerdictKind::kAccepted, "type agrees with content (application/pdf); no active content found by qpdf",
             d.media_type, std::move(content)};
   }
   return {VerdictKind::kAccepted, "type agrees with content (" + d.media_type + ")", d.media_type, std::move(content)};

@@ -24,6 +24,7 @@ struct GatePolicy {
   // here has artifacts::names::default_extensions.
   std::map<std::string, std::vector<std::string>> allowed_extensions;
   uint64_t image_pixels_max = 50'000'000;  // width x height of a PNG, JPEG or GIF
+  bool pdf_strip = false;                  // active PDF parts removed (sanitized) instead of rejected
 };
 
 // What the gate decided about one file.

@@ -38,7 +38,10 @@ constexpr size_t kObjectStreamsMaxBytes = size_t{256} << 20;
 // qpdf parses at about 1-3 us per token (measured: 16 MiB of nested arrays
 // took 23 s, a 1.4M-key dictionary 8 s) and cannot be interrupted, so the
 // tokens that open something ([, <<, names) are counted before it parses.
-constexpr size_t kMaxStructureTokens = size_t{2} << 20;
+// 512 Ki: a 1.4M-key dictionary (15 MiB) took 5.5 s on an idle core of the
+// project machine, 500k keys 1.4 s; at this cap the worst case is about 1.5 s
+// per file, and a real report (matplotlib, LaTeX) counts a few thousand.
+constexpr size_t kMaxStructureTokens = size_t{512} << 10;
 // qpdf's parser stops at 500 levels; direct objects cannot nest deeper than that.
 constexpr int kMaxDepth = 600;
 constexpr size_t kMaxActionChain = 1000;

@@ -32,7 +32,7 @@ artifacts::Gate make_gate(const policy::Policy& p) {
                                        p.artifacts.csv_reject ? artifacts::csv::Mode::kReject
                                                               : artifacts::csv::Mode::kNeutralise,
                                        p.artifacts.active_content_as_text, p.artifacts.allowed_extensions,
-                                       p.artifacts.image_pixels_max});
+                                       p.artifacts.image_pixels_max, p.artifacts.pdf_strip});
   if (!gate) throw std::runtime_error("artifact gate: " + gate.error().message);
   return std::move(*gate);
 }

@@ -22,9 +22,11 @@ const base = loadPolicy();
 const MARKUP_DIRS = new Set(['html']);
 const MARKUP_TYPES = ['text/html', 'application/xhtml+xml', 'image/svg+xml'];
 
-function policyFile(markup) {
+// pdfMode: artifacts.pdf_active ("reject" or "strip"), as a PDF case's "mode" asks.
+function policyFile(markup, pdfMode) {
   const p = structuredClone(base);
   if (markup) p.artifacts.allowed_media_types = [...new Set([...p.artifacts.allowed_media_types, ...MARKUP_TYPES])];
+  p.artifacts.pdf_active = pdfMode;
   const file = path.join(mkStateDir(), 'policy.json');
   fs.writeFileSync(file, JSON.stringify(p));
   return file;
@@ -42,42 +44,51 @@ for (const dir of fs.readdirSync(CORPUS).sort()) {
       skipped.push(`${name} (needs image_pixels_max ${c.pixels_max}; the unit test runs it)`);
       continue;
     }
-    if (c.mode !== undefined && c.mode !== (base.artifacts.pdf_active ?? 'reject')) {
-      skipped.push(`${name} (needs pdf_active ${c.mode}; the unit test runs it)`);
-      continue;
-    }
     const bytes = c.text !== undefined ? Buffer.from(c.text, 'utf8') : fs.readFileSync(path.join(CORPUS, dir, c.file));
     const expectedFile = c.file && path.join(CORPUS, dir, `${c.file}.expected`);
-    cases.push({ ...c, dir, name, bytes, markup: MARKUP_DIRS.has(dir),
+    cases.push({ ...c, dir, name: c.mode ? `${dir}/${c.mode}/${c.name ?? c.file}` : name, bytes,
+      markup: MARKUP_DIRS.has(dir), pdfMode: c.mode ?? base.artifacts.pdf_active ?? 'reject',
       expected: expectedFile && fs.existsSync(expectedFile) ? fs.readFileSync(expectedFile) : undefined });
   }
 }
 
-// Jobs of at most 60 files (outputs_max_files is 64) and 150 KB (the code,
-// base64 inside it, stays under code_max_bytes).
+// Jobs of at most 60 files (outputs_max_files is 64) and 150 KB inline (the
+// code, base64 inside it, stays under code_max_bytes); a larger file is an
+// upload the job copies from /inputs, at most 8 a job (inputs_per_job_max 16).
+const INLINE_MAX = 100_000;
 function batches(list) {
   const out = [];
-  let cur = [], bytes = 0;
+  let cur = [], bytes = 0, uploads = 0;
   for (const c of list) {
-    if (cur.length && (cur.length >= 60 || bytes + c.bytes.length > 150_000)) {
+    const big = c.bytes.length > INLINE_MAX;
+    if (cur.length && (cur.length >= 60 || (!big && bytes + c.bytes.length > 150_000) || (big && uploads >= 8))) {
       out.push(cur);
       cur = [];
       bytes = 0;
+      uploads = 0;
     }
     cur.push(c);
-    bytes += c.bytes.length;
+    if (big) uploads++;
+    else bytes += c.bytes.length;
   }
   if (cur.length) out.push(cur);
   return out;
 }
 
-const program = (batch) => `import base64, json, os
-files = json.loads(${JSON.stringify(JSON.stringify(Object.fromEntries(batch.map((c) => [c.name, c.bytes.toString('base64')]))))})
+// uploaded: artifact name -> the input's file name under /inputs.
+const program = (batch, uploaded) => `import base64, json, os, shutil
+files = json.loads(${JSON.stringify(JSON.stringify(Object.fromEntries(batch.filter((c) => !uploaded[c.name])
+  .map((c) => [c.name, c.bytes.toString('base64')]))))})
+copies = json.loads(${JSON.stringify(JSON.stringify(uploaded))})
 for name, b64 in files.items():
     p = os.path.join('/outputs', name)
     os.makedirs(os.path.dirname(p), exist_ok=True)
     open(p, 'wb').write(base64.b64decode(b64))
-print(len(files))
+for name, src in copies.items():
+    p = os.path.join('/outputs', name)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    shutil.copyfile(os.path.join('/inputs', src), p)
+print(len(files) + len(copies))
 `;
 
 const conns = [];
@@ -88,13 +99,23 @@ test(`the gate's corpus through real jobs: ${cases.length} cases, each verdict a
     assert.ok(cases.length > 0, `no cases under ${CORPUS}`);
     const failures = [];
     const counts = {};
-    for (const markup of [false, true]) {
-      const mine = cases.filter((c) => c.markup === markup);
-      if (!mine.length) continue;
-      const conn = await connect({ policy: policyFile(markup) });
+    const servers = [...new Set(cases.map((c) => `${c.markup}|${c.pdfMode}`))];
+    for (const key of servers) {
+      const mine = cases.filter((c) => `${c.markup}|${c.pdfMode}` === key);
+      const conn = await connect({ policy: policyFile(mine[0].markup, mine[0].pdfMode) });
       conns.push(conn);
       for (const batch of batches(mine)) {
-        const r = await runCode(conn.client, { runtime: 'python', timeout_s: 30, code: program(batch) });
+        const uploaded = {};
+        const inputIds = [];
+        for (const [i, c] of batch.filter((x) => x.bytes.length > INLINE_MAX).entries()) {
+          const up = await conn.client.callTool({ name: 'upload_input', arguments: {
+            name: `big${i}.bin`, content: c.bytes.toString('base64'), encoding: 'base64' } });
+          assert.ok(!up.isError, textOf(up));
+          uploaded[c.name] = `big${i}.bin`;
+          inputIds.push(up.structuredContent.input_id);
+        }
+        const r = await runCode(conn.client, { runtime: 'python', timeout_s: 30, code: program(batch, uploaded),
+          ...(inputIds.length ? { input_ids: inputIds } : {}) });
         assert.ok(!r.isError, textOf(r));
         const sc = r.structuredContent;
         assert.equal(sc.status, 'completed', `${sc.status}: ${sc.stderr}`);
@@ -102,6 +123,7 @@ test(`the gate's corpus through real jobs: ${cases.length} cases, each verdict a
         for (const c of batch) {
           const a = byName.get(c.name);
           counts[c.dir] = (counts[c.dir] ?? 0) + 1;
+          if (c.mode) counts[`${c.dir} (${c.mode})`] = (counts[`${c.dir} (${c.mode})`] ?? 0) + 1;
           if (!a) { failures.push(`${c.name}: not in the result`); continue; }
           const why = `${c.name} [${c.reader}]: ${a.verdict} (${a.reason})`;
           if (a.verdict !== c.expect) failures.push(`${why}; expected ${c.expect}`);

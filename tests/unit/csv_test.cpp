@@ -1,9 +1,12 @@
 // CSV/TSV formula-injection gate: RFC 4180 parsing, the readers on ',', ';', TAB,
-// '|' and "sep=", neutralisation, reject mode, and the byte-for-byte guarantees
-// for files that need no change.
+// '|' and "sep=", neutralisation, reject mode, the byte-for-byte guarantees for
+// files that need no change, and the table-driven corpus in tests/gate_corpus/csv.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
@@ -692,3 +695,62 @@ TEST_CASE("random inputs: neutralised output is stable, only adds apostrophes, a
   }
 }
 
+// tests/gate_corpus/csv/cases.json: one file per case, the verdict expected in
+// kNeutralise mode, and for "sanitized" the exact output in <file>.expected.
+namespace {
+
+std::string read_corpus_file(const std::string& name) {
+  std::ifstream in(std::string(THROWBOX_SOURCE_DIR) + "/tests/gate_corpus/csv/" + name, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "cannot open tests/gate_corpus/csv/" << name);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("gate corpus: every case in tests/gate_corpus/csv/cases.json") {
+  const nlohmann::json cases = nlohmann::json::parse(read_corpus_file("cases.json"), nullptr, false);
+  REQUIRE(cases.is_array());
+  CHECK(cases.size() >= 60);
+  size_t accepted = 0, sanitized = 0, rejected = 0;
+  for (const nlohmann::json& c : cases) {
+    const std::string file = c.at("file").get<std::string>();
+    const std::string expect = c.at("expect").get<std::string>();
+    const std::string needle = c.at("reason_contains").get<std::string>();
+    const std::string d = c.at("delimiter").get<std::string>();
+    CAPTURE(file);
+    REQUIRE((d == "," || d == "\t"));
+    REQUIRE(!c.at("reader").get<std::string>().empty());
+    REQUIRE(!c.at("source").get<std::string>().empty());
+    const char delimiter = d[0];
+    const std::string in = read_corpus_file(file);
+    const Result n = process(in, delimiter, Mode::kNeutralise);
+    const Result r = process(in, delimiter, Mode::kReject);
+    CAPTURE(n.reason);
+    CHECK(n.reason.find(needle) != std::string::npos);
+    if (expect == "accepted") {
+      ++accepted;
+      CHECK(n.ok);
+      CHECK(n.output == in);
+      CHECK(n.cells_changed == 0);
+      CHECK(r.ok);
+      CHECK(r.output == in);
+    } else if (expect == "sanitized") {
+      ++sanitized;
+      CHECK(n.ok);
+      CHECK(n.cells_changed > 0);
+      CHECK(n.output == read_corpus_file(file + ".expected"));
+      CHECK_FALSE(r.ok);  // kReject refuses what kNeutralise had to change
+      CHECK(r.output.empty());
+      CHECK(r.reason.find("spreadsheet formula injection") != std::string::npos);
+    } else {
+      REQUIRE(expect == "rejected");
+      ++rejected;
+      CHECK_FALSE(n.ok);
+      CHECK(n.output.empty());
+      CHECK_FALSE(r.ok);
+    }
+  }
+  CHECK(accepted > 0);
+  CHECK(sanitized > 0);
+  CHECK(rejected > 0);
+}

@@ -86,13 +86,36 @@ size_t skip_stripped(std::string_view v, size_t i) {
   return i;
 }
 
+// Stripped characters and apostrophes from i on; returns where they end.
+size_t skip_stripped_and_apostrophes(std::string_view v, size_t i) {
+  while (i < v.size()) {
+    if (v[i] == '\'') {
+      ++i;
+      continue;
+    }
+    const size_t len = stripped_length(v, i);
+    if (len == 0) break;
+    i += len;
+  }
+  return i;
+}
+
 // [+-]?(\d+([.,]\d+)*[.,]?|[.,]\d+([.,]\d+)*)([eE][+-]?\d+)? between stripped
 // characters: a number in some locale ("-80.00", "+1e5", "-1,5", "+1.234,56").
-// Empty (after stripping) counts when allow_empty.
+// Empty counts when allow_empty (any element but the first). Apostrophes may
+// lead such an element and end any: ours, put before the sign of "-2" in "-1,-2"
+// (for a reader whose cell "-2" is) or before a TAB ending "-1" (for a reader
+// whose cell starts with it). They must leave "-1,'-2" and "-1'<TAB>" number
+// lists, or each fix would need another; without a '!' or a letter they cannot
+// make a sheet reference.
 bool is_number_piece(std::string_view s, bool allow_empty) {
-  size_t i = skip_stripped(s, 0);
   const size_t n = s.size();
-  if (i == n) return allow_empty;
+  size_t i = skip_stripped(s, 0);
+  if (allow_empty) {
+    while (i < n && s[i] == '\'') ++i;
+    if (skip_stripped_and_apostrophes(s, i) == n) return true;
+  }
+  if (i == n) return false;
   if (s[i] == '+' || s[i] == '-') ++i;
   size_t digits = 0;
   bool after_separator = false;
@@ -114,7 +137,7 @@ bool is_number_piece(std::string_view s, bool allow_empty) {
     while (i < n && is_digit(s[i])) ++i, ++exp_digits;
     if (exp_digits == 0) return false;
   }
-  return skip_stripped(s, i) == n;
+  return skip_stripped_and_apostrophes(s, i) == n;
 }
 
 // A value led by a sign is harmless when it is plain numbers joined by reader
@@ -283,13 +306,11 @@ class FieldReader {
   std::string error_;
 };
 
-// A place where an apostrophe goes, and the reader (index into the delimiter
-// list) that would otherwise see a formula there.
-struct Mark {
-  size_t offset;
-  size_t reader;
-  bool induced = false;  // needed only because another apostrophe broke a number list
-};
+// Where apostrophes go: one byte per byte of the file, 0 for none, else the
+// index + 1 of the reader (delimiter) that would see a formula starting at that
+// byte. A byte per byte bounds the memory by the file's size however many
+// readers find the same trigger.
+using MarkMap = std::vector<uint8_t>;
 
 // Triggers in a value: the value itself, and each piece after one of the
 // delimiters up to the next same one. A reader whose quotes fall elsewhere
@@ -312,31 +333,26 @@ void find_triggers(std::string_view value, std::string_view delimiters, size_t o
   }
 }
 
-// File order; one mark per offset, the first found (not induced, lowest reader) kept.
-void sort_marks(std::vector<Mark>& marks) {
-  std::sort(marks.begin(), marks.end(), [](const Mark& a, const Mark& b) {
-    if (a.offset != b.offset) return a.offset < b.offset;
-    if (a.induced != b.induced) return !a.induced;
-    return a.reader < b.reader;
-  });
-  marks.erase(std::unique(marks.begin(), marks.end(),
-                          [](const Mark& a, const Mark& b) { return a.offset == b.offset; }),
-              marks.end());
-}
-
-// Every place, in file order, where one of the readers would see a formula.
-std::vector<Mark> find_marks(std::string_view s, size_t begin, std::string_view delimiters) {
-  std::vector<Mark> marks;
+// Marks every place where one of the readers would see a formula; returns
+// how many places are marked. The first reader to find a place names it.
+size_t find_marks(std::string_view s, size_t begin, std::string_view delimiters, MarkMap& marks) {
+  marks.assign(s.size(), 0);
+  size_t count = 0;
   std::vector<std::pair<size_t, size_t>> triggers;
   for (size_t r = 0; r < delimiters.size(); ++r) {
     FieldReader reader(s, begin, delimiters[r], /*strict=*/false);
     while (reader.next()) {
       find_triggers(reader.value(), delimiters, r, triggers);
-      for (auto [t, by] : triggers) marks.push_back({reader.offset_of(t), by});
+      for (auto [t, by] : triggers) {
+        uint8_t& m = marks[reader.offset_of(t)];
+        if (m == 0) {
+          m = static_cast<uint8_t>(by + 1);
+          ++count;
+        }
+      }
     }
   }
-  sort_marks(marks);
-  return marks;
+  return count;
 }
 
 std::string hex_byte(char c) {
@@ -399,51 +415,46 @@ struct Applied {
 };
 
 Applied apply_marks(std::string_view input, size_t begin, char delimiter, std::string_view delimiters,
-                    const std::vector<Mark>& marks, bool write) {
+                    const MarkMap& marks, size_t count, bool write) {
   Applied a;
-  if (write) a.output.reserve(input.size() + marks.size());
+  if (write) a.output.reserve(input.size() + count);
   size_t copied_up_to = 0;
-  size_t next_mark = 0;
+  size_t left = count;
   FieldReader own(input, begin, delimiter, /*strict=*/true);
-  while (next_mark < marks.size() && own.next()) {
+  while (left > 0 && own.next()) {
     const Field& f = own.field();
     bool counted = false;
-    for (; next_mark < marks.size() && marks[next_mark].offset <= f.end; ++next_mark) {
-      const Mark& m = marks[next_mark];
+    for (size_t at = f.start; at <= f.end && at < marks.size(); ++at) {
+      if (marks[at] == 0) continue;
+      --left;
+      const size_t reader = marks[at] - 1;
       // After the closing quote an apostrophe would be text after it: another
       // reader sees a cell starting with the TAB or CR that ends this field.
-      if (f.quoted && m.offset > f.close) {
-        a.failure = "a reader splitting on " + name_delimiter(delimiters[m.reader]) +
-                    " sees a cell starting with " + (input[m.offset] == '\t' ? "tab" : "CR") +
+      if (f.quoted && at > f.close) {
+        a.failure = "a reader splitting on " + name_delimiter(delimiters[reader]) +
+                    " sees a cell starting with " + (input[at] == '\t' ? "tab" : "CR") +
                     " right after the closing quote of the field on " +
                     FieldReader::where(f.line, f.row, f.column) + ", where no apostrophe can go";
         return a;
       }
-      if (!m.induced && !counted) {
+      if (!counted) {
         counted = true;
         if (a.cells_dangerous++ == 0) {
           a.first_row = f.row;
           a.first_column = f.column;
-          a.first_reader = m.reader;
+          a.first_reader = reader;
         }
       }
       if (write) {
-        a.output.append(input.substr(copied_up_to, m.offset - copied_up_to));
+        a.output.append(input.substr(copied_up_to, at - copied_up_to));
         a.output.push_back('\'');
-        copied_up_to = m.offset;
+        copied_up_to = at;
       }
     }
   }
   if (write) a.output.append(input.substr(copied_up_to));
   return a;
 }
-
-// An apostrophe can turn another reader's number list into a sign-led text
-// ("+3,\t" in a TSV: the ',' reader's cell "\t" needs one, and the TAB reader's
-// "+3," becomes "+3,'"), so the output is searched again until it shows no
-// reader a formula. Each trigger takes one apostrophe at most, and real files
-// settle in two rounds; a file that has not settled after these is refused.
-constexpr int kMaxNeutraliseRounds = 8;
 
 }  // namespace
 
@@ -480,36 +491,26 @@ Result process(std::string_view input, char delimiter, Mode mode, size_t max_cel
   }
 
   // 2. Where any reader would see a formula.
-  std::vector<Mark> marks = find_marks(input, begin, delimiters);
-  if (marks.empty()) {
+  MarkMap marks;
+  size_t count = find_marks(input, begin, delimiters, marks);
+  if (count == 0) {
     Result ok;
     ok.ok = true;
     ok.output.assign(input);
     return ok;
   }
 
-  // 3. The apostrophes in, and the output searched again (see kMaxNeutraliseRounds).
+  // 3. The apostrophes in.
   const bool neutralise = mode == Mode::kNeutralise;
-  Applied applied;
-  for (int round = 0;; ++round) {
-    applied = apply_marks(input, begin, delimiter, delimiters, marks, neutralise);
-    if (!applied.failure.empty()) return failure(std::move(applied.failure));
-    if (!neutralise) break;
-    std::vector<Mark> more = find_marks(applied.output, begin, delimiters);
-    if (more.empty()) break;
-    if (round + 1 == kMaxNeutraliseRounds)
-      return failure("apostrophes kept breaking other readers' number lists after " +
-                     std::to_string(kMaxNeutraliseRounds) + " rounds; refused");
-    // Output offsets back to input ones: less the apostrophes before them.
-    size_t before = 0;
-    for (Mark& m : more) {
-      while (before < marks.size() && marks[before].offset + before < m.offset) ++before;
-      m.offset -= before;
-      m.induced = true;
-    }
-    marks.insert(marks.end(), more.begin(), more.end());
-    sort_marks(marks);
-  }
+  Applied applied = apply_marks(input, begin, delimiter, delimiters, marks, count, neutralise);
+  if (!applied.failure.empty()) return failure(std::move(applied.failure));
+
+  // 4. Fail closed: the rewritten file must show no reader a formula. An
+  // apostrophe sits before a trigger, where no reader splits, so it moves no
+  // cell; it cannot make a number list text (is_number_piece); csv_fuzz checks.
+  MarkMap left;
+  if (neutralise && find_marks(applied.output, begin, delimiters, left) != 0)
+    return failure("internal check: the neutralised file still shows a reader a formula; refused");
 
   Result result;
   result.cells_dangerous = applied.cells_dangerous;
@@ -526,7 +527,7 @@ Result process(std::string_view input, char delimiter, Mode mode, size_t max_cel
   }
   result.ok = true;
   result.output = std::move(applied.output);
-  result.cells_changed = marks.size();
+  result.cells_changed = count;
   result.reason = what + "; " + count_of(result.cells_changed, "apostrophe", "apostrophes") +
                   " inserted; " + first;
   return result;

@@ -53,8 +53,8 @@ Result process(std::string_view input, char delimiter, Mode mode,
 // True when a spreadsheet could treat the (already unquoted) value as a formula:
 // after spaces (ASCII, NBSP, U+3000 and other Unicode spaces), line feeds and
 // quotes it starts with = + - @ TAB CR or a Unicode form of = + - @ (full-width,
-// small, super/subscript, U+2212), and is not a plain number such as "-80.00",
-// "+1e5" or "-1,5".
+// small, super/subscript, U+2212), and is not plain numbers ("-80.00", "+1e5",
+// "-1,5") joined by the readers' delimiters ("-1,-2" is one cell to a ';' reader).
 bool is_dangerous_cell(std::string_view unquoted_cell_value);
 
 }  // namespace artifacts::csv

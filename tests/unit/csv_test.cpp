@@ -444,17 +444,40 @@ TEST_CASE("an apostrophe that would follow a closing quote cannot be placed: ref
   CHECK(reject("\"a,\"\"\"\tb\n", '\t').reason == r.reason);
 }
 
-TEST_CASE("an apostrophe that breaks another reader's number list brings one more") {
-  // Found by csv_fuzz. The ',' reader's cell "\t" needs an apostrophe; the TAB
-  // reader's cell "+3," then reads "+3,'", which is sign-led text.
+TEST_CASE("an apostrophe inside another reader's number list leaves it a number list") {
+  // Found by csv_fuzz. The ',' reader's cell "\t" needs an apostrophe, and the
+  // TAB reader's cell "+3," then reads "+3,'": still no formula, or each fix
+  // would need another ("-0;+2,-0;+2,...;+" chained them back to the start).
   const Result r = neutralise("+3,\t\n", '\t');
   CHECK(r.ok);
-  CHECK(r.output == "'+3,'\t\n");
-  CHECK(r.cells_changed == 2);
-  CHECK(r.cells_dangerous == 1);  // the second was not dangerous in the input
+  CHECK(r.output == "+3,'\t\n");
+  CHECK(r.cells_changed == 1);
   check_unchanged(r.output, '\t');
-  const Result rej = reject("+3,\t\n", '\t');
-  CHECK(rej.cells_dangerous == 1);
+  {
+    const Result chain = neutralise(",-0;+2,-0;+2,-0;+\n", '\t');
+    CHECK(chain.ok);
+    // The ',' reader's last cell "-0;+" holds a lone '+', the ';' reader's is "+":
+    // two apostrophes, and the ';' reader's "+2,'-0" stays a number list.
+    CHECK(chain.output == ",-0;+2,-0;+2,'-0;'+\n");
+    CHECK(chain.cells_changed == 2);
+  }
+  {
+    // Found by csv_fuzz: the ',' reader's row 2 is a cell starting with TAB; the
+    // TAB reader's cell is the quoted "-0\n\t...", whose element "-0\n" now ends
+    // with the apostrophe put before that TAB.
+    const Result r2 = neutralise("\t\"-0\n\t");
+    CHECK(r2.ok);
+    CHECK(r2.output == "'\t\"-0\n'\t");
+    CHECK(r2.cells_changed == 2);
+    check_unchanged(r2.output);
+  }
+  CHECK_FALSE(is_dangerous_cell("-0\n'\t"));
+  CHECK_FALSE(is_dangerous_cell("-1'"));
+  CHECK_FALSE(is_dangerous_cell("-1,'-2"));
+  CHECK_FALSE(is_dangerous_cell("-1;'"));
+  CHECK(is_dangerous_cell("-1,'-'2"));    // apostrophes only around an element
+  CHECK(is_dangerous_cell("-1,'A1"));
+  CHECK(is_dangerous_cell("-1,'x'!A1"));  // a sheet reference
 }
 
 TEST_CASE("reject mode refuses a dangerous file and names the first cell") {

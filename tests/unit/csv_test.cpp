@@ -1,8 +1,12 @@
-// CSV/TSV formula-injection gate: RFC 4180 parsing, neutralisation, reject mode,
-// and the byte-for-byte guarantees for files that need no change.
+// CSV/TSV formula-injection gate: RFC 4180 parsing, the readers on ',', ';', TAB,
+// '|' and "sep=", neutralisation, reject mode, the byte-for-byte guarantees for
+// files that need no change, and the table-driven corpus in tests/gate_corpus/csv.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
@@ -17,6 +21,16 @@ using artifacts::csv::Result;
 namespace {
 
 const std::string kBom = "\xEF\xBB\xBF";
+const std::string kCmd = "cmd|' /C calc'!A0";
+const std::string kReaders = "for a reader splitting on ',', ';', tab or '|'";
+const std::string kTsvReaders = "for a reader splitting on tab, ',', ';' or '|'";
+const std::string kTriggers = "(=, +, -, @, tab, CR or a Unicode form of them) ";
+
+std::string sanitized_reason(const std::string& cells, const std::string& apostrophes,
+                             const std::string& first, const std::string& readers = kReaders) {
+  return cells + " a formula " + kTriggers + readers + "; " + apostrophes + " inserted; the first is at " +
+         first;
+}
 
 Result neutralise(std::string_view in, char delimiter = ',') {
   return process(in, delimiter, Mode::kNeutralise);
@@ -52,11 +66,12 @@ TEST_CASE("the seed exceptions CSV passes unchanged with 0 cells changed") {
 
 TEST_CASE("quoted fields with embedded commas, quotes, LF and CRLF are parsed as one cell") {
   check_unchanged("a,\"x, y\",b\n");                         // a comma inside quotes
-  // ... though a reader splitting on it sees " =1+1" (issue 16).
-  CHECK(neutralise("a,\"x, =1+1\",b\n").output == "a,\"x,' =1+1\",b\n");
+  // ... though a reader splitting on it sees " =1+1" (issue 16): the apostrophe
+  // goes right before the trigger, after what that reader may trim.
+  CHECK(neutralise("a,\"x, =1+1\",b\n").output == "a,\"x, '=1+1\",b\n");
   check_unchanged("a,\"say \"\"=hi\"\"\",b\n");             // value: say "=hi"
-  check_unchanged("a,\"line1\n=1+1\",b\n");                 // '=' after an embedded LF
-  check_unchanged("a,\"line1\r\n=1+1\",b\r\n");             // '=' after an embedded CRLF
+  check_unchanged("a,\"line1\nline2\",b\n");                // an embedded LF
+  check_unchanged("\"line1\r\nline2\",b\r\n");              // an embedded CRLF
   check_unchanged("\"\",\"\"\"\"\n");                       // empty quoted, a lone quote
 
   // A dangerous quoted cell keeps its quotes and everything inside them.
@@ -67,7 +82,7 @@ TEST_CASE("quoted fields with embedded commas, quotes, LF and CRLF are parsed as
 }
 
 TEST_CASE("a UTF-8 BOM is preserved and is not part of the first cell") {
-  check_unchanged(kBom + "-80.00,x\n");  // would be text were the BOM part of the cell
+  check_unchanged(kBom + "-80.00,5\n");  // would be text were the BOM part of the cell
   {
     const Result r = neutralise(kBom + "=1+1,x\n");
     CHECK(r.ok);
@@ -103,7 +118,8 @@ TEST_CASE("CRLF files stay CRLF and LF files stay LF") {
 
 TEST_CASE("plain numbers with a sign are not formulas and stay untouched") {
   for (const char* v : {"-80.00", "+3", "-0.5", "1e-5", "-.5", "-1e5", "+1E+10", "-5.", "-0",
-                        "+.25e-3", "-12345678901234567890"}) {
+                        "+.25e-3", "-12345678901234567890", "-1,5", "+1.234,56", "-1.2.3", "-1 ",
+                        " -1", "-1\""}) {
     CAPTURE(v);
     CHECK_FALSE(is_dangerous_cell(v));
   }
@@ -111,9 +127,27 @@ TEST_CASE("plain numbers with a sign are not formulas and stay untouched") {
   check_unchanged("\"-80.00\",\"+3\"\n");  // quoting does not change the value
 }
 
+// A ';' reader opening "-1,-2" sees one cell "-1,-2": plain numbers joined by
+// reader delimiters name no function, reference or DDE server.
+TEST_CASE("numbers joined by reader delimiters are a number list, not a formula") {
+  for (const char* v : {"-1,-2", "-1;+2", "-1\t-2", "-1|+2e5", "-1,,2", "-1;", "-1, 2", "-3;-4,5"}) {
+    CAPTURE(v);
+    CHECK_FALSE(is_dangerous_cell(v));
+  }
+  check_unchanged("-1,-2,+3\n-0.5,1e-5,+1E+10\n");
+  check_unchanged("-1,5;+1.234,56\n");
+  check_unchanged("x\t-1;-2|+3\n", '\t');
+  // Text after the number makes the ';' reader's cell "-80.00,refund": sign-led and
+  // no number list, as "-1,WEBSERVICE(...)" would be. The cost is one apostrophe.
+  const Result r = neutralise("amount,note\n-80.00,refund\n");
+  CHECK(r.output == "amount,note\n'-80.00,refund\n");
+  CHECK(r.cells_changed == 1);
+  CHECK(is_dangerous_cell("-1,HYPERLINK(\"http://x\")"));
+}
+
 TEST_CASE("signs that do not form a plain number are formula triggers") {
-  for (const char* v : {"-", "+", "-1+2", "-A1", "+A1", "-1e", "-1e+", "-.", "-1.2.3", "+-1",
-                        "-1 ", "--1", "-1,5", "-1e5+cmd|' /C calc'!A0"}) {
+  for (const char* v : {"-", "+", "-1+2", "-A1", "+A1", "-1e", "-1e+", "-.", "+-1", "--1",
+                        "-1 2", "-,5", "-1e5+cmd|' /C calc'!A0", "-1+cmd", "-1,5x", "-1;a"}) {
     CAPTURE(v);
     CHECK(is_dangerous_cell(v));
   }
@@ -130,7 +164,7 @@ TEST_CASE("each ASCII trigger character is neutralised") {
   CHECK(r.output == "'=1+1,'+1+1,'-1+1,'@SUM(A1)\n");
   CHECK(r.cells_changed == 4);
   CHECK(r.cells_dangerous == 4);
-  CHECK(r.reason == "4 cells starting with =, +, -, @, tab or CR were prefixed with an apostrophe");
+  CHECK(r.reason == sanitized_reason("4 cells start", "4 apostrophes", "row 1, column 1, as split on ','"));
 }
 
 TEST_CASE("each full-width trigger (U+FF1D, U+FF0B, U+FF0D, U+FF20) is neutralised") {
@@ -149,6 +183,27 @@ TEST_CASE("each full-width trigger (U+FF1D, U+FF0B, U+FF0D, U+FF20) is neutralis
   CHECK(r.cells_changed == 4);
   // Other full-width characters in the same block are harmless.
   CHECK_FALSE(is_dangerous_cell("\xEF\xBC\xA1"));  // U+FF21 Ａ
+}
+
+TEST_CASE("small, superscript and subscript forms and U+2212 are triggers: NFKC folds them") {
+  for (const char* t : {"\xEF\xB9\xA6",   // U+FE66 small =
+                        "\xEF\xB9\xA2",   // U+FE62 small +
+                        "\xEF\xB9\xA3",   // U+FE63 small -
+                        "\xEF\xB9\xAB",   // U+FE6B small @
+                        "\xE2\x81\xBA",   // U+207A superscript +
+                        "\xE2\x81\xBB",   // U+207B superscript minus
+                        "\xE2\x81\xBC",   // U+207C superscript =
+                        "\xE2\x82\x8A",   // U+208A subscript +
+                        "\xE2\x82\x8B",   // U+208B subscript minus
+                        "\xE2\x82\x8C",   // U+208C subscript =
+                        "\xE2\x88\x92"}) {  // U+2212 minus sign
+    CAPTURE(t);
+    CHECK(is_dangerous_cell(std::string(t) + "1"));
+    const Result r = neutralise("a," + std::string(t) + kCmd + "\n");
+    CHECK(r.output == "a,'" + std::string(t) + kCmd + "\n");
+  }
+  CHECK_FALSE(is_dangerous_cell("\xE2\x81\xB9"));  // U+2079 superscript nine
+  CHECK_FALSE(is_dangerous_cell("\xEF\xB9\xA4"));  // U+FE64 small <
 }
 
 TEST_CASE("a header row with =HYPERLINK(...) is neutralised like any other row") {
@@ -177,10 +232,13 @@ TEST_CASE("TAB and CR as first character are triggers") {
     CHECK(r.cells_changed == 2);
   }
   {
-    // A cell can only start with CR when quoted: outside quotes CR ends the record.
+    // A cell can only start with CR when quoted: outside quotes CR ends the record,
+    // as it does for a ';' reader here (its field "a,\"" is unquoted), which then
+    // sees a row starting "=cmd".
     const Result r = neutralise("a,\"\r=cmd\"\n");
-    CHECK(r.output == "a,\"'\r=cmd\"\n");
-    CHECK(r.cells_changed == 1);
+    CHECK(r.output == "a,\"'\r'=cmd\"\n");
+    CHECK(r.cells_changed == 2);
+    CHECK(r.cells_dangerous == 1);
   }
   CHECK(is_dangerous_cell("\t"));
   CHECK(is_dangerous_cell("\t-1"));  // not a plain number once the TAB is counted
@@ -196,28 +254,50 @@ TEST_CASE("leading spaces do not hide a trigger") {
   CHECK_FALSE(is_dangerous_cell("   "));
   CHECK_FALSE(is_dangerous_cell("a =1"));
   const Result r = neutralise("x, =1+1\n");
-  CHECK(r.output == "x,' =1+1\n");
+  CHECK(r.output == "x, '=1+1\n");
   CHECK(r.cells_changed == 1);
+}
+
+TEST_CASE("Unicode spaces before a trigger are skipped as importers trim them") {
+  for (const char* sp : {"\xC2\xA0",        // U+00A0 no-break space
+                         "\xE3\x80\x80",    // U+3000 ideographic space
+                         "\xE2\x80\x80",    // U+2000 en quad
+                         "\xE2\x80\x8A",    // U+200A hair space
+                         "\xE2\x80\x8B",    // U+200B zero width space
+                         "\xE2\x80\xAF",    // U+202F narrow no-break space
+                         "\xE2\x81\x9F",    // U+205F medium mathematical space
+                         "\xE2\x81\xA0",    // U+2060 word joiner
+                         "\xC2\x85",         // U+0085 next line
+                         "\xEF\xBB\xBF"}) {  // U+FEFF inside a cell
+    CAPTURE(sp);
+    CHECK(is_dangerous_cell(std::string(sp) + "=1"));
+    CHECK(is_dangerous_cell(std::string(sp) + sp + " \"@x"));
+    CHECK_FALSE(is_dangerous_cell(std::string(sp) + "-1"));
+    const Result r = neutralise("a," + std::string(sp) + "=1\n");
+    CHECK(r.output == "a," + std::string(sp) + "'=1\n");
+  }
+  CHECK_FALSE(is_dangerous_cell("\xC2\xA1=1"));  // U+00A1 is no space
 }
 
 TEST_CASE("harmless values are not triggers") {
   for (const char* v : {"", "abc", "1+1", "a=b", "'=1+1", "A1", ".5", "100%", "#REF!", "%", "e=mc2",
-                        "\xE2\x88\x92" "1"}) {  // U+2212 MINUS SIGN is not a formula start
+                        "' =1", "\xE2\x80\x90" "1"}) {  // U+2010 HYPHEN: NFKC keeps it
     CAPTURE(v);
     CHECK_FALSE(is_dangerous_cell(v));
   }
 }
 
 TEST_CASE("counts are exact across rows, columns and quoting") {
+  // "-1" is a number, but a ';' reader sees the row "-1,-x,@" as one sign-led cell.
   const Result r = neutralise("=a,b,\"+c\"\n-1,-x,@\n,\"\",\" =\"\n");
   CHECK(r.ok);
-  CHECK(r.output == "'=a,b,\"'+c\"\n-1,'-x,'@\n,\"\",\"' =\"\n");
-  CHECK(r.cells_changed == 5);
-  CHECK(r.cells_dangerous == 5);
-  CHECK(r.reason == "5 cells starting with =, +, -, @, tab or CR were prefixed with an apostrophe");
+  CHECK(r.output == "'=a,b,\"'+c\"\n'-1,'-x,'@\n,\"\",\" '=\"\n");
+  CHECK(r.cells_changed == 6);
+  CHECK(r.cells_dangerous == 6);
+  CHECK(r.reason == sanitized_reason("6 cells start", "6 apostrophes", "row 1, column 1, as split on ','"));
 
   const Result one = neutralise("a,=b\n");
-  CHECK(one.reason == "1 cell starting with =, +, -, @, tab or CR was prefixed with an apostrophe");
+  CHECK(one.reason == sanitized_reason("1 cell starts", "1 apostrophe", "row 1, column 2, as split on ','"));
 }
 
 TEST_CASE("neutralising is idempotent: the output needs no further change") {
@@ -225,6 +305,7 @@ TEST_CASE("neutralising is idempotent: the output needs no further change") {
   const Result first = neutralise(in);
   REQUIRE(first.ok);
   CHECK(first.cells_changed == 8);  // "\t-x" twice: the cell and "-x" after its TAB
+  CHECK(first.cells_dangerous == 7);
   check_unchanged(first.output);
 }
 
@@ -264,7 +345,7 @@ TEST_CASE("issue 16: a formula after ',', ';' or TAB inside a value is neutralis
     CHECK(r.output == "'\t'-x\n");
     CHECK(r.cells_changed == 2);
     CHECK(r.cells_dangerous == 1);
-    CHECK(r.reason == "1 cell starting with =, +, -, @, tab or CR was prefixed with an apostrophe");
+    CHECK(r.reason == sanitized_reason("1 cell starts", "2 apostrophes", "row 1, column 1, as split on ','"));
   }
   {
     // Offsets in a quoted value count its "" escapes: the apostrophe lands after the ';'.
@@ -276,22 +357,145 @@ TEST_CASE("issue 16: a formula after ',', ';' or TAB inside a value is neutralis
   CHECK_FALSE(reject("\"x;=cmd()\"\n").ok);
 }
 
+// Issue 17: a ';'-separated .csv with DDE and HYPERLINK cells was accepted ("no
+// formula cells") because only ',' split it; Excel in de-DE, fr-FR or nl-NL
+// locales splits a double-clicked .csv on ';'.
+TEST_CASE("issue 17: the reported file is refused as a CSV and neutralised as a TSV") {
+  const std::string reported =
+      "a;b\n1;=cmd|' /C calc'!A0\n2;=HYPERLINK(\"http://x\",\"y\")\n";
+  {
+    // For a ',' reader the third row's second field is "\"y\")": text after a
+    // closing quote, on which readers disagree. Refused in both modes.
+    const Result r = neutralise(reported);
+    CHECK_FALSE(r.ok);
+    CHECK(r.output.empty());
+    CHECK(r.reason == "unexpected text after the closing quote of a quoted field on line 3 "
+                      "(row 3, column 2)");
+    CHECK(reject(reported).reason == r.reason);
+  }
+  {
+    const Result r = neutralise(reported, '\t');
+    CHECK(r.ok);
+    CHECK(r.output == "a;b\n1;'=cmd|' /C calc'!A0\n2;'=HYPERLINK(\"http://x\",\"y\")\n");
+    CHECK(r.cells_changed == 2);
+  }
+  {
+    // Its DDE row alone parses as a CSV: neutralised, and in reject mode the
+    // reason names the ';' reader.
+    const std::string dde = "a;b\n1;=cmd|' /C calc'!A0\n";
+    CHECK(neutralise(dde).output == "a;b\n1;'=cmd|' /C calc'!A0\n");
+    const Result r = reject(dde);
+    CHECK_FALSE(r.ok);
+    CHECK(r.reason == "1 cell starts a formula " + kTriggers + kReaders +
+                          " (spreadsheet formula injection); the first is at row 2, column 1, as "
+                          "split on ';'");
+  }
+  {
+    const Result r = neutralise("a|b\n1|=" + kCmd + "\n");
+    CHECK(r.output == "a|b\n1|'=" + kCmd + "\n");
+    CHECK(reject("a|b\n1|=" + kCmd + "\n").reason.ends_with("as split on '|'"));
+  }
+}
+
+TEST_CASE("a reader on another delimiter may start a cell inside the writer's quoted field") {
+  {
+    const Result r = neutralise("name,id\n\"Doe;=" + kCmd + "\",1\n");
+    CHECK(r.output == "name,id\n\"Doe;'=" + kCmd + "\",1\n");
+  }
+  {
+    // The ';' reader's cell begins '""=cmd', which it takes as an opening quote
+    // closed at once: Excel then shows "=cmd..." as the cell. The apostrophe goes
+    // after the escaped quote, before the trigger, so every reader sees it first.
+    const Result r = neutralise("1,\"a;\"\"=" + kCmd + "\"\"\"\n");
+    CHECK(r.output == "1,\"a;\"\"'=" + kCmd + "\"\"\"\n");
+    CHECK(r.cells_changed == 1);
+  }
+  {
+    // A ';' reader takes the quote of 'a,"line1' as a literal: the LF ends its row
+    // and "=1+1\",b" begins the next one.
+    const Result r = neutralise("a,\"line1\n=1+1\",b\n");
+    CHECK(r.output == "a,\"line1\n'=1+1\",b\n");
+    const Result crlf = neutralise("a,\"line1\r\n=1+1\",b\r\n");
+    CHECK(crlf.output == "a,\"line1\r\n'=1+1\",b\r\n");
+    const Result rej = reject("a,\"line1\n=1+1\",b\n");
+    CHECK(rej.reason.ends_with("the first is at row 1, column 2, as split on ';'"));
+  }
+  {
+    // A quoted field at a line start is quoted for every reader: its LF is safe.
+    check_unchanged("\"line1\n=1+1\",b\n");
+  }
+  {
+    // '|' inside a quoted comma field, and ',' inside a quoted TSV field.
+    CHECK(neutralise("1,\"x|@SUM(1)\"\n").output == "1,\"x|'@SUM(1)\"\n");
+    CHECK(neutralise("1\t\"x,-2+" + kCmd + "\"\n", '\t').output ==
+          "1\t\"x,'-2+" + kCmd + "\"\n");
+  }
+}
+
+TEST_CASE("an apostrophe that would follow a closing quote cannot be placed: refused") {
+  // A quote-blind ',' splitter sees '"""\tb' start with TAB, at the TSV field's
+  // end: an apostrophe there would be text after the closing quote.
+  const Result r = neutralise("\"a,\"\"\"\tb\n", '\t');
+  CHECK_FALSE(r.ok);
+  CHECK(r.output.empty());
+  CHECK(r.reason == "a reader splitting on ',' sees a cell starting with tab right after the "
+                    "closing quote of the field on line 1 (row 1, column 1), where no "
+                    "apostrophe can go");
+  CHECK(reject("\"a,\"\"\"\tb\n", '\t').reason == r.reason);
+}
+
+TEST_CASE("an apostrophe inside another reader's number list leaves it a number list") {
+  // Found by csv_fuzz. The ',' reader's cell "\t" needs an apostrophe, and the
+  // TAB reader's cell "+3," then reads "+3,'": still no formula, or each fix
+  // would need another ("-0;+2,-0;+2,...;+" chained them back to the start).
+  const Result r = neutralise("+3,\t\n", '\t');
+  CHECK(r.ok);
+  CHECK(r.output == "+3,'\t\n");
+  CHECK(r.cells_changed == 1);
+  check_unchanged(r.output, '\t');
+  {
+    const Result chain = neutralise(",-0;+2,-0;+2,-0;+\n", '\t');
+    CHECK(chain.ok);
+    // The ',' reader's last cell "-0;+" holds a lone '+', the ';' reader's is "+":
+    // two apostrophes, and the ';' reader's "+2,'-0" stays a number list.
+    CHECK(chain.output == ",-0;+2,-0;+2,'-0;'+\n");
+    CHECK(chain.cells_changed == 2);
+  }
+  {
+    // Found by csv_fuzz: the ',' reader's row 2 is a cell starting with TAB; the
+    // TAB reader's cell is the quoted "-0\n\t...", whose element "-0\n" now ends
+    // with the apostrophe put before that TAB.
+    const Result r2 = neutralise("\t\"-0\n\t");
+    CHECK(r2.ok);
+    CHECK(r2.output == "'\t\"-0\n'\t");
+    CHECK(r2.cells_changed == 2);
+    check_unchanged(r2.output);
+  }
+  CHECK_FALSE(is_dangerous_cell("-0\n'\t"));
+  CHECK_FALSE(is_dangerous_cell("-1'"));
+  CHECK_FALSE(is_dangerous_cell("-1,'-2"));
+  CHECK_FALSE(is_dangerous_cell("-1;'"));
+  CHECK(is_dangerous_cell("-1,'-'2"));    // apostrophes only around an element
+  CHECK(is_dangerous_cell("-1,'A1"));
+  CHECK(is_dangerous_cell("-1,'x'!A1"));  // a sheet reference
+}
+
 TEST_CASE("reject mode refuses a dangerous file and names the first cell") {
   const Result r = reject("h1,h2,h3\nok,ok,=1+1\n@x,ok,ok\n");
   CHECK_FALSE(r.ok);
   CHECK(r.output.empty());
   CHECK(r.cells_dangerous == 2);
   CHECK(r.cells_changed == 0);
-  CHECK(r.reason ==
-        "2 cells start with =, +, -, @, tab or CR (spreadsheet formula injection); the first "
-        "is at row 2, column 3");
+  CHECK(r.reason == "2 cells start a formula " + kTriggers + kReaders +
+                        " (spreadsheet formula injection); the first is at row 2, column 3, as "
+                        "split on ','");
 
   // Rows are records: a quoted newline does not advance the row.
   const Result one = reject("\"a\nb\",x\nc,-y\n");
   CHECK_FALSE(one.ok);
-  CHECK(one.reason ==
-        "1 cell starts with =, +, -, @, tab or CR (spreadsheet formula injection); the first is "
-        "at row 2, column 2");
+  CHECK(one.reason == "1 cell starts a formula " + kTriggers + kReaders +
+                          " (spreadsheet formula injection); the first is at row 2, column 2, as "
+                          "split on ','");
 
   const std::string clean = "a,-1\nb,+2.5\n";
   const Result ok = reject(clean);
@@ -342,21 +546,62 @@ TEST_CASE("a lone CR ends a record so CR-splitting readers see no hidden formula
   CHECK(r.output == "a\r'=cmd()\rb\n");
   CHECK(r.cells_changed == 1);
   const Result rej = reject("a,b\r=c\n");
-  CHECK(rej.reason ==
-        "1 cell starts with =, +, -, @, tab or CR (spreadsheet formula injection); the first is "
-        "at row 2, column 1");
+  CHECK(rej.reason == "1 cell starts a formula " + kTriggers + kReaders +
+                          " (spreadsheet formula injection); the first is at row 2, column 1, as "
+                          "split on ','");
 }
 
-TEST_CASE("a sep= directive naming another delimiter is refused") {
-  const Result r = neutralise("sep=;\na;=cmd()\n");
-  CHECK_FALSE(r.ok);
-  CHECK(r.reason == "first line is a \"sep=\" directive naming a delimiter other than ','; "
-                    "spreadsheets would split cells differently from this check");
-  CHECK_FALSE(neutralise(kBom + "SEP=|\nx\n").ok);
-  CHECK_FALSE(neutralise("sep=,\n", '\t').ok);
+// Excel obeys a first line "sep=X" and splits on X: X is one more reader, so a
+// file naming one is neutralised as X would split it, not refused.
+TEST_CASE("a sep= directive adds its delimiter as a reader") {
+  {
+    const Result r = neutralise("sep=;\na;=cmd()\n");
+    CHECK(r.ok);
+    CHECK(r.output == "sep=;\na;'=cmd()\n");
+  }
+  {
+    const Result r = neutralise(kBom + "SEP=|\nx|-y\n");
+    CHECK(r.output == kBom + "SEP=|\nx|'-y\n");
+  }
+  {
+    // A delimiter no other reader uses: '#' splits "id#=1+1".
+    const Result r = neutralise("sep=#\nid#=1+1\n");
+    CHECK(r.ok);
+    CHECK(r.output == "sep=#\nid#'=1+1\n");
+    CHECK(r.reason == sanitized_reason("1 cell starts", "1 apostrophe", "row 2, column 1, as split on '#'",
+                                       "for a reader splitting on ',', ';', tab, '|' or '#'"));
+    const Result rej = reject("sep=#\nid#=1+1\n");
+    CHECK(rej.reason.ends_with("the first is at row 2, column 1, as split on '#'"));
+    check_unchanged("sep=#\nid#1\n");
+    check_unchanged("id#=1+1\n");  // without the directive '#' is text
+  }
   check_unchanged("sep=,\na,b\n");
   check_unchanged("sep=\t\na\tb\n", '\t');
+  check_unchanged("sep=,\n", '\t');
   check_unchanged("separator\n");
+}
+
+TEST_CASE("a sep= directive that cannot be modelled is refused") {
+  // A quote or line break as delimiter changes what a field is; an apostrophe
+  // would make the fix itself a delimiter; a non-ASCII byte is half a character.
+  const Result quote = neutralise("sep=\"\na\"=1\n");
+  CHECK_FALSE(quote.ok);
+  CHECK(quote.output.empty());
+  CHECK(quote.reason == "first line is a \"sep=\" directive naming the delimiter 0x22; Excel "
+                        "would split cells in a way this check cannot follow");
+  CHECK(neutralise("sep='\na'=1\n").reason.starts_with(
+      "first line is a \"sep=\" directive naming the delimiter 0x27"));
+  CHECK(neutralise("sep=\xC3\xA9\na\n").reason.starts_with(
+      "first line is a \"sep=\" directive naming the delimiter 0xC3"));
+  CHECK(neutralise("sep=\x01\na\n").reason.starts_with(
+      "first line is a \"sep=\" directive naming the delimiter 0x01"));
+  for (const char* in : {"sep=", "sep=\n", "sep=\r\na\n"}) {
+    CAPTURE(in);
+    const Result r = reject(in);
+    CHECK_FALSE(r.ok);
+    CHECK(r.reason == "first line is a \"sep=\" directive naming no delimiter; Excel would "
+                      "split cells in a way this check cannot follow");
+  }
 }
 
 TEST_CASE("empty input and a BOM alone are fine") {
@@ -432,7 +677,7 @@ TEST_CASE("a 1 MB generated file is processed in one pass") {
 TEST_CASE("random inputs: neutralised output is stable, only adds apostrophes, agrees with reject") {
   // Alphabet chosen to hit every parser state: quotes, both terminators, both
   // delimiters, triggers, spaces and digits.
-  static constexpr char kAlphabet[] = ",\"\r\n\t=+-@ a1.e'";
+  static constexpr char kAlphabet[] = ",;|\"\r\n\t=+-@ a1.e'";
   std::mt19937 rng(20240611);
   std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
   std::uniform_int_distribution<size_t> length(0, 24);
@@ -471,4 +716,64 @@ TEST_CASE("random inputs: neutralised output is stable, only adds apostrophes, a
       CHECK(restored == in);
     }
   }
+}
+
+// tests/gate_corpus/csv/cases.json: one file per case, the verdict expected in
+// kNeutralise mode, and for "sanitized" the exact output in <file>.expected.
+namespace {
+
+std::string read_corpus_file(const std::string& name) {
+  std::ifstream in(std::string(THROWBOX_SOURCE_DIR) + "/tests/gate_corpus/csv/" + name, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "cannot open tests/gate_corpus/csv/" << name);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("gate corpus: every case in tests/gate_corpus/csv/cases.json") {
+  const nlohmann::json cases = nlohmann::json::parse(read_corpus_file("cases.json"), nullptr, false);
+  REQUIRE(cases.is_array());
+  CHECK(cases.size() >= 60);
+  size_t accepted = 0, sanitized = 0, rejected = 0;
+  for (const nlohmann::json& c : cases) {
+    const std::string file = c.at("file").get<std::string>();
+    const std::string expect = c.at("expect").get<std::string>();
+    const std::string needle = c.at("reason_contains").get<std::string>();
+    const std::string d = c.at("delimiter").get<std::string>();
+    CAPTURE(file);
+    REQUIRE((d == "," || d == "\t"));
+    REQUIRE(!c.at("reader").get<std::string>().empty());
+    REQUIRE(!c.at("source").get<std::string>().empty());
+    const char delimiter = d[0];
+    const std::string in = read_corpus_file(file);
+    const Result n = process(in, delimiter, Mode::kNeutralise);
+    const Result r = process(in, delimiter, Mode::kReject);
+    CAPTURE(n.reason);
+    CHECK(n.reason.find(needle) != std::string::npos);
+    if (expect == "accepted") {
+      ++accepted;
+      CHECK(n.ok);
+      CHECK(n.output == in);
+      CHECK(n.cells_changed == 0);
+      CHECK(r.ok);
+      CHECK(r.output == in);
+    } else if (expect == "sanitized") {
+      ++sanitized;
+      CHECK(n.ok);
+      CHECK(n.cells_changed > 0);
+      CHECK(n.output == read_corpus_file(file + ".expected"));
+      CHECK_FALSE(r.ok);  // kReject refuses what kNeutralise had to change
+      CHECK(r.output.empty());
+      CHECK(r.reason.find("spreadsheet formula injection") != std::string::npos);
+    } else {
+      REQUIRE(expect == "rejected");
+      ++rejected;
+      CHECK_FALSE(n.ok);
+      CHECK(n.output.empty());
+      CHECK_FALSE(r.ok);
+    }
+  }
+  CHECK(accepted > 0);
+  CHECK(sanitized > 0);
+  CHECK(rejected > 0);
 }

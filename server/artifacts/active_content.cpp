@@ -89,12 +89,12 @@ class Findings {
       what_ = std::move(what);
     }
   }
-  Finding result(const Doc& doc, std::string_view original) const {
-    if (at_ == kNpos) return Finding{false, ""};
+  FindingAt result(const Doc& doc, std::string_view original) const {
+    if (at_ == kNpos) return FindingAt{};
     size_t byte = doc.original_offset(at_);
     size_t line = 1 + static_cast<size_t>(std::count(original.begin(),
                                                      original.begin() + static_cast<std::ptrdiff_t>(byte), '\n'));
-    return Finding{true, what_ + " at line " + std::to_string(line) + ", byte " + std::to_string(byte)};
+    return FindingAt{true, what_, line, byte};
   }
 
  private:
@@ -332,6 +332,7 @@ struct Tag {
   std::string_view name;
   bool end = false;
   bool self_closing = false;
+  bool unterminated = false;  // the text ended before its '>'
   std::vector<Attribute> attributes;
   size_t next = 0;  // index just past '>', or the end of the text
 };
@@ -374,6 +375,7 @@ Tag parse_tag(std::string_view s, size_t lt, size_t name_at, bool end) {
     tag.attributes.push_back(attribute);
   }
   tag.self_closing = j < n && j > name_at && s[j - 1] == '/';
+  tag.unterminated = j >= n;
   tag.next = j < n ? j + 1 : n;
   return tag;
 }
@@ -488,12 +490,15 @@ bool is_raw_text_element(std::string_view name) {
   return std::find(kRawText.begin(), kRawText.end(), name) != kRawText.end();
 }
 
-void scan_tags(std::string_view s, Mode mode, Findings& findings) {
+// Returns whether the text ends inside a tag (kHtml: as the HTML tokenizer
+// reads it). Without findings it only walks, to the end.
+bool scan_tags(std::string_view s, Mode mode, Findings* findings) {
   size_t n = s.size();
   int foreign_depth = 0;  // inside <svg> or <math>, where HTML uses XML-ish rules
   for (size_t i = 0; i < n;) {
     size_t lt = s.find('<', i);
-    if (lt == kNpos || !findings.could_improve(lt)) return;
+    if (lt == kNpos) return false;
+    if (findings != nullptr && !findings->could_improve(lt)) return false;
     if (mode != Mode::kEveryTag) {
       if (size_t resume = skip_declaration(s, lt, mode, foreign_depth > 0); resume != kNpos) {
         i = resume;
@@ -509,7 +514,8 @@ void scan_tags(std::string_view s, Mode mode, Findings& findings) {
       continue;
     }
     Tag tag = parse_tag(s, lt, j, end);
-    check_tag(tag, findings);
+    if (findings != nullptr) check_tag(tag, *findings);
+    if (tag.unterminated) return true;
     i = tag.next;
     if (mode != Mode::kHtml) continue;
     if (tag.name == "svg" || tag.name == "math") {
@@ -517,10 +523,11 @@ void scan_tags(std::string_view s, Mode mode, Findings& findings) {
       if (end && foreign_depth > 0) --foreign_depth;
     }
     if (!end && foreign_depth == 0 && is_raw_text_element(tag.name)) {
-      if (tag.name == "plaintext") return;  // the rest of the document is text
+      if (tag.name == "plaintext") return false;  // the rest of the document is text
       i = find_close_tag(s, i, tag.name);
     }
   }
+  return false;
 }
 
 // ---- Quote-unaware pass: from each '<' + name to the next '>'. It sees what
@@ -593,13 +600,23 @@ void scan_spans(std::string_view s, Findings& findings) {
 }  // namespace
 
 Finding scan_markup(std::string_view text) {
+  FindingAt f = find_markup(text);
+  if (!f.active) return Finding{false, ""};
+  return Finding{true, f.what + " at line " + std::to_string(f.line) + ", byte " + std::to_string(f.byte)};
+}
+
+FindingAt find_markup(std::string_view text) {
   Doc doc = normalize(text);
   Findings findings;
-  scan_tags(doc.s, Mode::kHtml, findings);
-  scan_tags(doc.s, Mode::kXml, findings);
-  scan_tags(doc.s, Mode::kEveryTag, findings);
+  scan_tags(doc.s, Mode::kHtml, &findings);
+  scan_tags(doc.s, Mode::kXml, &findings);
+  scan_tags(doc.s, Mode::kEveryTag, &findings);
   scan_spans(doc.s, findings);
   return findings.result(doc, text);
 }
+
+bool ends_inside_tag(std::string_view text) { return scan_tags(normalize(text).s, Mode::kHtml, nullptr); }
+
+std::string decode_attribute_value(std::string_view value) { return decode_references(normalize(value).s); }
 
 }  // namespace artifacts::active

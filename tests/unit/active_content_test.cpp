@@ -391,3 +391,30 @@ TEST_CASE("hostile shapes: unterminated tags, quotes and comments do not hang or
   CHECK(scan_markup("<img src=x onerror=alert(1)").active);  // no closing '>'
   CHECK(scan_markup("<a href=\"javascript:alert(1)").active);
 }
+
+TEST_CASE("find_markup gives scan_markup's finding in parts") {
+  artifacts::active::FindingAt f = artifacts::active::find_markup("<p>hi</p>\n<script>alert(1)</script>");
+  CHECK(f.active);
+  CHECK(f.what == "<script> element");
+  CHECK(f.line == 2);
+  CHECK(f.byte == 10);
+  CHECK_FALSE(artifacts::active::find_markup("<p>hi</p>").active);
+}
+
+TEST_CASE("ends_inside_tag: text after a fragment that leaves a tag open becomes its attributes") {
+  using artifacts::active::ends_inside_tag;
+  for (const char* open : {"<div title='x", "<div title=\"x\n", "<div", "<div class=x", "<a href=x ", "</div x='",
+                           "<p>ok</p><img src=\"a.png\" alt=\"", "<!-- c --> <b title='"})
+    CHECK_MESSAGE(ends_inside_tag(open), open);
+  for (const char* closed : {"", "text", "<div>", "<div title='x'>\n", "<img src=a.png/>", "<!-- <a title=' -->",
+                             "<textarea><a title='</textarea>", "<!-- unterminated comment", "a < b", "<"})
+    CHECK_MESSAGE(!ends_inside_tag(closed), closed);
+}
+
+TEST_CASE("decode_attribute_value reads references as a browser does, lowercased") {
+  using artifacts::active::decode_attribute_value;
+  CHECK(decode_attribute_value("&#106avascript&colon;X") == "javascript:x");
+  CHECK(decode_attribute_value("java&Tab;script&#x3A;") == "java\tscript:");
+  CHECK(decode_attribute_value("&#0000106;&#X61;") == "ja");
+  CHECK(decode_attribute_value("a&b &unknown; &#;") == "a&b &unknown; &#;");
+}

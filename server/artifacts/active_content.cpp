@@ -262,13 +262,26 @@ bool is_event_handler_name(std::string_view name) {
 }
 
 // ---- CSS: expression() (IE), -moz-binding (old Gecko), behavior: (IE .htc)
-// and script URLs in url(). Comments and escapes are undone first, so
+// and script URLs in url(). Escapes are undone and comments removed first, so
 // "expr/**/ession(" and "\6a avascript:" are seen.
 
-std::string compact_css(std::string_view css) {
+// How a reading treats CSS comments. IE skipped "/*" inside a string
+// ('noxss("*//*")' hid no comment), so a string-unaware reading misses what it
+// joins; a string-aware one is fooled by an unclosed quote; and "/*" with no
+// "*/" hides the rest from both. Each reading is checked.
+enum class CssComments { kRemoved, kRemovedOutsideStrings, kKept };
+
+std::string compact_css(std::string_view css, CssComments comments) {
   std::string out;
+  char in_string = 0;  // the quote of the CSS string we are in (kRemovedOutsideStrings)
   for (size_t i = 0; i < css.size();) {
-    if (starts_at(css, i, "/*")) {
+    if (comments == CssComments::kRemovedOutsideStrings) {
+      if (in_string == 0 && (css[i] == '"' || css[i] == '\''))
+        in_string = css[i];
+      else if (in_string != 0 && (css[i] == in_string || css[i] == '\n'))
+        in_string = 0;  // a newline ends an unclosed string (a bad-string token)
+    }
+    if (comments != CssComments::kKept && in_string == 0 && starts_at(css, i, "/*")) {
       size_t end = css.find("*/", i + 2);
       i = end == kNpos ? css.size() : end + 2;
       continue;
@@ -299,17 +312,20 @@ constexpr std::array<std::string_view, 5> kCssThreats{"expression(", "javascript
                                                       "-moz-binding", "behavior:"};
 
 std::string_view css_threat(std::string_view css) {
-  std::string compacted = compact_css(css);
-  for (std::string_view threat : kCssThreats)
-    if (contains(compacted, threat)) return threat;
+  for (CssComments comments : {CssComments::kRemoved, CssComments::kRemovedOutsideStrings, CssComments::kKept}) {
+    std::string compacted = compact_css(css, comments);
+    for (std::string_view threat : kCssThreats)
+      if (contains(compacted, threat)) return threat;
+  }
   return {};
 }
 
 // ---- Elements that run script, load another document, redirect, or change
 // how every other URL resolves, whatever their attributes.
-constexpr std::array<std::string_view, 11> kActiveElements{
+// <xml> is an IE data island: DATASRC/DATAFORMATAS=HTML inserted its markup.
+constexpr std::array<std::string_view, 12> kActiveElements{
     "script", "iframe",        "frame",   "frameset", "object", "embed",
-    "applet", "foreignobject", "handler", "listener", "portal"};
+    "applet", "foreignobject", "handler", "listener", "portal", "xml"};
 
 bool is_active_element(std::string_view local) {
   return std::find(kActiveElements.begin(), kActiveElements.end(), local) != kActiveElements.end();
@@ -414,6 +430,13 @@ void check_tag(const Tag& tag, Findings& findings) {
     if (local == "style")
       if (std::string_view threat = css_threat(value); !threat.empty())
         findings.add(tag.at, "CSS " + std::string(threat) + " in " + in_tag(a.name, tag.name));
+    // Netscape 4 ran "&{...};" in any attribute value as a script expression.
+    if (contains(value, "&{")) findings.add(tag.at, "JavaScript entity (&{...}) in " + in_tag(a.name, tag.name));
+    // Netscape 4's JavaScript style sheets: <style type="text/javascript"> ran its body.
+    if (element == "style" && local == "type" && !url.empty() && url != "text/css")
+      findings.add(tag.at, "<style> of type \"" + printable(url) + "\"");
+    // IE data binding: DATAFORMATAS=HTML inserted a data island's markup.
+    if (local == "datasrc") findings.add(tag.at, "IE data binding (" + in_tag(a.name, tag.name) + ")");
 
     if (element == "meta" && local == "http-equiv" && url == "refresh")
       findings.add(tag.at, "<meta http-equiv=\"refresh\"> redirect");
@@ -426,6 +449,11 @@ void check_tag(const Tag& tag, Findings& findings) {
       findings.add(tag.at, "<link rel=import>");
     if (is_animation_element(element) && local == "attributename" && local_name(url) == "href")
       findings.add(tag.at, "<" + printable(tag.name) + "> animating href");
+    // IE's HTML+TIME <t:set attributeName="innerHTML" to="<script...">; an
+    // animated handler is a handler.
+    if (is_animation_element(element) && local == "attributename" &&
+        (is_event_handler_name(local_name(url)) || url == "innerhtml" || url == "outerhtml"))
+      findings.add(tag.at, "<" + printable(tag.name) + "> animating \"" + printable(url) + "\"");
   }
 }
 

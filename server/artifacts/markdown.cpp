@@ -204,7 +204,8 @@ std::string disallowed_scheme(std::string_view url) {
 }
 
 std::string describe_scheme(const std::string& scheme, std::string_view where) {
-  std::string shown = scheme.substr(0, kSchemeInReasonMaxBytes) + (scheme.size() > kSchemeInReasonMaxBytes ? "..." : "");
+  std::string shown = scheme.substr(0, kSchemeInReasonMaxBytes);
+  if (scheme.size() > kSchemeInReasonMaxBytes) shown += "...";
   return (is_script_scheme(scheme) ? "script URL (" : "disallowed URL scheme (") + shown + ":) in " +
          std::string(where);
 }
@@ -247,20 +248,33 @@ std::string_view literal_of(cmark_node* node) {
 
 size_t line_of(int line) { return line > 0 ? static_cast<size_t>(line) : 1; }
 
-// cmark writes U+FFFD for NUL; the scanner drops NUL as old parsers did, so
-// "<scr\0ipt>" is read as the browsers that skipped it read it.
-std::string with_nul_for_replacement(std::string_view html) {
-  std::string out;
-  out.reserve(html.size());
+constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";
+
+// cmark writes U+FFFD for NUL. Raw HTML is read as a browser gets it, U+FFFD
+// and all, and where there is one also with NUL in its place, which the
+// scanner drops as old parsers did: "<scr\0ipt>" ran in those. The finding on
+// the earlier line of the two readings is returned.
+active::FindingAt find_markup_both_ways(std::string_view html) {
+  active::FindingAt as_written = active::find_markup(html);
+  if (html.find(kReplacementCharacter) == kNpos) return as_written;
+  std::string with_nul;
+  std::vector<size_t> nul_at;  // where in with_nul each U+FFFD became a NUL
+  with_nul.reserve(html.size());
   for (size_t i = 0; i < html.size(); ++i) {
-    if (html.substr(i, 3) == "\xEF\xBF\xBD") {
-      out += '\0';
-      i += 2;
+    if (html.substr(i, kReplacementCharacter.size()) == kReplacementCharacter) {
+      nul_at.push_back(with_nul.size());
+      with_nul += '\0';
+      i += kReplacementCharacter.size() - 1;
     } else {
-      out += html[i];
+      with_nul += html[i];
     }
   }
-  return out;
+  active::FindingAt nul_dropped = active::find_markup(with_nul);
+  if (!nul_dropped.active || (as_written.active && as_written.line <= nul_dropped.line)) return as_written;
+  auto nuls_before =
+      static_cast<size_t>(std::lower_bound(nul_at.begin(), nul_at.end(), nul_dropped.byte) - nul_at.begin());
+  nul_dropped.byte += nuls_before * (kReplacementCharacter.size() - 1);  // back to an offset in html
+  return nul_dropped;
 }
 
 void append_escaped(std::string& out, std::string_view text) {
@@ -290,7 +304,7 @@ class RawStream {
   void raw(std::string_view html, size_t line) {
     started_ = true;
     mark(line);
-    text_ += with_nul_for_replacement(html);
+    text_ += html;
   }
   void text(std::string_view text, size_t line) {
     if (!started_) return;
@@ -327,12 +341,11 @@ class RawStream {
 // One raw HTML fragment, alone, spanning first_line..last_line of the document.
 void check_fragment(std::string_view html, bool is_block, size_t first_line, size_t last_line, Earliest& findings) {
   std::string_view where = is_block ? " in a Markdown HTML block" : " in Markdown inline HTML";
-  std::string scanned = with_nul_for_replacement(html);
-  active::FindingAt f = active::find_markup(scanned);
+  active::FindingAt f = find_markup_both_ways(html);
   if (f.active) findings.add(first_line + f.line - 1, f.what + std::string(where));
   // Inline HTML is a complete tag by cmark's grammar; an HTML block ends at a
   // blank line wherever its tags stand.
-  if (is_block && active::ends_inside_tag(scanned))
+  if (is_block && active::ends_inside_tag(html))
     findings.add(last_line,
                  "Markdown HTML block ending inside a tag (the Markdown after it would be read as that tag's "
                  "attributes)");
@@ -503,7 +516,7 @@ active::Finding scan(std::string_view utf8_text) {
   walk(document.get(), findings, walked);
   document.reset();  // the tree is no longer needed: give its memory back before the scans below
   if (walked.stream.started()) {
-    active::FindingAt f = active::find_markup(walked.stream.str());
+    active::FindingAt f = find_markup_both_ways(walked.stream.str());
     if (f.active)
       findings.add(walked.stream.source_line(f.byte), f.what + " in the Markdown's raw HTML read together");
   }

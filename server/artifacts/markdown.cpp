@@ -410,7 +410,10 @@ void walk(cmark_node* document, Earliest& findings, Walked& walked) {
 // ---- Link reference definitions, used or not. cmark keeps no node for a
 // definition; its uses are links above. These lines are read as definitions
 // by any renderer that accepts them: "[label]: dest" after container markers,
-// or "...]: dest" closing a label begun on an earlier line.
+// or "...]: dest" closing a label begun on an earlier line, the destination
+// followed by nothing or by what may begin a title. "[^1]: ..." is a GFM
+// footnote, text wherever it is not a definition (and a link above where
+// cmark uses it as one).
 
 std::string unescape_backslashes(std::string_view s) {
   std::string out;
@@ -438,6 +441,7 @@ size_t definition_colon(std::string_view s) {
     }
   }
   bool opened = i < s.size() && s[i] == '[';
+  if (opened && i + 1 < s.size() && s[i + 1] == '^') return kNpos;
   for (size_t k = opened ? i + 1 : i; k < s.size(); ++k) {
     if (s[k] == '\\') {
       ++k;
@@ -456,15 +460,21 @@ void check_destination(std::string_view s, size_t line, Earliest& findings) {
   while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
   s.remove_prefix(i);
   if (s.empty()) return;
+  std::string_view destination;
   size_t end = 0;
   if (s[0] == '<') {
     end = s.find('>', 1);
-    s = s.substr(1, end == kNpos ? kNpos : end - 1);
+    destination = s.substr(1, end == kNpos ? kNpos : end - 1);
+    end = end == kNpos ? s.size() : end + 1;
   } else {
     while (end < s.size() && static_cast<unsigned char>(s[end]) > 0x20) ++end;
-    s = s.substr(0, end);
+    destination = s.substr(0, end);
   }
-  std::string url = unescape_backslashes(s);
+  // "[TODO]: fix: this" is prose to every renderer: after the destination
+  // comes nothing, or a title ("...", '...' or (...), perhaps unfinished).
+  size_t rest = s.find_first_not_of(" \t", end);
+  if (rest != kNpos && s[rest] != '"' && s[rest] != '\'' && s[rest] != '(') return;
+  std::string url = unescape_backslashes(destination);
   if (std::string scheme = disallowed_scheme(url); !scheme.empty())
     findings.add(line, describe_scheme(scheme, "a Markdown link reference definition"));
 }

@@ -252,23 +252,30 @@ constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";
 
 // cmark writes U+FFFD for NUL. Raw HTML is read as a browser gets it, U+FFFD
 // and all, and where there is one also with NUL in its place, which the
-// scanner drops as old parsers did: "<scr\0ipt>" ran in those. The finding on
-// the earlier line of the two readings is returned.
-active::FindingAt find_markup_both_ways(std::string_view html) {
-  active::FindingAt as_written = active::find_markup(html);
-  if (html.find(kReplacementCharacter) == kNpos) return as_written;
+// scanner drops as old parsers did: "<scr\0ipt>" ran in those.
+std::string with_nul_for_replacement(std::string_view html, std::vector<size_t>* nul_at) {
   std::string with_nul;
-  std::vector<size_t> nul_at;  // where in with_nul each U+FFFD became a NUL
   with_nul.reserve(html.size());
   for (size_t i = 0; i < html.size(); ++i) {
     if (html.substr(i, kReplacementCharacter.size()) == kReplacementCharacter) {
-      nul_at.push_back(with_nul.size());
+      if (nul_at != nullptr) nul_at->push_back(with_nul.size());
       with_nul += '\0';
       i += kReplacementCharacter.size() - 1;
     } else {
       with_nul += html[i];
     }
   }
+  return with_nul;
+}
+
+bool has_replacement(std::string_view html) { return html.find(kReplacementCharacter) != kNpos; }
+
+// The finding on the earlier line of the two readings.
+active::FindingAt find_markup_both_ways(std::string_view html) {
+  active::FindingAt as_written = active::find_markup(html);
+  if (!has_replacement(html)) return as_written;
+  std::vector<size_t> nul_at;  // where in with_nul each U+FFFD became a NUL
+  std::string with_nul = with_nul_for_replacement(html, &nul_at);
   active::FindingAt nul_dropped = active::find_markup(with_nul);
   if (!nul_dropped.active || (as_written.active && as_written.line <= nul_dropped.line)) return as_written;
   auto nuls_before =
@@ -343,12 +350,15 @@ void check_fragment(std::string_view html, bool is_block, size_t first_line, siz
   std::string_view where = is_block ? " in a Markdown HTML block" : " in Markdown inline HTML";
   active::FindingAt f = find_markup_both_ways(html);
   if (f.active) findings.add(first_line + f.line - 1, f.what + std::string(where));
-  // Inline HTML is a complete tag by cmark's grammar; an HTML block ends at a
-  // blank line wherever its tags stand.
-  if (is_block && active::ends_inside_tag(html))
-    findings.add(last_line,
-                 "Markdown HTML block ending inside a tag (the Markdown after it would be read as that tag's "
-                 "attributes)");
+  // An HTML block ends at a blank line wherever its tags stand. Inline HTML is
+  // a complete tag to cmark, but "<? x > <div title='y ?>" is one processing
+  // instruction to cmark and a bogus comment ending at the first '>' to a
+  // browser, which then reads an open <div>.
+  if (active::ends_inside_tag(html) ||
+      (has_replacement(html) && active::ends_inside_tag(with_nul_for_replacement(html, nullptr))))
+    findings.add(last_line, (is_block ? "Markdown HTML block" : "Markdown inline HTML") +
+                                std::string(" ending inside a tag (the Markdown after it would be read as that "
+                                            "tag's attributes)"));
 }
 
 struct Walked {

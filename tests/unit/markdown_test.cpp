@@ -162,6 +162,11 @@ TEST_CASE("raw HTML read together: quotes and elements split across fragments") 
   // The renderer's href="..." closes the quote; the URL becomes an onclick attribute.
   CHECK(reason_of("text\n\n<div title=\"x\n\n[a](x/onclick=alert(1)//)\n").find(
             "Markdown HTML block ending inside a tag") != std::string::npos);
+  // One processing instruction to cmark, but a browser's bogus comment ends at
+  // the first '>' and leaves <div title=' open (found by fuzzing).
+  CHECK(reason_of("a <? x > <div title='y ?> b\n\n' onclick='alert(1)' x=\n") ==
+        "Markdown inline HTML ending inside a tag (the Markdown after it would be read as that tag's attributes) at "
+        "line 1");
   // The CSS is a Markdown text node between two inline HTML nodes.
   CHECK(reason_of("Look\nat <style>body{behavior:url(x.htc)}</style> here\n") ==
         "CSS behavior: in <style> in the Markdown's raw HTML read together at line 2");

@@ -643,7 +643,23 @@ FindingAt find_markup(std::string_view text) {
   return findings.result(doc, text);
 }
 
-bool ends_inside_tag(std::string_view text) { return scan_tags(normalize(text).s, Mode::kHtml, nullptr); }
+bool ends_inside_tag(std::string_view text) {
+  Doc doc = normalize(text);
+  for (Mode mode : {Mode::kHtml, Mode::kXml, Mode::kEveryTag})
+    if (scan_tags(doc.s, mode, nullptr)) return true;
+  // A trailing '<' or "</" leaves the tokenizer in its tag open state: the
+  // next letter written starts a tag name.
+  const std::string& s = doc.s;
+  if (!s.empty() && (s.back() == '<' || (s.size() >= 2 && s.compare(s.size() - 2, 2, "</") == 0))) return true;
+  // The quote-unaware reading: a '<' + name after the last '>' opens a span.
+  size_t gt = s.rfind('>');
+  for (size_t lt = s.find('<', gt == kNpos ? 0 : gt); lt != kNpos; lt = s.find('<', lt + 1)) {
+    size_t j = lt + 1;
+    if (j < s.size() && s[j] == '/') ++j;
+    if (j < s.size() && is_name_start(s[j])) return true;
+  }
+  return false;
+}
 
 std::string decode_attribute_value(std::string_view value) { return decode_references(normalize(value).s); }
 

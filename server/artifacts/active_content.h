@@ -27,7 +27,8 @@ struct FindingAt {
 };
 FindingAt find_markup(std::string_view text);
 
-// Whether text, read by the HTML tokenizer from its data state, ends inside a
+// Whether text, in any reading scan_markup makes of it (the HTML tokenizer's
+// from its data state, XML's, every '<' a tag, quote-unaware), ends inside a
 // tag (its name, an attribute or a quoted value): whatever a renderer writes
 // after it (a Markdown HTML block's) becomes more of that tag.
 bool ends_inside_tag(std::string_view text);

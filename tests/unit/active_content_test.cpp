@@ -429,10 +429,17 @@ TEST_CASE("find_markup gives scan_markup's finding in parts") {
 TEST_CASE("ends_inside_tag: text after a fragment that leaves a tag open becomes its attributes") {
   using artifacts::active::ends_inside_tag;
   for (const char* open : {"<div title='x", "<div title=\"x\n", "<div", "<div class=x", "<a href=x ", "</div x='",
-                           "<p>ok</p><img src=\"a.png\" alt=\"", "<!-- c --> <b title='"})
+                           "<p>ok</p><img src=\"a.png\" alt=\"", "<!-- c --> <b title='",
+                           // Only to the XML and every-tag readings: the HTML one ends the PI at '>'.
+                           "<? a > <b title='x ?>", "<?x a <b y='?>",
+                           // Only to the quote-unaware reading.
+                           "<a title=\"x>\" <b",
+                           // The tag open state: the next letter starts a tag name.
+                           "<? x ?> <", "a </"})
     CHECK_MESSAGE(ends_inside_tag(open), open);
-  for (const char* closed : {"", "text", "<div>", "<div title='x'>\n", "<img src=a.png/>", "<!-- <a title=' -->",
-                             "<textarea><a title='</textarea>", "<!-- unterminated comment", "a < b", "<"})
+  for (const char* closed : {"", "text", "<div>", "<div title='x'>\n", "<img src=a.png/>", "<!-- <a b -->",
+                             "<textarea><a title=x></textarea>", "<!-- unterminated comment", "a < b", "<? x ?>",
+                             "a <= b"})
     CHECK_MESSAGE(!ends_inside_tag(closed), closed);
 }
 

@@ -8,10 +8,10 @@
 // definition to such a URL, used or not (another renderer may match labels or
 // accept definitions cmark does not); raw HTML (HTML blocks and inline HTML)
 // that active::scan_markup finds active alone, or read together with the rest
-// of the document's raw HTML and text; an HTML block that ends inside a tag
-// (the Markdown after it would become that tag's attributes); and, failing
-// closed, a document too large or too deeply nested for cmark 0.30 to parse in
-// bounded time and memory.
+// of the document's raw HTML and text; raw HTML that ends inside a tag in
+// any of scan_markup's readings (the Markdown after it would become that
+// tag's attributes); and, failing closed, a document too large or too deeply
+// nested for cmark 0.30 to parse in bounded time and memory.
 // Does not stop: renderers that do not follow CommonMark (Markdown.pl,
 // Python-Markdown: fenced code is raw HTML to them, "[x] (url)" a link), GFM
 // extensions (tables, autolinked bare URLs: those are http/https/mailto only),

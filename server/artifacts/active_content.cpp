@@ -89,12 +89,12 @@ class Findings {
       what_ = std::move(what);
     }
   }
-  Finding result(const Doc& doc, std::string_view original) const {
-    if (at_ == kNpos) return Finding{false, ""};
+  FindingAt result(const Doc& doc, std::string_view original) const {
+    if (at_ == kNpos) return FindingAt{};
     size_t byte = doc.original_offset(at_);
     size_t line = 1 + static_cast<size_t>(std::count(original.begin(),
                                                      original.begin() + static_cast<std::ptrdiff_t>(byte), '\n'));
-    return Finding{true, what_ + " at line " + std::to_string(line) + ", byte " + std::to_string(byte)};
+    return FindingAt{true, what_, line, byte};
   }
 
  private:
@@ -262,13 +262,26 @@ bool is_event_handler_name(std::string_view name) {
 }
 
 // ---- CSS: expression() (IE), -moz-binding (old Gecko), behavior: (IE .htc)
-// and script URLs in url(). Comments and escapes are undone first, so
+// and script URLs in url(). Escapes are undone and comments removed first, so
 // "expr/**/ession(" and "\6a avascript:" are seen.
 
-std::string compact_css(std::string_view css) {
+// How a reading treats CSS comments. IE skipped "/*" inside a string
+// ('noxss("*//*")' hid no comment), so a string-unaware reading misses what it
+// joins; a string-aware one is fooled by an unclosed quote; and "/*" with no
+// "*/" hides the rest from both. Each reading is checked.
+enum class CssComments { kRemoved, kRemovedOutsideStrings, kKept };
+
+std::string compact_css(std::string_view css, CssComments comments) {
   std::string out;
+  char in_string = 0;  // the quote of the CSS string we are in (kRemovedOutsideStrings)
   for (size_t i = 0; i < css.size();) {
-    if (starts_at(css, i, "/*")) {
+    if (comments == CssComments::kRemovedOutsideStrings) {
+      if (in_string == 0 && (css[i] == '"' || css[i] == '\''))
+        in_string = css[i];
+      else if (in_string != 0 && (css[i] == in_string || css[i] == '\n'))
+        in_string = 0;  // a newline ends an unclosed string (a bad-string token)
+    }
+    if (comments != CssComments::kKept && in_string == 0 && starts_at(css, i, "/*")) {
       size_t end = css.find("*/", i + 2);
       i = end == kNpos ? css.size() : end + 2;
       continue;
@@ -299,17 +312,20 @@ constexpr std::array<std::string_view, 5> kCssThreats{"expression(", "javascript
                                                       "-moz-binding", "behavior:"};
 
 std::string_view css_threat(std::string_view css) {
-  std::string compacted = compact_css(css);
-  for (std::string_view threat : kCssThreats)
-    if (contains(compacted, threat)) return threat;
+  for (CssComments comments : {CssComments::kRemoved, CssComments::kRemovedOutsideStrings, CssComments::kKept}) {
+    std::string compacted = compact_css(css, comments);
+    for (std::string_view threat : kCssThreats)
+      if (contains(compacted, threat)) return threat;
+  }
   return {};
 }
 
 // ---- Elements that run script, load another document, redirect, or change
 // how every other URL resolves, whatever their attributes.
-constexpr std::array<std::string_view, 11> kActiveElements{
+// <xml> is an IE data island: DATASRC/DATAFORMATAS=HTML inserted its markup.
+constexpr std::array<std::string_view, 12> kActiveElements{
     "script", "iframe",        "frame",   "frameset", "object", "embed",
-    "applet", "foreignobject", "handler", "listener", "portal"};
+    "applet", "foreignobject", "handler", "listener", "portal", "xml"};
 
 bool is_active_element(std::string_view local) {
   return std::find(kActiveElements.begin(), kActiveElements.end(), local) != kActiveElements.end();
@@ -332,6 +348,7 @@ struct Tag {
   std::string_view name;
   bool end = false;
   bool self_closing = false;
+  bool unterminated = false;  // the text ended before its '>'
   std::vector<Attribute> attributes;
   size_t next = 0;  // index just past '>', or the end of the text
 };
@@ -374,6 +391,7 @@ Tag parse_tag(std::string_view s, size_t lt, size_t name_at, bool end) {
     tag.attributes.push_back(attribute);
   }
   tag.self_closing = j < n && j > name_at && s[j - 1] == '/';
+  tag.unterminated = j >= n;
   tag.next = j < n ? j + 1 : n;
   return tag;
 }
@@ -412,6 +430,13 @@ void check_tag(const Tag& tag, Findings& findings) {
     if (local == "style")
       if (std::string_view threat = css_threat(value); !threat.empty())
         findings.add(tag.at, "CSS " + std::string(threat) + " in " + in_tag(a.name, tag.name));
+    // Netscape 4 ran "&{...};" in any attribute value as a script expression.
+    if (contains(value, "&{")) findings.add(tag.at, "JavaScript entity (&{...}) in " + in_tag(a.name, tag.name));
+    // Netscape 4's JavaScript style sheets: <style type="text/javascript"> ran its body.
+    if (element == "style" && local == "type" && !url.empty() && url != "text/css")
+      findings.add(tag.at, "<style> of type \"" + printable(url) + "\"");
+    // IE data binding: DATAFORMATAS=HTML inserted a data island's markup.
+    if (local == "datasrc") findings.add(tag.at, "IE data binding (" + in_tag(a.name, tag.name) + ")");
 
     if (element == "meta" && local == "http-equiv" && url == "refresh")
       findings.add(tag.at, "<meta http-equiv=\"refresh\"> redirect");
@@ -424,6 +449,11 @@ void check_tag(const Tag& tag, Findings& findings) {
       findings.add(tag.at, "<link rel=import>");
     if (is_animation_element(element) && local == "attributename" && local_name(url) == "href")
       findings.add(tag.at, "<" + printable(tag.name) + "> animating href");
+    // IE's HTML+TIME <t:set attributeName="innerHTML" to="<script...">; an
+    // animated handler is a handler.
+    if (is_animation_element(element) && local == "attributename" &&
+        (is_event_handler_name(local_name(url)) || url == "innerhtml" || url == "outerhtml"))
+      findings.add(tag.at, "<" + printable(tag.name) + "> animating \"" + printable(url) + "\"");
   }
 }
 
@@ -488,12 +518,15 @@ bool is_raw_text_element(std::string_view name) {
   return std::find(kRawText.begin(), kRawText.end(), name) != kRawText.end();
 }
 
-void scan_tags(std::string_view s, Mode mode, Findings& findings) {
+// Returns whether the text ends inside a tag (kHtml: as the HTML tokenizer
+// reads it). Without findings it only walks, to the end.
+bool scan_tags(std::string_view s, Mode mode, Findings* findings) {
   size_t n = s.size();
   int foreign_depth = 0;  // inside <svg> or <math>, where HTML uses XML-ish rules
   for (size_t i = 0; i < n;) {
     size_t lt = s.find('<', i);
-    if (lt == kNpos || !findings.could_improve(lt)) return;
+    if (lt == kNpos) return false;
+    if (findings != nullptr && !findings->could_improve(lt)) return false;
     if (mode != Mode::kEveryTag) {
       if (size_t resume = skip_declaration(s, lt, mode, foreign_depth > 0); resume != kNpos) {
         i = resume;
@@ -509,7 +542,8 @@ void scan_tags(std::string_view s, Mode mode, Findings& findings) {
       continue;
     }
     Tag tag = parse_tag(s, lt, j, end);
-    check_tag(tag, findings);
+    if (findings != nullptr) check_tag(tag, *findings);
+    if (tag.unterminated) return true;
     i = tag.next;
     if (mode != Mode::kHtml) continue;
     if (tag.name == "svg" || tag.name == "math") {
@@ -517,10 +551,11 @@ void scan_tags(std::string_view s, Mode mode, Findings& findings) {
       if (end && foreign_depth > 0) --foreign_depth;
     }
     if (!end && foreign_depth == 0 && is_raw_text_element(tag.name)) {
-      if (tag.name == "plaintext") return;  // the rest of the document is text
+      if (tag.name == "plaintext") return false;  // the rest of the document is text
       i = find_close_tag(s, i, tag.name);
     }
   }
+  return false;
 }
 
 // ---- Quote-unaware pass: from each '<' + name to the next '>'. It sees what
@@ -593,13 +628,39 @@ void scan_spans(std::string_view s, Findings& findings) {
 }  // namespace
 
 Finding scan_markup(std::string_view text) {
+  FindingAt f = find_markup(text);
+  if (!f.active) return Finding{false, ""};
+  return Finding{true, f.what + " at line " + std::to_string(f.line) + ", byte " + std::to_string(f.byte)};
+}
+
+FindingAt find_markup(std::string_view text) {
   Doc doc = normalize(text);
   Findings findings;
-  scan_tags(doc.s, Mode::kHtml, findings);
-  scan_tags(doc.s, Mode::kXml, findings);
-  scan_tags(doc.s, Mode::kEveryTag, findings);
+  scan_tags(doc.s, Mode::kHtml, &findings);
+  scan_tags(doc.s, Mode::kXml, &findings);
+  scan_tags(doc.s, Mode::kEveryTag, &findings);
   scan_spans(doc.s, findings);
   return findings.result(doc, text);
 }
+
+bool ends_inside_tag(std::string_view text) {
+  Doc doc = normalize(text);
+  for (Mode mode : {Mode::kHtml, Mode::kXml, Mode::kEveryTag})
+    if (scan_tags(doc.s, mode, nullptr)) return true;
+  // A trailing '<' or "</" leaves the tokenizer in its tag open state: the
+  // next letter written starts a tag name.
+  const std::string& s = doc.s;
+  if (!s.empty() && (s.back() == '<' || (s.size() >= 2 && s.compare(s.size() - 2, 2, "</") == 0))) return true;
+  // The quote-unaware reading: a '<' + name after the last '>' opens a span.
+  size_t gt = s.rfind('>');
+  for (size_t lt = s.find('<', gt == kNpos ? 0 : gt); lt != kNpos; lt = s.find('<', lt + 1)) {
+    size_t j = lt + 1;
+    if (j < s.size() && s[j] == '/') ++j;
+    if (j < s.size() && is_name_start(s[j])) return true;
+  }
+  return false;
+}
+
+std::string decode_attribute_value(std::string_view value) { return decode_references(normalize(value).s); }
 
 }  // namespace artifacts::active

@@ -8,6 +8,7 @@
 
 #include "server/artifacts/active_content.h"
 #include "server/artifacts/images.h"
+#include "server/artifacts/markdown.h"
 #include "server/artifacts/pdf.h"
 #include "server/artifacts/names.h"
 
@@ -24,51 +25,6 @@ bool allowed(const GatePolicy& p, const std::string& type) {
 }
 
 Verdict reject(std::string reason) { return {VerdictKind::kRejected, std::move(reason), "", ""}; }
-
-// Markdown's own link syntax: [text](dest), ![alt](dest), [ref]: dest. A
-// renderer makes dest clickable, and CommonMark decodes character references
-// in it, so "&#106;avascript:" counts. Returns the offending offset or npos.
-size_t markdown_script_link(const std::string& text) {
-  static const char* kSchemes[] = {"javascript:", "vbscript:", "data:text/html"};
-  for (size_t pos = 0; pos + 1 < text.size(); ++pos) {
-    if (text[pos] != ']' || (text[pos + 1] != '(' && text[pos + 1] != ':')) continue;
-    size_t i = pos + 2;
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r' || text[i] == '<'))
-      ++i;
-    // Normalise the next few characters: decode &#NN; / &#xNN;, drop controls
-    // and spaces, lowercase.
-    std::string dest;
-    for (size_t j = i; j < text.size() && dest.size() < 24 && j < i + 256; ++j) {
-      unsigned char c = static_cast<unsigned char>(text[j]);
-      if (c == '&' && j + 2 < text.size() && text[j + 1] == '#') {
-        size_t k = j + 2;
-        bool hex = k < text.size() && (text[k] == 'x' || text[k] == 'X');
-        if (hex) ++k;
-        unsigned long v = 0;
-        size_t digits = 0;
-        while (k < text.size() && digits < 8 && std::isxdigit(static_cast<unsigned char>(text[k])) &&
-               (hex || std::isdigit(static_cast<unsigned char>(text[k])))) {
-          v = v * (hex ? 16 : 10) + static_cast<unsigned long>(std::isdigit(static_cast<unsigned char>(text[k]))
-                                                                   ? text[k] - '0'
-                                                                   : (std::tolower(static_cast<unsigned char>(text[k])) - 'a' + 10));
-          ++k;
-          ++digits;
-        }
-        if (digits > 0 && v < 128) {
-          if (k < text.size() && text[k] == ';') ++k;
-          c = static_cast<unsigned char>(v);
-          j = k - 1;
-        }
-      }
-      if (c <= 0x20 || c == 0x7F) continue;
-      if (c == ')' || c == '>') break;
-      dest += static_cast<char>(std::tolower(c));
-    }
-    for (const char* scheme : kSchemes)
-      if (dest.rfind(scheme, 0) == 0) return pos;
-  }
-  return std::string::npos;
-}
 
 }  // namespace
 
@@ -137,11 +93,10 @@ Verdict Gate::check_content(const std::string& name, std::string content, std::s
   named_as = d.media_type;
 
   if (is_markup(d.media_type) || d.media_type == "text/markdown") {
-    active::Finding f = active::scan_markup(content);
-    if (!f.active && d.media_type == "text/markdown") {
-      size_t at = markdown_script_link(content);
-      if (at != std::string::npos) f = {true, "script URL in a Markdown link at byte " + std::to_string(at)};
-    }
+    // Markdown as CommonMark's reference parser builds it: its links, images
+    // and definitions, and its raw HTML through the markup scanner; code
+    // spans and blocks render as text, so what they hold is not a finding.
+    active::Finding f = d.media_type == "text/markdown" ? markdown::scan(content) : active::scan_markup(content);
     const bool as_text = policy_.active_content_as_text;
     if (f.active && !as_text) return reject("active content: " + f.reason);
     if (f.active || (as_text && !allowed(policy_, d.media_type))) {

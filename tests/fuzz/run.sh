@@ -25,5 +25,7 @@ fi
 [ "$fresh" -eq 1 ] && rm -rf "$work/corpus"
 mkdir -p "$work/corpus" "$work/findings"
 # -timeout: one input running 10 s is a finding (a hang); -rss_limit_mb: so is 2 GB.
-exec "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+# -error_exitcode: libFuzzer's own reports (a FUZZ_CHECK abort, a deadly
+# signal, running out of memory) exit 77 by default, which ctest reads as skipped.
+exec "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -error_exitcode=1 -print_final_stats=1 \
   -artifact_prefix="$work/findings/" "$work/corpus" "$here/corpus/$target"

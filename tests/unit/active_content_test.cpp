@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "server/artifacts/active_content.h"
+#include "tests/unit/gate_corpus.h"
 
 using namespace std::string_literals;
 using artifacts::active::Finding;
@@ -390,4 +391,70 @@ TEST_CASE("hostile shapes: unterminated tags, quotes and comments do not hang or
   CHECK_FALSE(scan_markup("<a title=\"unterminated").active);
   CHECK(scan_markup("<img src=x onerror=alert(1)").active);  // no closing '>'
   CHECK(scan_markup("<a href=\"javascript:alert(1)").active);
+}
+
+// Found building tests/gate_corpus/html from the OWASP cheat sheet (issue 17):
+// the scanner accepted each of these before.
+TEST_CASE("OWASP entries once missed: Netscape entities and JSSS, CSS strings and comments, IE data islands") {
+  check_all_detected({
+      "<BR SIZE=\"&{alert('XSS')}\">",
+      // IE skipped "/*" inside a CSS string, so the comment-stripping reading joined the wrong halves.
+      "<A STYLE='no\\xss:noxss(\"*//*\");xss:ex/*XSS*//*/*/pression(alert(\"XSS\"))'>",
+      // "/*" with no "*/" hid the expression from the comment-stripping reading.
+      "<style>//*{x:expression(alert(/xss/))}//<style></style>",
+      "<STYLE TYPE=\"text/javascript\">alert('XSS');</STYLE>",
+      "<XML ID=\"xss\"><I><B><IMG SRC=\"javas<!-- -->cript:alert('XSS')\"></B></I></XML>",
+      "<SPAN DATASRC=#I DATAFLD=C DATAFORMATAS=HTML></SPAN>",
+      "<t:set attributeName=\"innerHTML\" to=\"XSS\">",
+      "<svg><set attributeName=\"onmouseover\" to=\"alert(1)\"/></svg>",
+  });
+  CHECK(scan_markup("<BR SIZE=\"&{alert('XSS')}\">").reason ==
+        "JavaScript entity (&{...}) in attribute \"size\" of <br> at line 1, byte 0");
+  CHECK(scan_markup("<STYLE TYPE=\"text/javascript\">x</STYLE>").reason ==
+        "<style> of type \"text/javascript\" at line 1, byte 0");
+  check_all_benign({"<style type=\"text/css\">p { color: red }</style><style type=\"\">b{}</style>",
+                    "<style>a { content: \"/* not a comment */\" }</style>",
+                    "<p title=\"a & {b}\">ampersand, then a brace</p>"});
+}
+
+TEST_CASE("find_markup gives scan_markup's finding in parts") {
+  artifacts::active::FindingAt f = artifacts::active::find_markup("<p>hi</p>\n<script>alert(1)</script>");
+  CHECK(f.active);
+  CHECK(f.what == "<script> element");
+  CHECK(f.line == 2);
+  CHECK(f.byte == 10);
+  CHECK_FALSE(artifacts::active::find_markup("<p>hi</p>").active);
+}
+
+TEST_CASE("ends_inside_tag: text after a fragment that leaves a tag open becomes its attributes") {
+  using artifacts::active::ends_inside_tag;
+  for (const char* open : {"<div title='x", "<div title=\"x\n", "<div", "<div class=x", "<a href=x ", "</div x='",
+                           "<p>ok</p><img src=\"a.png\" alt=\"", "<!-- c --> <b title='",
+                           // Only to the XML and every-tag readings: the HTML one ends the PI at '>'.
+                           "<? a > <b title='x ?>", "<?x a <b y='?>",
+                           // Only to the quote-unaware reading.
+                           "<a title=\"x>\" <b",
+                           // The tag open state: the next letter starts a tag name.
+                           "<? x ?> <", "a </"})
+    CHECK_MESSAGE(ends_inside_tag(open), open);
+  for (const char* closed : {"", "text", "<div>", "<div title='x'>\n", "<img src=a.png/>", "<!-- <a b -->",
+                             "<textarea><a title=x></textarea>", "<!-- unterminated comment", "a < b", "<? x ?>",
+                             "a <= b"})
+    CHECK_MESSAGE(!ends_inside_tag(closed), closed);
+}
+
+TEST_CASE("decode_attribute_value reads references as a browser does, lowercased") {
+  using artifacts::active::decode_attribute_value;
+  CHECK(decode_attribute_value("&#106avascript&colon;X") == "javascript:x");
+  CHECK(decode_attribute_value("java&Tab;script&#x3A;") == "java\tscript:");
+  CHECK(decode_attribute_value("&#0000106;&#X61;") == "ja");
+  CHECK(decode_attribute_value("a&b &unknown; &#;") == "a&b &unknown; &#;");
+}
+
+TEST_CASE("corpus: tests/gate_corpus/html (the OWASP cheat sheet's file vectors) through scan_markup") {
+  size_t n = gate_corpus::check_corpus(gate_corpus::kRoot / "html", [](const std::string&, const std::string& html) {
+    Finding f = scan_markup(html);
+    return gate_corpus::Judged{f.active ? "rejected" : "accepted", f.reason};
+  });
+  CHECK(n >= 120);
 }

@@ -317,6 +317,11 @@ Result walk_gif(std::string_view b, uint64_t pixels_max) {
       const uint64_t left = le16(b, pos + 1), top = le16(b, pos + 3), w = le16(b, pos + 5), h = le16(b, pos + 7);
       const uint8_t packed = u8(b, pos + 9);
       ++r.frames;
+      // A frame of no pixels is malformed (found by fuzzing: a 0 x 0 frame at
+      // offset 7718 left a 7718 x 0 canvas that passed).
+      if (w == 0 || h == 0)
+        return fail(r, "GIF: frame " + num(r.frames) + " at byte " + num(at) + " is " + num(w) + " x " + num(h) +
+                           " pixels (no pixels)");
       if (mul_sat(w, h) > pixels_max) {
         Result big = r;
         big.ok = false;

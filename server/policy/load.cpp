@@ -329,9 +329,19 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
       if (!r.string_list(a["allowed_media_types"], "artifacts.allowed_media_types",
                          p.artifacts.allowed_media_types, false))
         return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-      for (auto& t : p.artifacts.allowed_media_types)
+      for (auto& t : p.artifacts.allowed_media_types) {
         if (t.find('/') == std::string::npos || t.find(' ') != std::string::npos)
           return make_error(util::ErrorCode::kPolicy, source + ": artifacts.allowed_media_types: \"" + t + "\" is not a media type");
+        // Workbooks carry formulas (and macros) the gate has no reader for:
+        // refused rather than passed unchecked.
+        for (const char* book : {"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+                                 "application/vnd.oasis.opendocument.spreadsheet", "application/vnd.ms-excel",
+                                 "application/vnd.ms-excel.sheet.macroenabled.12"})
+          if (t == book)
+            return make_error(util::ErrorCode::kPolicy, source + ": artifacts.allowed_media_types: " + t +
+                                                            " (a workbook) cannot be allowed: the gate cannot check "
+                                                            "its formulas; export CSV instead");
+      }
     }
     if (a.contains("csv_formulas")) {
       if (a["csv_formulas"] != "neutralise" && a["csv_formulas"] != "reject")

@@ -659,6 +659,8 @@ TEST_CASE("artifacts.allowed_extensions: defaults per allowed type, refusals eac
   d["artifacts"] = {{"allowed_media_types", {"text/plain", "application/x-parquet"}},
                     {"allowed_extensions", {{"application/x-parquet", {".parquet"}}}}};
   CHECK(policy::parse(d, kSource).ok());
+  d["artifacts"] = {{"allowed_media_types", {"text/plain", "application/vnd.oasis.opendocument.spreadsheet"}}};
+  CHECK(error_of(d).find("(a workbook) cannot be allowed: the gate cannot check its formulas") != std::string::npos);
   d["artifacts"] = {{"pdf_active", "maybe"}};
   CHECK(error_of(d) == "test.json: artifacts.pdf_active: must be \"reject\" or \"strip\"");
   d["artifacts"] = {{"image_pixels_max", 0u}};

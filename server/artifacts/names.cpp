@@ -133,7 +133,9 @@ bool is_executable_extension(std::string_view extension) {
   // Programs and scripts a double-click runs (Windows Script Host, PowerShell,
   // installers, shortcuts, desktop entries, shell scripts), documents with
   // macros, and Excel's web-query and SYLK formats (formulas by design).
-  static const std::array<std::string_view, 70> kRun = {
+  // Sized by its initialisers: a fixed size would fill missing entries with "",
+  // which would make "no extension" an executable one.
+  static constexpr std::string_view kRun[] = {
       ".exe", ".com", ".bat", ".cmd", ".ps1", ".psm1", ".psd1", ".ps1xml", ".pssc", ".vbs", ".vbe", ".js", ".jse",
       ".wsf", ".wsh", ".wsc", ".hta", ".msi", ".msp", ".mst", ".scr", ".pif", ".cpl", ".lnk", ".url", ".reg", ".inf",
       ".jar", ".desktop", ".sh", ".bash", ".zsh", ".csh", ".ksh", ".command", ".tool", ".app", ".applescript",

@@ -11,28 +11,17 @@ import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import net from 'node:net';
-import path from 'node:path';
 import tls from 'node:tls';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { mkStateDir, REQUEST_TIMEOUT_MS } from './lib/client.mjs';
-import { skipWithoutHttp, startHttpServer, connectHttp, rawSession } from './lib/http.mjs';
+import { REQUEST_TIMEOUT_MS } from './lib/client.mjs';
+import { skipWithoutHttp, startHttpServer, connectHttp, rawSession, testCertificate } from './lib/http.mjs';
 
 skipWithoutHttp();
 
 if (!process.env.THROWBOX_TLS_TEST_KEY) {
-  if (spawnSync('openssl', ['version']).status !== 0) {
-    process.stderr.write('skip: no openssl command to make a test certificate\n');
-    process.exit(77);
-  }
-  const dir = mkStateDir();
-  const cert = path.join(dir, 'cert.pem');
-  const key = path.join(dir, 'key.pem');
-  const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
-    '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost',
-    '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { encoding: 'utf8' });
-  assert.equal(made.status, 0, `openssl: ${made.stderr}`);
+  const { cert, key } = testCertificate(['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1']);
   const child = spawnSync(process.execPath, [fileURLToPath(import.meta.url)], {
     stdio: 'inherit',
     env: { ...process.env, NODE_EXTRA_CA_CERTS: cert, THROWBOX_TLS_TEST_CERT: cert, THROWBOX_TLS_TEST_KEY: key },

@@ -170,3 +170,20 @@ export async function rawSession(url, token, protocolVersion = '2025-11-25') {
     { token, sessionId, protocolVersion });
   return { sessionId, result: init.body?.result, call };
 }
+
+// A self-signed certificate for 127.0.0.1 and localhost, valid one day, in a
+// fresh directory: {dir, cert, key}. Exits 77 (ctest: skipped) without the
+// openssl command. keyArgs: openssl req's key options (default RSA 2048).
+export function testCertificate(keyArgs = ['-newkey', 'rsa:2048']) {
+  if (spawnSync('openssl', ['version']).status !== 0) {
+    process.stderr.write('skip: no openssl command to make a test certificate\n');
+    process.exit(77);
+  }
+  const dir = mkStateDir();
+  const cert = path.join(dir, 'cert.pem');
+  const key = path.join(dir, 'key.pem');
+  const r = spawnSync('openssl', ['req', '-x509', ...keyArgs, '-nodes', '-keyout', key, '-out', cert, '-days', '1',
+    '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`openssl req: ${r.stderr}`);
+  return { dir, cert, key };
+}

@@ -94,17 +94,23 @@ function serverEnv(extra) {
  *   validateOutput call tools/list once so the SDK validates every tool's
  *                  structuredContent against its outputSchema (default true)
  *   label          name used when dumping stderr
+ *   wrap           a command line the server is started under, e.g.
+ *                  ['nsenter', '--net=/run/netns/NAME']; the server's
+ *                  arguments follow it. transport.pid stays the server's
+ *                  where the wrapper execs it, as nsenter and setpriv do
+ *   bin            the throwbox binary (default: $THROWBOX_BIN)
  * Returns {client, close, stderrText, transport}.
  */
-export async function connect({ stateDir, policy, env, validateOutput = true, label } = {}) {
+export async function connect({ stateDir, policy, env, validateOutput = true, label, wrap, bin } = {}) {
   const dir = stateDir ?? mkStateDir();
   const policyFile = policy ?? process.env.THROWBOX_POLICY;
   const args = ['serve', '--state-dir', dir];
   if (policyFile) args.push('--policy', policyFile);
+  const server = bin ?? throwboxBin();
 
   const transport = new StdioClientTransport({
-    command: throwboxBin(),
-    args,
+    command: wrap?.length ? wrap[0] : server,
+    args: wrap?.length ? [...wrap.slice(1), server, ...args] : args,
     env: serverEnv(env),
     stderr: 'pipe',
   });

@@ -52,7 +52,27 @@ json output_schema() {
                           {"cpu", {{"type", "string"}, {"enum", {"cgroup", "deadline"}}}}}}}},
         {"start", {{"type", "string"}, {"enum", {"cold", "warm"}},
                    {"description", "warm: the job ran in a single-use sandbox built ahead by the warm pool."}}},
-        {"artifacts", {{"type", "array"}, {"items", artifact}}}}},
+        {"artifacts", {{"type", "array"}, {"items", artifact}}},
+        {"network",
+         {{"type", "object"},
+          {"description", "A job with a network profile: each connection it made through the proxy."},
+          {"properties",
+           {{"profile", {{"type", "string"}}},
+            {"connections",
+             {{"type", "array"},
+              {"items",
+               {{"type", "object"},
+                {"properties",
+                 {{"host", {{"type", "string"}}},
+                  {"port", {{"type", "integer"}, {"minimum", 0}, {"maximum", 65535}}},
+                  {"address", {{"type", "string"}}},
+                  {"bytes_up", {{"type", "integer"}, {"minimum", 0}}},
+                  {"bytes_down", {{"type", "integer"}, {"minimum", 0}}},
+                  {"verdict", {{"type", "string"}, {"enum", {"allowed", "refused", "failed", "cut"}}}},
+                  {"reason", {{"type", "string"}}}}},
+                {"required", {"host", "port", "address", "bytes_up", "bytes_down", "verdict", "reason"}}}}}},
+            {"connections_not_listed", {{"type", "integer"}, {"minimum", 0}}}}},
+          {"required", {"profile", "connections"}}}}}},
       {"required", {"job_id", "status", "exit_code", "signal", "timed_out", "stdout", "stderr",
                     "stdout_truncated", "stderr_truncated", "duration_ms", "cpu_ms",
                     "peak_memory_bytes", "artifacts"}}};
@@ -84,6 +104,7 @@ json job_result_json(const broker::JobResult& r) {
          {"start", o.start},
          {"artifacts", artifacts}};
   if (!o.error.empty()) s["error"] = o.error;
+  if (!r.network.is_null()) s["network"] = r.network;
   // Said in every result that ran, so a degraded host is never silent.
   if (!o.layers.empty()) {
     bool cgroup = false;
@@ -111,8 +132,12 @@ Tool make_run_code(const policy::Policy& policy) {
       {"description",
        "Run a short program in a fresh, disposable Linux sandbox and get back its exit status, "
        "stdout and stderr (each capped at " + std::to_string(lim.stdout_max_bytes) +
-           " bytes, truncation flagged) and the files it wrote. The sandbox has no network and no "
-           "secrets; it is deleted after the call. Files uploaded with upload_input are read-only at "
+           " bytes, truncation flagged) and the files it wrote. The sandbox has no network" +
+           std::string(policy.network.profiles.empty()
+                           ? ""
+                           : " unless `network` names a profile, and then reaches only what the profile allows, "
+                             "through a proxy (HTTP_PROXY and HTTPS_PROXY are set; there is no DNS)") +
+           " and no secrets; it is deleted after the call. Files uploaded with upload_input are read-only at "
            "/inputs/<name> (pass their input_ids). The working directory /work and /tmp are scratch. "
            "Write result files to /outputs/: each comes back as an artifact (fetch it with "
            "fetch_artifact). Nothing persists between calls. Default timeout " +
@@ -139,9 +164,25 @@ Tool make_run_code(const policy::Policy& policy) {
        {{"title", "Run code in a disposable sandbox"}, {"readOnlyHint", false},
         {"destructiveHint", false}, {"idempotentHint", false}, {"openWorldHint", false}}}};
 
+  if (!policy.network.profiles.empty()) {
+    json names = json::array();
+    std::string text;
+    for (auto& [name, p] : policy.network.profiles) {
+      names.push_back(name);
+      std::string allow;
+      for (auto& a : p.allow) allow += (allow.empty() ? "" : ", ") + a;
+      text += "\n- " + name + ": " + (p.description.empty() ? "" : p.description + "; ") + "reaches " + allow;
+    }
+    def["inputSchema"]["properties"]["network"] = {
+        {"type", "string"}, {"enum", names},
+        {"description", "Give the job network access through a proxy that lets it reach only what this profile "
+                        "allows (omit for no network). Profiles:" + text}};
+    def["annotations"]["openWorldHint"] = true;
+  }
+
   auto call = [](const json& args, CallContext& ctx) -> ToolResult {
     if (auto s = require_object(args); !s) return error_result(s.error().message);
-    if (auto s = reject_unknown_fields(args, {"runtime", "code", "input_ids", "timeout_s", "idempotency_key"}); !s)
+    if (auto s = reject_unknown_fields(args, {"runtime", "code", "input_ids", "timeout_s", "idempotency_key", "network"}); !s)
       return error_result(s.error().message);
     broker::JobRequest req;
     req.tenant = ctx.tenant;
@@ -171,6 +212,12 @@ Tool make_run_code(const policy::Policy& policy) {
       if (!k.is_string() || k.get_ref<const std::string&>().empty() || k.get_ref<const std::string&>().size() > 128)
         return error_result("idempotency_key: must be a string of 1-128 characters");
       req.idempotency_key = k.get<std::string>();
+    }
+    if (args.contains("network")) {
+      const json& n = args["network"];
+      if (!n.is_string() || n.get_ref<const std::string&>().empty())
+        return error_result("network: must be the name of a network profile");
+      req.network = n.get<std::string>();
     }
     req.cancel = ctx.cancel;
     req.on_progress = ctx.progress;

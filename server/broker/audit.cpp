@@ -55,6 +55,10 @@ nlohmann::json audit_record(const std::string& tenant, const std::string& tool, 
       r["code_sha256"] = util::sha256_hex(args["code"].get_ref<const std::string&>());
     if (args.contains("input_ids")) r["input_ids"] = args["input_ids"];
     if (args.contains("timeout_s")) r["timeout_s"] = args["timeout_s"];
+    if (args.contains("network") && args["network"].is_string() && args["network"].get_ref<const std::string&>().size() <= 32)
+      r["network"] = args["network"];
+    // Destinations, addresses, byte counts and verdicts: never the payload.
+    if (sc.contains("network")) r["job_network"] = sc["network"];
     if (args.contains("idempotency_key") && args["idempotency_key"].is_string())
       r["idempotency_key_sha256"] = util::sha256_hex(args["idempotency_key"].get_ref<const std::string&>());
     for (const char* k : {"job_id", "status", "exit_code", "signal", "duration_ms", "cpu_ms", "peak_memory_bytes",

@@ -23,14 +23,16 @@ struct Idempotency::Slot {
 std::string request_sha256(const JobRequest& req) {
   nlohmann::json canonical{{"runtime", req.runtime}, {"code", req.code}, {"input_ids", req.input_ids},
                            {"timeout_s", req.timeout_s ? nlohmann::json(*req.timeout_s) : nlohmann::json(nullptr)}};
+  // Only when set: a key's hash from before network profiles stays the same.
+  if (!req.network.empty()) canonical["network"] = req.network;
   return util::sha256_hex(canonical.dump());
 }
 
 util::Error key_conflict(const std::string& key) {
   return util::make_error(util::ErrorCode::kConflict,
                           "idempotency_key: \"" + key +
-                              "\" was already used for a different request (runtime, code, input_ids or "
-                              "timeout_s differ); use a new key for a new request");
+                              "\" was already used for a different request (runtime, code, input_ids, "
+                              "timeout_s or network differ); use a new key for a new request");
 }
 
 util::Result<JobResult> Idempotency::run(const std::string& tenant, const std::string& key,

@@ -39,8 +39,11 @@ struct JobRequest {
   std::vector<std::string> input_ids;
   std::optional<double> timeout_s;
   std::string idempotency_key;                                    // "" when none
+  std::string network;                                            // a network profile of the policy; "" for none
   std::shared_ptr<Cancellation> cancel;                          // may be null
   std::function<void(const nlohmann::json& progress)> on_progress;  // may be empty
+  // Set by Jobs for a job with a network profile: the sandbox's proxy listener.
+  std::function<void(util::UniqueFd listener)> on_listener;         // may be empty
 };
 
 struct ArtifactSummary {
@@ -57,6 +60,7 @@ struct JobResult {
   std::string job_id;
   sandbox::Outcome outcome;
   std::vector<ArtifactSummary> artifacts;
+  nlohmann::json network;  // network::to_json(Report) for a job with a profile, else null
 };
 
 }  // namespace broker

@@ -21,7 +21,8 @@ util::Result<sandbox::Outcome> read_and_finish(std::unique_ptr<RunnerProcess> ru
   // Handed over first: if the progress callback throws, the reaper still gets the runner.
   RunnerProcess& r = *runner;
   finished = std::make_unique<FinishedRunner>(FinishedRunner{std::move(runner), scratch_dir, job_id});
-  return read_outcome(r, job_id, timeout_ms, request.cancel ? request.cancel->fd() : -1, request.on_progress);
+  return read_outcome(r, job_id, timeout_ms, request.cancel ? request.cancel->fd() : -1, request.on_progress,
+                      request.on_listener);
 }
 
 }  // namespace
@@ -100,7 +101,7 @@ WarmStart start_warm(Pool& pool, RunnerFleet& fleet, const sandbox::LaunchSpec& 
   std::unique_ptr<WarmSandbox> warm = pool.claim(request.runtime);
   if (!warm) return out;
   // It gets this job's code, inputs and deadline, and is destroyed afterwards like a cold one.
-  sandbox::Claim claim{spec.job_id, spec.code, spec.inputs, spec.timeout_ms, spec.progress};
+  sandbox::Claim claim{spec.job_id, spec.code, spec.inputs, spec.timeout_ms, spec.progress, spec.network};
   if (auto s = record_start(); !s) {
     warm->runner->close_stdin();  // released unclaimed
     fleet.retire(FinishedRunner{std::move(warm->runner), warm->spec.scratch_dir, warm->spec.job_id});

@@ -1,6 +1,7 @@
 // Ledger rows <-> job results. Pure mapping; the Ledger does the I/O.
 #include "server/broker/job_records.h"
 
+#include "server/network/proxy.h"
 #include "server/util/crypto.h"
 
 namespace broker {
@@ -53,7 +54,9 @@ LedgerRow start_row(const JobRequest& req, const std::string& job_id, const std:
 nlohmann::json recorded_result(const JobResult& result) {
   nlohmann::json outcome = sandbox::to_json(result.outcome);
   outcome["files"] = nlohmann::json::array();  // host paths of a scratch dir now gone
-  return {{"outcome", outcome}, {"artifacts", artifacts_to_json(result.artifacts)}};
+  nlohmann::json out{{"outcome", outcome}, {"artifacts", artifacts_to_json(result.artifacts)}};
+  if (!result.network.is_null()) out["network"] = result.network;
+  return out;
 }
 
 JobResult job_result_from_row(const LedgerRow& row) {
@@ -64,6 +67,8 @@ JobResult job_result_from_row(const LedgerRow& row) {
     o["files"] = nlohmann::json::array();
     if (auto parsed = sandbox::outcome_from_json(o)) r.outcome = *parsed;
     r.artifacts = artifacts_from_json(row.result.value("artifacts", nlohmann::json::array()));
+    if (row.result.contains("network") && row.result["network"].is_object())
+      r.network = network::to_json(network::report_from_json(row.result["network"]));
   } else {
     r.outcome.status = sandbox::status_from_string(row.status).value_or(sandbox::Status::sandbox_error);
     r.outcome.error = row.result.is_object() ? row.result.value("interrupted", "no result recorded") : "no result recorded";

@@ -45,6 +45,20 @@ sandbox::LaunchSpec base_spec(const policy::Policy& policy, const SpecHost& host
   return spec;
 }
 
+// kPythonLoader with the proxy variables as a Python dict literal.
+std::string python_loader() {
+  std::string env = "{";
+  for (const char* var : sandbox::kProxyEnv) {
+    const std::string v(var);
+    const size_t eq = v.find('=');
+    env += "'" + v.substr(0, eq) + "': '" + v.substr(eq + 1) + "', ";
+  }
+  env += "}";
+  std::string loader = kPythonLoader;
+  loader.replace(loader.find("__THROWBOX_PROXY_ENV__"), sizeof "__THROWBOX_PROXY_ENV__" - 1, env);
+  return loader;
+}
+
 }  // namespace
 
 UserShares user_shares(const UserShares& host, uint64_t sandboxes) {
@@ -94,6 +108,13 @@ util::Result<const policy::Runtime*> check_request(const policy::Policy& policy,
     return util::make_error(util::ErrorCode::kInvalidArgument,
                             "timeout_s: must be > 0 and at most " + std::to_string(static_cast<int>(lim.timeout_s_max)) +
                                 " seconds (the policy's ceiling)");
+  if (!req.network.empty() && !policy.network.profiles.count(req.network)) {
+    std::string names;
+    for (auto& [n, _] : policy.network.profiles) names += (names.empty() ? "" : ", ") + n;
+    return util::make_error(util::ErrorCode::kInvalidArgument,
+                            names.empty() ? "network: this server's policy has no network profiles; jobs have no network"
+                                          : "network: \"" + req.network + "\" is not a profile of this server; profiles: " + names);
+  }
   if (req.input_ids.size() > lim.inputs_per_job_max)
     return util::make_error(util::ErrorCode::kInvalidArgument, "input_ids: more than " +
                                                     std::to_string(lim.inputs_per_job_max) + " inputs");
@@ -121,6 +142,7 @@ util::Result<sandbox::LaunchSpec> build_job_spec(const policy::Policy& policy, c
   }
   spec.argv.push_back(spec.code_path);
   spec.code = req.code;
+  spec.network = !req.network.empty();
   // At least 1 ms: a timeout_s under half a millisecond rounded to 0, which the runner refuses.
   spec.timeout_ms = std::max<uint64_t>(
       1, static_cast<uint64_t>(std::llround(req.timeout_s.value_or(policy.limits.timeout_s_default) * 1000)));
@@ -134,7 +156,7 @@ sandbox::LaunchSpec build_warm_spec(const policy::Policy& policy, const SpecHost
   if (rt.loader == "python") {
     spec.warm = sandbox::Warm::preload;
     spec.argv.push_back("-c");
-    spec.argv.push_back(kPythonLoader);
+    spec.argv.push_back(python_loader());
   } else {
     spec.warm = sandbox::Warm::exec;
   }

@@ -70,6 +70,13 @@ Identities make_identities(const policy::Policy& policy) {
   return std::move(*ids);
 }
 
+std::unique_ptr<network::Proxy> start_proxy(const policy::Policy& policy) {
+  if (policy.network.profiles.empty()) return nullptr;
+  auto proxy = network::Proxy::start(policy.network);
+  if (!proxy) throw std::runtime_error("egress proxy: " + proxy.error().message);
+  return std::move(*proxy);
+}
+
 std::unique_ptr<Ledger> open_ledger(const std::string& state_dir) {
   auto ledger = Ledger::open(state_dir + "/ledger.sqlite3");
   if (!ledger) throw std::runtime_error("job ledger: " + ledger.error().message);
@@ -89,7 +96,8 @@ Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner
       ledger_(open_ledger(store.state_dir())),
       admission_(policy.admission),
       keys_([this](const std::string& tenant, const std::string& key) { return ledger_->find_by_key(tenant, key); }),
-      fleet_(std::move(runner_exe), store.state_dir(), spec_host_.cgroup_host) {
+      fleet_(std::move(runner_exe), store.state_dir(), spec_host_.cgroup_host),
+      proxy_(start_proxy(policy)) {
   // Cold jobs' scratch directories are made in it by their runners.
   if (auto s = util::make_dirs(store_.state_dir() + "/run", 0700); !s)
     throw std::runtime_error("scratch directory: " + s.error().message);
@@ -213,11 +221,36 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     }
   } retire_on_unwind{fleet_, finished};
   spec->progress = static_cast<bool>(req.on_progress);
+  // A job with a network profile: its share of the proxy, cut at the job's
+  // deadline (counted from now, so a little before the runner's), finished
+  // (every tunnel closed) as soon as the outcome is in.
+  std::shared_ptr<network::Session> egress;
+  JobRequest with_listener;
+  const JobRequest* launch_req = &req;
+  if (!req.network.empty()) {
+    if (!proxy_) return util::make_error(util::ErrorCode::kInternal, "network: no proxy is running");
+    auto opened = proxy_->open(result.job_id, req.network, util::now_ms() + static_cast<int64_t>(spec->timeout_ms));
+    if (!opened) return opened.error();
+    egress = std::move(*opened);
+    with_listener = req;
+    with_listener.on_listener = [egress](util::UniqueFd listener) { egress->serve(std::move(listener)); };
+    launch_req = &with_listener;
+  }
+  struct FinishEgress {
+    std::shared_ptr<network::Session>& session;
+    JobResult& result;
+    void operator()() {
+      if (!session) return;
+      result.network = network::to_json(session->finish());
+      session.reset();
+    }
+    ~FinishEgress() { (*this)(); }
+  } finish_egress{egress, result};
   util::Result<sandbox::Outcome> outcome = util::make_error(util::ErrorCode::kInternal, "not started");
   int64_t t_outcome = 0;
   bool started = false;
   if (pool_) {
-    WarmStart warm = start_warm(*pool_, fleet_, *spec, req, record_start, finished);
+    WarmStart warm = start_warm(*pool_, fleet_, *spec, *launch_req, record_start, finished);
     if (start->error) return *start->error;  // never recorded: nothing was started
     started = warm.started;
     if (started) outcome = std::move(warm.outcome);
@@ -228,7 +261,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     auto lease = identities_.lease();
     if (!lease) return lease.error();
     set_identity(*spec, lease->identity());
-    outcome = start_cold(fleet_, release_, *spec, std::move(*lease), req, start->t_recorded ? std::function<util::Status()>() : record_start,
+    outcome = start_cold(fleet_, release_, *spec, std::move(*lease), *launch_req, start->t_recorded ? std::function<util::Status()>() : record_start,
                          finished);
   }
   if (start->error) {
@@ -236,6 +269,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     if (finished) fleet_.retire(std::move(*finished));
     return *start->error;
   }
+  finish_egress();
   if (outcome) {
     result.outcome = std::move(*outcome);
     t_outcome = now_us();

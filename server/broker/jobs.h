@@ -19,6 +19,7 @@
 #include "server/broker/ledger.h"
 #include "server/broker/metrics.h"
 #include "server/broker/pool.h"
+#include "server/network/proxy.h"
 #include "server/broker/runner_fleet.h"
 #include "server/policy/policy.h"
 #include "server/store/store.h"
@@ -76,6 +77,8 @@ class Jobs {
   // Records a cold job in the ledger and releases its runner (start_cold)
   // while the worker that wrote the spec goes on reading the runner.
   util::WorkerPool release_{1, 256};
+  // The egress proxy: null when the policy has no network profiles.
+  std::unique_ptr<network::Proxy> proxy_;
   std::unique_ptr<Pool> pool_;  // null when the policy's pool is off; destroyed first
 };
 

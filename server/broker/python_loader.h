@@ -2,6 +2,9 @@
 // `python3 <flags> -c <loader> /work/main.py` ahead of demand, it does the
 // interpreter's start-up, says so on fd 4, blocks on fd 3 until a job's code
 // is in place, then runs it as __main__ the way `python3 /work/main.py` would.
+// Go byte 'n': a job with a network profile; the loader's environment gains
+// the proxy variables first (build_warm_spec puts sandbox::kProxyEnv in place
+// of __THROWBOX_PROXY_ENV__), as a cold job's would have them from execve.
 #pragma once
 
 namespace broker {
@@ -15,8 +18,10 @@ inline constexpr const char* kPythonLoader = R"py(def _throwbox_loader():
     os.close(4)
     go = os.read(3, 1)
     os.close(3)
-    if go != b'1':
+    if go not in (b'1', b'n'):
         os._exit(125)
+    if go == b'n':
+        os.environ.update(__THROWBOX_PROXY_ENV__)
     path = sys.argv[1]
     main = sys.modules['__main__']
     builtins = main.__dict__['__builtins__']

@@ -6,6 +6,7 @@
 #include "server/broker/runner_process.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -37,8 +38,10 @@ struct RunnerControl::Impl {
   bool reaped = false;
 };
 
+// The runner's stdout is a unix socket, not a pipe: a job's proxy listener
+// comes over it as SCM_RIGHTS (runner_protocol.h).
 struct RunnerProcess::Impl {
-  bp::pipe from;
+  util::UniqueFd from;
   bp::child child;
 };
 
@@ -60,7 +63,7 @@ using util::now_ms;
 }  // namespace
 
 RunnerProcess::RunnerProcess(std::unique_ptr<Impl> impl, std::shared_ptr<RunnerControl> control)
-    : impl_(std::move(impl)), control_(std::move(control)), lines_(impl_->from.native_source()) {}
+    : impl_(std::move(impl)), control_(std::move(control)), lines_(impl_->from.get()) {}
 
 util::Result<std::unique_ptr<RunnerProcess>> RunnerProcess::spawn(const std::string& exe) {
   auto impl = std::make_unique<Impl>();
@@ -76,9 +79,16 @@ util::Result<std::unique_ptr<RunnerProcess>> RunnerProcess::spawn(const std::str
   // starting a runner costs no copy of the server's page tables (several ms
   // per job with fork). Boost reports vfork launch errors as exceptions.
   // Boost closes the runner's ends of both pipes in this process after the spawn.
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    spdlog::error("starting runner {}: socketpair: errno {}", exe, errno);
+    return util::make_error(util::ErrorCode::kInternal, "the sandbox runner could not be started (see the server log)");
+  }
+  impl->from.reset(pair[0]);
+  util::UniqueFd runner_end(pair[1]);  // dup2'ed onto the runner's fd 1 (no CLOEXEC there), closed here after
   try {
-    impl->child = bp::child(bp::exe = exe, bp::std_in < control->to, bp::std_out > impl->from, empty_env,
-                            bp::posix::use_vfork);
+    impl->child = bp::child(bp::exe = exe, bp::std_in < control->to, bp::posix::fd.bind(1, runner_end.get()),
+                            empty_env, bp::posix::use_vfork);
   } catch (const std::exception& e) {
     // The install path and Boost's text are for the operator, not the client.
     spdlog::error("starting runner {}: {}", exe, e.what());
@@ -101,11 +111,9 @@ bool RunnerProcess::write_line(const std::string& text) {
 
 void RunnerProcess::close_stdin() { control_->close_stdin(); }
 
-void RunnerProcess::close_stdout() {
-  if (impl_->from.is_open()) impl_->from.close();
-}
+void RunnerProcess::close_stdout() { impl_->from.reset(); }
 
-int RunnerProcess::stdout_fd() const { return impl_->from.native_source(); }
+int RunnerProcess::stdout_fd() const { return impl_->from.get(); }
 
 pid_t RunnerProcess::pid() const { return control_->impl_->pid; }
 

@@ -4,10 +4,12 @@
 #include "server/broker/runner_protocol.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <time.h>
 
 #include <cerrno>
+#include <cstring>
 #include <spdlog/spdlog.h>
 
 #include "server/broker/runner_process.h"
@@ -23,6 +25,43 @@ constexpr size_t kWarmLineMaxBytes = 1 << 20;
 constexpr const char* kWarmReady = R"({"warm":"ready"})";
 
 }  // namespace
+
+long LineReader::read_some(char* buf, size_t size) {
+  if (socket_) {
+    struct iovec iov {buf, size};
+    alignas(struct cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n;
+    do n = ::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n >= 0) {
+      for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+        const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+          int fd;
+          std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+          fds_.emplace_back(fd);
+        }
+      }
+      return n;
+    }
+    if (errno != ENOTSOCK) return -1;
+    socket_ = false;
+  }
+  return util::read_some(fd_, buf, size);
+}
+
+util::UniqueFd LineReader::take_fd() {
+  if (fds_.empty()) return util::UniqueFd();
+  util::UniqueFd fd = std::move(fds_.front());
+  fds_.pop_front();
+  return fd;
+}
 
 NextLine LineReader::next(int64_t deadline_ms, size_t max_bytes, int wake_fd) {
   char buf[65536];
@@ -42,7 +81,7 @@ NextLine LineReader::next(int64_t deadline_ms, size_t max_bytes, int wake_fd) {
     if (r == 0) continue;
     if (p[1].revents) return {LineEnd::kWoken, {}};
     if (!p[0].revents) continue;
-    long n = util::read_some(fd_, buf, sizeof buf);
+    long n = read_some(buf, sizeof buf);
     if (n <= 0) return {LineEnd::kEof, {}};
     pending_.append(buf, static_cast<size_t>(n));
     // Bounded as read, not only per line: many lines in one read count too.
@@ -62,7 +101,8 @@ util::Status read_warm_ready(RunnerProcess& runner, int timeout_ms) {
 
 util::Result<sandbox::Outcome> read_outcome(RunnerProcess& runner, const std::string& job_id, uint64_t timeout_ms,
                                             int cancel_fd,
-                                            const std::function<void(const nlohmann::json&)>& on_progress) {
+                                            const std::function<void(const nlohmann::json&)>& on_progress,
+                                            const std::function<void(util::UniqueFd)>& on_listener) {
   LineReader& lines = runner.stdout_lines();
   const int64_t deadline = util::now_ms() + static_cast<int64_t>(timeout_ms) + kRunnerGraceMs;
   std::string outcome_line;
@@ -71,7 +111,10 @@ util::Result<sandbox::Outcome> read_outcome(RunnerProcess& runner, const std::st
     NextLine got = lines.next(deadline, kOutcomeMaxBytes, cancel_sent ? -1 : cancel_fd);
     switch (got.end) {
       case LineEnd::kLine:
-        if (got.line.rfind("{\"progress\"", 0) == 0) {
+        if (got.line == kListenerLine) {
+          util::UniqueFd listener = lines.take_fd();
+          if (on_listener && listener.valid()) on_listener(std::move(listener));
+        } else if (got.line.rfind("{\"progress\"", 0) == 0) {
           if (on_progress) {
             auto doc = nlohmann::json::parse(got.line, nullptr, false);
             if (!doc.is_discarded()) on_progress(doc["progress"]);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "server/artifacts/names.h"
+#include "server/network/address.h"
 #include "server/util/fs.h"
 
 namespace policy {
@@ -141,6 +142,56 @@ bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& r
   return true;
 }
 
+constexpr uint64_t kNetworkConnectionsCeiling = 1024;  // per job: two descriptors each in the server
+
+bool parse_network(Reader& r, const json& n, Network& out) {
+  if (!r.only_keys(n, "network", {"profiles", "hosts", "allow_private"})) return false;
+  if (n.contains("hosts")) {
+    if (!n["hosts"].is_object()) return r.fail("network.hosts", "must be an object of name -> address");
+    for (auto& [name, v] : n["hosts"].items()) {
+      const std::string key = "network.hosts." + name;
+      auto a = network::parse_authority(name + ":1", std::nullopt);
+      if (!a || a->literal) return r.fail(key, "must be a DNS name" + (a ? std::string() : ": " + a.error().message));
+      if (a->host != name) return r.fail(key, "must be written in lower case without a trailing dot ("" + a->host + "")");
+      if (!v.is_string() || !network::parse_address(v.get<std::string>()))
+        return r.fail(key, "must be an IPv4 or IPv6 address");
+      out.hosts[name] = v.get<std::string>();
+    }
+  }
+  if (n.contains("allow_private")) {
+    if (!r.string_list(n["allow_private"], "network.allow_private", out.allow_private, false)) return false;
+    for (auto& c : out.allow_private)
+      if (auto cidr = network::parse_cidr(c); !cidr) return r.fail("network.allow_private", cidr.error().message);
+  }
+  if (n.contains("profiles")) {
+    if (!n["profiles"].is_object()) return r.fail("network.profiles", "must be an object of profile name -> profile");
+    for (auto& [name, v] : n["profiles"].items()) {
+      const std::string key = "network.profiles." + name;
+      if (name.empty() || name.size() > 32 ||
+          name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos)
+        return r.fail(key, "profile names are 1-32 of [a-z0-9_-]");
+      NetworkProfile p;
+      p.name = name;
+      if (!r.only_keys(v, key, {"allow", "max_connections", "max_bytes", "description"})) return false;
+      if (!v.contains("allow")) return r.fail(key + ".allow", "is required: a list of \"host:port\" or \"*.suffix:port\"");
+      if (!r.string_list(v["allow"], key + ".allow", p.allow, false)) return false;
+      if (p.allow.empty()) return r.fail(key + ".allow", "must list at least one destination");
+      if (v.contains("description")) {
+        if (!v["description"].is_string()) return r.fail(key + ".description", "must be a string");
+        p.description = v["description"].get<std::string>();
+      }
+      for (auto& entry : p.allow)
+        if (auto rule = network::parse_allow(entry); !rule)
+          return r.fail(key + ".allow", "\"" + entry + "\": " + rule.error().message);
+      if (!r.u64(v, key, "max_connections", p.max_connections, 1, kNetworkConnectionsCeiling) ||
+          !r.u64(v, key, "max_bytes", p.max_bytes, 1, kBytesCeiling))
+        return false;
+      out.profiles[name] = std::move(p);
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 const Runtime* Policy::find_runtime(const std::string& name) const {
@@ -161,7 +212,7 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   Policy p;
   p.source = source;
   if (!r.only_keys(doc, "", {"$comment", "version", "runtimes", "limits", "server", "sandbox", "artifacts", "admission",
-                             "retention", "pool"}))
+                             "retention", "pool", "network"}))
     return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
   if (!doc.contains("version") || doc["version"] != 1)
     return make_error(util::ErrorCode::kPolicy, source + ": version: must be 1");
@@ -285,6 +336,12 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
       for (auto& [k, v] : s["env"].items()) {
         if (!v.is_string() || k.empty() || k.find('=') != std::string::npos)
           return make_error(util::ErrorCode::kPolicy, source + ": sandbox.env." + k + ": must be a string value with a name without '='");
+        for (const char* proxy : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy",
+                                  "NO_PROXY", "no_proxy"})
+          if (k == proxy)
+            return make_error(util::ErrorCode::kPolicy, source + ": sandbox.env." + k +
+                                                            ": throwbox sets the proxy variables itself, for jobs "
+                                                            "with a network profile (network.profiles)");
         p.sandbox.env[k] = v.get<std::string>();
       }
     }
@@ -408,6 +465,8 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
       if (!p.runtimes.count(name))
         return make_error(util::ErrorCode::kPolicy, source + ": pool.runtimes: \"" + name + "\" is not a runtime of this policy");
   }
+  if (doc.contains("network") && !parse_network(r, doc["network"], p.network))
+    return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
   return p;
 }
 
@@ -418,6 +477,15 @@ util::Result<Policy> load_file(const std::string& path) {
   if (doc.is_discarded()) return make_error(util::ErrorCode::kPolicy, path + ": not valid JSON");
   return parse(doc, path);
 }
+
+namespace {
+json network_json(const Network& n) {
+  json profiles = json::object();
+  for (auto& [name, p] : n.profiles)
+    profiles[name] = {{"description", p.description}, {"allow", p.allow}, {"max_connections", p.max_connections}, {"max_bytes", p.max_bytes}};
+  return {{"profiles", profiles}, {"hosts", n.hosts}, {"allow_private", n.allow_private}};
+}
+}  // namespace
 
 nlohmann::json effective_json(const Policy& p) {
   json runtimes = json::object();
@@ -464,6 +532,7 @@ nlohmann::json effective_json(const Policy& p) {
         {"allowed_extensions", p.artifacts.allowed_extensions},
         {"image_pixels_max", p.artifacts.image_pixels_max},
         {"pdf_active", p.artifacts.pdf_strip ? "strip" : "reject"}}},
+      {"network", network_json(p.network)},
       {"sandbox",
        {{"uid_range", {{"first", s.uid_first}, {"count", s.uid_count}}},
         {"require", {{"landlock", s.require_landlock}, {"cgroups", s.require_cgroups}}},

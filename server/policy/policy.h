@@ -112,6 +112,21 @@ struct Artifacts {
   bool pdf_strip = false;                  // "pdf_active": "reject" (default) or "strip"
 };
 
+// Egress by policy (README, Network): a job names a profile, and reaches only
+// what the profile allows, through the server's proxy (server/network/proxy.h).
+struct NetworkProfile {
+  std::string name;
+  std::string description;              // shown to the model in run_code's schema
+  std::vector<std::string> allow;       // "host:port", "*.suffix:port" (network::parse_allow)
+  uint64_t max_connections = 32;        // per job, refused requests included
+  uint64_t max_bytes = 64ull << 20;     // per job, both directions, every connection
+};
+struct Network {
+  std::map<std::string, NetworkProfile> profiles;
+  std::map<std::string, std::string> hosts;  // fixed resolutions: name -> address
+  std::vector<std::string> allow_private;    // CIDRs of special-purpose ranges profiles may reach
+};
+
 struct Policy {
   std::string source;  // file it came from, for messages
   std::map<std::string, Runtime> runtimes;
@@ -122,6 +137,7 @@ struct Policy {
   Admission admission;
   Retention retention;
   Pool pool;
+  Network network;
 
   const Runtime* find_runtime(const std::string& name) const;
   std::vector<std::string> available_runtimes() const;

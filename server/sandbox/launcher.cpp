@@ -60,12 +60,64 @@ struct Supervision {
   bool exited_report = false;
   bool timed_out = false;
   bool child_gone = false;
+  bool network = false;     // the job has a network profile: pid 1 sends its proxy listener
+  std::string network_error;  // handing the listener over failed: the job was killed
   Layers layers;            // what pid 1's and the program child's steps reported done
   std::string setup_error;
   ExitReport report{};
   int64_t started_ms = 0;
   int64_t ended_ms = 0;
 };
+
+// pid 1's proxy listener (kMsgListener) to the broker: a line on the
+// runner's stdout (a unix socket, runner_process.cpp) carrying the descriptor.
+util::Status hand_listener_to_broker(int out_fd, int listener) {
+  static const char kLine[] = "{\"network\":\"listener\"}\n";
+  struct iovec iov {const_cast<char*>(kLine), sizeof kLine - 1};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &listener, sizeof listener);
+  ssize_t n;
+  do n = ::sendmsg(out_fd, &msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n <= 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("sendmsg", "proxy listener to the server", errno));
+  if (n < static_cast<ssize_t>(sizeof kLine - 1) &&
+      !util::write_all(out_fd, kLine + n, sizeof kLine - 1 - static_cast<size_t>(n)))
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("write", "proxy listener line", errno));
+  return util::ok_status();
+}
+
+// One message from pid 1, and the descriptor it carried (kMsgListener), if any.
+ssize_t receive_from_pid1(int sock, char* buf, size_t size, util::UniqueFd& passed) {
+  struct iovec iov {buf, size};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n = ::recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0) return n;
+  for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+      if (i == 0 && !passed.valid()) passed.reset(fd);
+      else ::close(fd);
+    }
+  }
+  return n;
+}
 
 // One poll loop over both output pipes and the control socket: output is read
 // concurrently (no pipe can fill and stall the program), the deadline is ours.
@@ -81,7 +133,7 @@ void write_progress(int fd, const Supervision& sv, const capture::Stream& out_ca
 
 void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::UniqueFd& err,
                capture::Stream& out_cap, capture::Stream& err_cap, Supervision& sv, int cancel_fd,
-               int progress_fd) {
+               int progress_fd, int broker_fd) {
   const int64_t setup_deadline = now_ms() + kSetupTimeoutMs;
   int64_t run_deadline = 0, kill_deadline = 0, drain_deadline = 0;
   int64_t next_progress = 0;
@@ -137,8 +189,21 @@ void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::Uniq
     }
     if (fds[2].revents) {
       char msg[1 + sizeof(ExitReport) + 1024];
-      ssize_t n = ::recv(sock, msg, sizeof msg - 1, MSG_DONTWAIT);
+      util::UniqueFd passed;
+      ssize_t n = receive_from_pid1(sock, msg, sizeof msg - 1, passed);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n == 1 && msg[0] == kMsgListener) {
+        // Only a job that asked for it gets a listener; without the broker
+        // serving it the program would wait on a proxy that never answers.
+        util::Status handed = !passed.valid() ? util::make_error(util::ErrorCode::kSandbox, "pid 1 sent no proxy listener")
+                              : !sv.network ? util::make_error(util::ErrorCode::kSandbox, "a proxy listener for a job without a network profile")
+                                            : hand_listener_to_broker(broker_fd, passed.get());
+        if (!handed && sv.network_error.empty()) {
+          sv.network_error = handed.error().message;
+          kill_tree();
+        }
+        continue;
+      }
       if (n <= 0) {
         sv.child_gone = true;  // pid 1 died without reporting
         if (!sv.exited_report && sv.setup_error.empty() && sv.ready) sv.ended_ms = now_ms();
@@ -319,22 +384,24 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
     } else {
       spec.timeout_ms = claim->timeout_ms;
       spec.progress = claim->progress;
+      spec.network = claim->network;
       const pid_t server = ::getppid();
       if (auto d = deliver::claim_files(pid, spec, *claim); !d) {
         sv.setup_error = d.error().message;
       } else if (!deliver::parent_alive(server)) {
         sv.setup_error = "the server exited while the job was being claimed";
       } else {
-        char go = kMsgClaim;
+        char go = spec.network ? kMsgClaimNetwork : kMsgClaim;
         if (::send(ch.sock.get(), &go, 1, MSG_NOSIGNAL) != 1) sv.setup_error = util::call_error("send", "claim", errno);
       }
     }
     trace::mark("claimed");
   }
   // 4. Run, capture, enforce the deadline.
+  sv.network = spec.network;
   if (sv.setup_error.empty())
     supervise(spec, ch.sock.get(), ch.out_read, ch.err_read, out_cap, err_cap, sv, cancel_fd,
-              spec.progress ? progress_fd : -1);
+              spec.progress ? progress_fd : -1, progress_fd);
   trace::mark("program done, drained");
 
   // 5. Harvest while pid 1 still holds the sandbox's mounts. A pid 1 that
@@ -365,6 +432,11 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   if (!sv.exited_report) {
     o.status = Status::sandbox_error;
     o.error = "sandbox init exited without a report";
+    return o;
+  }
+  if (!sv.network_error.empty()) {
+    o.status = Status::sandbox_error;
+    o.error = "the job's proxy listener: " + sv.network_error;
     return o;
   }
   if (!harvest_error.empty()) {

@@ -18,7 +18,8 @@ class Teardown;
 
 // cancel_fd: a signalfd (SIGTERM) or -1; readable means the job is cancelled:
 // the whole tree is killed and the outcome says "cancelled".
-// progress_fd: where progress lines go when spec.progress (the runner's stdout).
+// progress_fd: where progress lines go when spec.progress (the runner's stdout);
+// a job with a network profile also hands its proxy listener over there.
 // A warm spec (spec.warm) also writes {"warm":"ready"} there once the sandbox
 // is built, then reads one Claim line (JSON) from claim_fd (the runner's stdin).
 // A cold spec starts its program only at EOF on claim_fd: the broker records

@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,8 +29,10 @@ namespace sandbox::pid1 {
 namespace {
 
 // pid 1's state between its steps, on its own stack.
+constexpr int kProxyBacklog = 64;  // connections a job may have waiting for the proxy's accept
+
 struct State {
-  explicit State(const Context& c) : ctx(c), sock(c.report_sock) {}
+  explicit State(const Context& c) : ctx(c), sock(c.report_sock), network(c.spec->network) {}
   const Context& ctx;
   const int sock;                 // the control socket to the runner
   Layers layers;                  // what the steps (and the program child's) reported done
@@ -39,6 +42,7 @@ struct State {
   int loaded[2] = {-1, -1};       // loader -> pid 1
   pid_t program = -1;
   int program_status = 0;
+  bool network;                   // the job has a network profile: proxy listener, proxy environment
 };
 
 // The program child runs on this stack, in pid 1's memory, pid 1 paused until
@@ -200,8 +204,8 @@ void pid1_start_program(State& s) {
   int exec_err[2];
   if (::pipe2(exec_err, O_CLOEXEC) != 0) fail_in_child(s.sock, "pipe2", "exec-error", errno);
   trace::mark("pid 1: clone program");
-  program::Start start{&s.ctx, exec_err[0], exec_err[1], s.ruleset_fd, s.go[0], s.loaded[1], s.go[1], s.loaded[0],
-                       &s.layers};
+  program::Start start{&s.ctx,    exec_err[0], exec_err[1], s.ruleset_fd, s.go[0], s.loaded[1], s.go[1], s.loaded[0],
+                       &s.layers, s.network ? s.ctx.envp_network.data() : s.ctx.envp.data()};
   s.program = ::clone(program::clone_entry, program_stack + sizeof program_stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
                       &start);
   if (s.program < 0) fail_in_child(s.sock, "clone(CLONE_VM|CLONE_VFORK)", s.ctx.argv[0], errno);
@@ -257,7 +261,10 @@ void pid1_await_claim(State& s) {
       ssize_t r = ::recv(s.sock, &cmd, 1, MSG_DONTWAIT);
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) ::_exit(1);  // the runner is gone
       if (r == 1 && cmd == kMsgKill) ::_exit(1);
-      if (r == 1 && cmd == kMsgClaim) claimed = true;
+      if (r == 1 && (cmd == kMsgClaim || cmd == kMsgClaimNetwork)) {
+        claimed = true;
+        s.network = cmd == kMsgClaimNetwork;
+      }
     }
     if (fds[2].revents) {
       char byte = 0;
@@ -278,9 +285,43 @@ void pid1_freeze_inputs(State& s) {
     fail_in_child(s.sock, "mount(MS_REMOUNT|MS_RDONLY)", "/inputs", errno);
 }
 
-// Warm "preload": the loader, blocked reading its go pipe, runs the job's code.
+// A job with a network profile: its proxy's listener, made here in the job's
+// network namespace (its loopback), handed to the runner and closed: only the
+// broker's proxy accepts on it, and nothing but the job's processes can reach
+// it. Before the program starts, so its first connect finds it listening.
+void pid1_open_proxy_listener(State& s) {
+  if (!s.network) return;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) fail_in_child(s.sock, "socket", "AF_INET proxy listener", errno);
+  struct sockaddr_in addr {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = __builtin_bswap16(kProxyPort);
+  addr.sin_addr.s_addr = __builtin_bswap32(0x7f000001);  // 127.0.0.1
+  if (::bind(fd, reinterpret_cast<const struct sockaddr*>(&addr), sizeof addr) != 0)
+    fail_in_child(s.sock, "bind", "127.0.0.1 proxy port", errno);
+  if (::listen(fd, kProxyBacklog) != 0) fail_in_child(s.sock, "listen", "proxy listener", errno);
+  char tag = kMsgListener;
+  struct iovec iov {&tag, 1};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  __builtin_memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+  if (::sendmsg(s.sock, &msg, MSG_NOSIGNAL) != 1) fail_in_child(s.sock, "sendmsg", "proxy listener", errno);
+  ::close(fd);
+  trace::mark("pid 1: proxy listener handed over");
+}
+
+// Warm "preload": the loader, blocked reading its go pipe, runs the job's code
+// ('n': with the proxy environment, for a job with a network profile).
 void pid1_release_loader(State& s) {
-  char one = '1';
+  char one = s.network ? 'n' : '1';
   if (::write(s.go[1], &one, 1) != 1) fail_in_child(s.sock, "write", "go", errno);
   ::close(s.go[1]);
 }
@@ -371,11 +412,12 @@ void pid1_report_exit(State& s) {
 // 8 become the sandbox user  9 build the root, read-only  10 pivot_root
 // 11 hostname  12 loopback  13 Landlock ruleset  14 await start (in the
 // cgroup, zygote reaped)  15 cgroup namespace  16 fill /inputs  17 watch
-// children  18 start the program (cold; warm "preload": its loader)
-// 19 warm: await the claim  20 warm: freeze /inputs  21 warm "exec": start
-// the program; "preload": release the loader  22 report ready, with the
-// layers  23 reap until done  24 kill all, reap  25 report the exit
-// 26 hold until released.
+// children  18 cold with a network profile: the proxy listener  19 start
+// the program (cold; warm "preload": its loader)  20 warm: await the claim
+// 21 warm: freeze /inputs  22 warm with a network profile: the proxy
+// listener  23 warm "exec": start the program; "preload": release the loader
+// 24 report ready, with the layers  25 reap until done  26 kill all, reap  27 report the exit
+// 28 hold until released.
 [[noreturn]] void pid1_main(State& s) {
   const Warm warm = s.ctx.spec->warm;
   pid1_close_runner_ends(s);
@@ -395,9 +437,11 @@ void pid1_report_exit(State& s) {
   pid1_enter_cgroup_namespace(s);
   pid1_fill_inputs(s);
   pid1_watch_children(s);
+  if (warm == Warm::cold) pid1_open_proxy_listener(s);
   if (warm != Warm::exec) pid1_start_program(s);
   if (warm != Warm::cold) pid1_await_claim(s);
   if (warm != Warm::cold) pid1_freeze_inputs(s);
+  if (warm != Warm::cold) pid1_open_proxy_listener(s);
   if (warm == Warm::exec) pid1_start_program(s);
   if (warm == Warm::preload) pid1_release_loader(s);
   pid1_report_ready(s);

@@ -33,6 +33,7 @@ struct Context {
   int stderr_write;
   std::vector<char*> argv;         // null-terminated
   std::vector<char*> envp;
+  std::vector<char*> envp_network;  // envp and kProxyEnv: a job with a network profile
   const seccomp::Program* seccomp;
   const rlimits::Table* rlimits;
   int last_cap;                    // highest capability number on this kernel

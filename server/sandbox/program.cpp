@@ -166,7 +166,7 @@ void program_install_seccomp(Child& c) {
 
 [[noreturn]] void program_execve(Child& c) {
   c.step = "execve";
-  ::execve(c.ctx.argv[0], c.ctx.argv.data(), c.ctx.envp.data());
+  ::execve(c.ctx.argv[0], c.ctx.argv.data(), c.start.envp);
   c.fail(errno);
 }
 

@@ -22,6 +22,7 @@ struct Start {
   int go_read, loaded_write;          // warm "preload": the loader's pipes, or -1
   int go_write, loaded_read;          // pid 1's ends, closed by the child, or -1
   Layers* layers;                     // pid 1's: each step adds its layer once done
+  char* const* envp;                  // ctx->envp, or envp_network for a job with a network profile
 };
 
 // clone(2) entry; start is a Start*. Never returns.

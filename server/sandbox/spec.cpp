@@ -76,14 +76,14 @@ json to_json(const LaunchSpec& s) {
           {"cgroup_host", s.cgroup_host}, {"require_landlock", s.require_landlock},
           {"require_cgroups", s.require_cgroups}, {"seccomp_bpf_base64", s.seccomp_bpf_base64},
           {"progress", s.progress}, {"warm", to_string(s.warm)}, {"inputs_max_bytes", s.inputs_max_bytes},
-          {"inputs_max_files", s.inputs_max_files}};
+          {"inputs_max_files", s.inputs_max_files}, {"network", s.network}};
 }
 
 json to_json(const Claim& c) {
   json inputs = json::array();
   for (auto& in : c.inputs) inputs.push_back({{"name", in.name}, {"host_path", in.host_path}});
   return {{"job_id", c.job_id}, {"code", c.code}, {"inputs", inputs}, {"timeout_ms", c.timeout_ms},
-          {"progress", c.progress}};
+          {"progress", c.progress}, {"network", c.network}};
 }
 
 util::Result<Claim> claim_from_json(const json& j) {
@@ -95,6 +95,7 @@ util::Result<Claim> claim_from_json(const json& j) {
       c.inputs.push_back({in.at("name").get<std::string>(), in.at("host_path").get<std::string>()});
     c.timeout_ms = integer_field(j, "timeout_ms", 1, kTimeoutMsMax, "claim");
     c.progress = j.value("progress", false);
+    c.network = j.value("network", false);
     return c;
   } catch (const FieldError& e) {
     return util::make_error(util::ErrorCode::kSpec, e.message);
@@ -149,6 +150,7 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     j.at("require_cgroups").get_to(s.require_cgroups);
     s.seccomp_bpf_base64 = j.value("seccomp_bpf_base64", "");
     s.progress = j.value("progress", false);
+    s.network = j.value("network", false);
     auto warm = warm_from_string(j.value("warm", ""));
     if (!warm) return util::make_error(util::ErrorCode::kSpec, "warm must be \"\", \"exec\" or \"preload\"");
     s.warm = *warm;
@@ -156,6 +158,8 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     s.inputs_max_files = optional_integer_field(j, "inputs_max_files", 0, kCountMax, kWhat);
     if (s.warm != Warm::cold && (!s.code.empty() || !s.inputs.empty()))
       return util::make_error(util::ErrorCode::kSpec, "a warm spec carries no code and no inputs (they come with the claim)");
+    if (s.warm != Warm::cold && s.network)
+      return util::make_error(util::ErrorCode::kSpec, "a warm spec has no network (a job's claim brings it)");
     if (s.argv.empty() || s.argv[0].empty() || s.argv[0][0] != '/')
       return util::make_error(util::ErrorCode::kSpec, "argv[0] must be an absolute path");
     if (s.scratch_dir.empty() || s.scratch_dir[0] != '/' || s.harvest_dir.empty())

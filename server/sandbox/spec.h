@@ -84,7 +84,21 @@ struct LaunchSpec {
   Warm warm = Warm::cold;
   uint64_t inputs_max_bytes = 0;        // warm: the /inputs tmpfs cap (no inputs known yet)
   uint64_t inputs_max_files = 0;
+  // Cold: the job has a network profile. pid 1 opens the proxy listener on
+  // 127.0.0.1:kProxyPort in the job's network namespace and hands it to the
+  // runner, which hands it to the broker; the program's environment gains
+  // the proxy variables (kProxyEnv). A warm sandbox learns it from its claim.
+  bool network = false;
 };
+
+// Where a job's proxy listens, in the job's own network namespace (each has
+// its own loopback, so every job can use the same port).
+constexpr uint16_t kProxyPort = 3128;
+// The variables a job with a profile gets: clients that honour any of them
+// (curl, pip, python's urllib, requests, node's undici with a flag) use the proxy.
+inline constexpr const char* kProxyEnv[] = {
+    "HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128", "http_proxy=http://127.0.0.1:3128",
+    "https_proxy=http://127.0.0.1:3128", "ALL_PROXY=http://127.0.0.1:3128"};
 
 // The job half of a warm sandbox: what the broker sends once a job claims it.
 struct Claim {
@@ -93,6 +107,7 @@ struct Claim {
   std::vector<InputBind> inputs;
   uint64_t timeout_ms = 0;
   bool progress = false;
+  bool network = false;                 // as LaunchSpec::network
 };
 
 // Identity inside the sandbox (passwd/group name "sandbox").

@@ -116,6 +116,15 @@ std::vector<char*> to_cstrings(const std::vector<std::string>& v) {
   return out;
 }
 
+// The environment and kProxyEnv; the strings are static.
+std::vector<char*> with_proxy_env(const std::vector<std::string>& env) {
+  std::vector<char*> out = to_cstrings(env);
+  out.pop_back();
+  for (const char* var : kProxyEnv) out.push_back(const_cast<char*>(var));
+  out.push_back(nullptr);
+  return out;
+}
+
 // The zygote's state between its steps. Nothing in it is freed: pid 1 reads
 // the spec, the plan and its context until the zygote exits, and after.
 struct Build {
@@ -301,7 +310,7 @@ void zygote_prepare_layers(Build& b) {
   zygote_plan_user_limits(b);
   b.cpus = placement::allowed_in_parent();
   b.ctx = pid1::Context{&b.spec, &b.plan, b.ch.child_sock.get(), b.ch.out_write.get(), b.ch.err_write.get(),
-                        to_cstrings(spec.argv), to_cstrings(spec.env), &b.filter, &b.limits,
+                        to_cstrings(spec.argv), to_cstrings(spec.env), with_proxy_env(spec.env), &b.filter, &b.limits,
                         capabilities::read_last_cap_in_parent(), landlock_abi, &b.cpus, b.user_limits,
                         {b.ch.sock.get(), b.ch.out_read.get(), b.ch.err_read.get(), b.report_fd}};
   trace::mark("layers prepared");

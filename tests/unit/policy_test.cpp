@@ -520,13 +520,15 @@ namespace {
 // Leaf keys of an effective policy, "runtimes.<name>.command" style. Objects
 // whose keys are the user's (runtime names, environment names) are not keys.
 void flatten_keys(const json& v, const std::string& prefix, std::set<std::string>& out) {
-  if (!v.is_object() || prefix == "sandbox.env" || prefix == "artifacts.allowed_extensions") {
+  if (!v.is_object() || prefix == "sandbox.env" || prefix == "artifacts.allowed_extensions" ||
+      prefix == "network.hosts") {
     out.insert(prefix);
     return;
   }
   for (auto& [k, child] : v.items()) {
     std::string key = prefix.empty() ? k : prefix + "." + k;
     if (prefix == "runtimes") key = "runtimes.<name>";
+    if (prefix == "network.profiles") key = "network.profiles.<name>";
     flatten_keys(child, key, out);
   }
 }
@@ -574,7 +576,10 @@ std::string backticked(const std::string& cell) {
 }  // namespace
 
 TEST_CASE("docs/policy.md documents exactly the keys the loader accepts, with their defaults and ranges") {
-  auto m = policy::parse(minimal_doc(), kSource);
+  // The minimal policy and one network profile "p", so the profile's keys count too.
+  json base = minimal_doc();
+  base["network"]["profiles"]["p"]["allow"] = {"a.test:80"};
+  auto m = policy::parse(base, kSource);
   REQUIRE(m.ok());
   json effective = policy::effective_json(*m);
   std::set<std::string> accepted;
@@ -593,7 +598,9 @@ TEST_CASE("docs/policy.md documents exactly the keys the loader accepts, with th
   for (auto& row : rows) {
     CAPTURE(row.key);
     if (row.key.rfind("runtimes.", 0) == 0 || row.key == "$comment") continue;
-    std::string pointer = "/" + row.key;
+    std::string path = row.key;
+    if (size_t at = path.find("<name>"); at != std::string::npos) path.replace(at, 6, "p");
+    std::string pointer = "/" + path;
     std::replace(pointer.begin(), pointer.end(), '.', '/');
     // The documented default is the loader's.
     if (std::string d = backticked(row.default_cell); !d.empty())
@@ -604,14 +611,14 @@ TEST_CASE("docs/policy.md documents exactly the keys the loader accepts, with th
     if (dots == std::string::npos) continue;
     uint64_t lo = std::stoull(range.substr(0, dots)), hi = std::stoull(range.substr(dots + 2));
     auto with = [&](uint64_t v) {
-      json d = minimal_doc();
+      json d = base;
       d[json::json_pointer(pointer)] = v;
       return d;
     };
     CHECK(policy::parse(with(lo), kSource).ok());
     CHECK(policy::parse(with(hi), kSource).ok());
-    CHECK(error_of(with(hi + 1)).find(row.key + ": must be between") != std::string::npos);
-    if (lo > 0) CHECK(error_of(with(lo - 1)).find(row.key + ": must be between") != std::string::npos);
+    CHECK(error_of(with(hi + 1)).find(path + ": must be between") != std::string::npos);
+    if (lo > 0) CHECK(error_of(with(lo - 1)).find(path + ": must be between") != std::string::npos);
   }
 }
 

@@ -1,0 +1,539 @@
+// The egress proxy (proxy.h). Everything of a session and its tunnels is
+// touched on the proxy's one io thread only; Session::serve and finish post
+// to it. A tunnel's steps, in order: read the request head (Beast) 2 parse
+// the destination 3 caps 4 the profile 5 resolve 6 every address checked
+// 7 connect to the checked address 8 answer (CONNECT) or forward the head
+// (absolute-form) 9 relay both ways within the byte cap 10 end: allowed,
+// refused (403/400 with a one-line reason), failed (502) or cut.
+#include "server/network/proxy.h"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
+
+namespace network {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+constexpr size_t kHeadMaxBytes = 16 * 1024;              // request line and headers
+constexpr auto kHeadTimeout = std::chrono::seconds(10);  // a client that never finishes its request
+constexpr auto kConnectTimeout = std::chrono::seconds(10);  // resolving and connecting
+constexpr size_t kRelayChunkBytes = 16 * 1024;
+// Connections beyond the cap are answered 403 (the program learns why); after
+// this many more the listener is closed, so a loop of connects costs nothing.
+constexpr uint64_t kRefusalsPastCapMax = 64;
+constexpr size_t kQuotedTargetMax = 80;  // of a malformed target, in a reason
+
+struct Rules {
+  std::map<std::string, Address> hosts;
+  std::vector<Cidr> allow_private;
+  struct Profile {
+    policy::NetworkProfile policy;
+    std::vector<AllowRule> allow;
+  };
+  std::map<std::string, Profile> profiles;
+};
+
+bool starts_with_nocase(const std::string& s, const char* prefix) {
+  const size_t n = std::char_traits<char>::length(prefix);
+  if (s.size() < n) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  return true;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out;
+  for (char c : s.substr(0, kQuotedTargetMax)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return "\"" + out + (s.size() > kQuotedTargetMax ? "...\"" : "\"");
+}
+
+class Tunnel;
+
+class SessionImpl final : public Session, public std::enable_shared_from_this<SessionImpl> {
+ public:
+  SessionImpl(asio::io_context& io, const Rules& rules, const Rules::Profile& profile, std::string job_id,
+              int64_t deadline_ms)
+      : io_(io), rules_(rules), profile_(profile), job_id_(std::move(job_id)), acceptor_(io), deadline_(io) {
+    report_.profile = profile.policy.name;
+    deadline_.expires_at(std::chrono::steady_clock::time_point(std::chrono::milliseconds(deadline_ms)));
+  }
+
+  void serve(util::UniqueFd listener) override;
+  Report finish() override;
+
+  // The io thread's side.
+  void arm_deadline();
+  void accept_next();
+  void cut_all(const std::string& reason);
+  // How many of n bytes may still pass within the job's byte cap.
+  uint64_t charge(uint64_t n) {
+    const uint64_t take = std::min<uint64_t>(n, profile_.policy.max_bytes - bytes_);
+    bytes_ += take;
+    return take;
+  }
+  size_t open_slot() {
+    if (report_.connections.size() >= kLoggedConnectionsMax) {
+      ++report_.connections_not_listed;
+      return SIZE_MAX;
+    }
+    report_.connections.emplace_back();
+    return report_.connections.size() - 1;
+  }
+  Connection& slot(size_t i, Connection& scratch) { return i == SIZE_MAX ? scratch : report_.connections[i]; }
+
+  asio::io_context& io_;
+  const Rules& rules_;
+  const Rules::Profile& profile_;
+  const std::string job_id_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer deadline_;
+  std::vector<std::weak_ptr<Tunnel>> tunnels_;
+  Report report_;
+  uint64_t accepted_ = 0;
+  uint64_t bytes_ = 0;
+  bool finished_ = false;
+};
+
+class Tunnel : public std::enable_shared_from_this<Tunnel> {
+ public:
+  Tunnel(std::shared_ptr<SessionImpl> s, tcp::socket client)
+      : s_(std::move(s)), client_(std::move(client)), upstream_(s_->io_), resolver_(s_->io_), timer_(s_->io_),
+        slot_(s_->open_slot()) {}
+
+  void start() { read_head(); }
+
+  // Closes both sides; the record says why unless the tunnel had already ended.
+  void cut(const std::string& reason) { end("cut", reason); }
+
+ private:
+  Connection& rec() { return s_->slot(slot_, scratch_); }
+  const policy::NetworkProfile& profile() const { return s_->profile_.policy; }
+
+  void end(const char* verdict, const std::string& reason) {
+    if (!done_) {
+      done_ = true;
+      rec().verdict = verdict;
+      rec().reason = reason;
+    }
+    error_code ignored;
+    client_.close(ignored);
+    upstream_.close(ignored);
+    resolver_.cancel();
+    timer_.cancel();
+  }
+
+  // A response the program can print, then the connection is closed.
+  void answer(int status, const char* text, const char* verdict, const std::string& reason) {
+    if (done_) return;
+    done_ = true;
+    rec().verdict = verdict;
+    rec().reason = reason;
+    const std::string body = "throwbox proxy: " + reason + "\n";
+    out_ = "HTTP/1.1 " + std::to_string(status) + " " + text +
+           "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+    error_code ignored;
+    upstream_.close(ignored);
+    asio::async_write(client_, asio::buffer(out_), [self = shared_from_this()](error_code, size_t) {
+      error_code e;
+      self->client_.shutdown(tcp::socket::shutdown_both, e);
+      self->client_.close(e);
+    });
+  }
+  void refuse(const std::string& reason) { answer(403, "Forbidden", "refused", reason); }
+  void malformed(const std::string& reason) { answer(400, "Bad Request", "refused", reason); }
+  void failed(const std::string& reason) { answer(502, "Bad Gateway", "failed", reason); }
+
+  // 1. The request head, within kHeadTimeout and kHeadMaxBytes.
+  void read_head() {
+    parser_.header_limit(kHeadMaxBytes);
+    timer_.expires_after(kHeadTimeout);
+    timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec && !self->head_read_) self->end("refused", "no complete request within 10 s");
+    });
+    http::async_read_header(client_, head_buf_, parser_,
+                            [self = shared_from_this()](error_code ec, size_t) { self->on_head(ec); });
+  }
+
+  void on_head(error_code ec) {
+    head_read_ = true;
+    timer_.cancel();
+    if (done_) return;
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset)
+      return end("refused", "closed before a complete request");
+    if (ec) return malformed("malformed request: " + ec.message());
+    // 2. The destination: CONNECT host:port, or an absolute http:// URL.
+    auto& req = parser_.get();
+    const std::string target(req.target());
+    connect_ = req.method() == http::verb::connect;
+    util::Result<Authority> dest = util::make_error(util::ErrorCode::kInvalidArgument, "");
+    if (connect_) {
+      dest = parse_authority(target, std::nullopt);
+      if (!dest) return malformed("CONNECT " + quoted(target) + ": " + dest.error().message);
+    } else if (starts_with_nocase(target, "http://")) {
+      const std::string rest = target.substr(7);
+      const size_t end_of_authority = rest.find_first_of("/?#");
+      const std::string authority = rest.substr(0, end_of_authority);
+      origin_ = end_of_authority == std::string::npos ? "/" : rest.substr(end_of_authority);
+      if (size_t hash = origin_.find('#'); hash != std::string::npos) origin_.resize(hash);  // never sent
+      if (origin_.empty() || origin_[0] != '/') origin_ = "/" + origin_;
+      dest = parse_authority(authority, 80);
+      if (!dest) return malformed(quoted(target) + ": " + dest.error().message);
+    } else if (starts_with_nocase(target, "https://")) {
+      return malformed("https:// URLs go through CONNECT (set HTTPS_PROXY, not HTTP_PROXY, for them)");
+    } else {
+      return malformed("not a proxy request: send CONNECT host:port, or an absolute http:// URL");
+    }
+    dest_ = *dest;
+    rec().host = dest_.host;
+    rec().port = dest_.port;
+    // 3. The job's caps.
+    const policy::NetworkProfile& p = profile();
+    if (s_->accepted_ > p.max_connections)
+      return refuse("connection cap reached: profile " + p.name + " allows " + std::to_string(p.max_connections) +
+                    " connections per job");
+    if (s_->bytes_ >= p.max_bytes)
+      return refuse("byte cap reached: profile " + p.name + " allows " + std::to_string(p.max_bytes) + " bytes per job");
+    // 4. The profile.
+    if (!allows(s_->profile_.allow, dest_)) {
+      if (dest_.literal)
+        return refuse("address literal " + dest_.text() + " is not allowed by profile " + p.name +
+                      " (ask for a host name the profile lists)");
+      return refuse(dest_.text() + " is not allowed by profile " + p.name);
+    }
+    resolve();
+  }
+
+  // 5. Resolve: a literal is itself, network.hosts is fixed, else the host's resolver.
+  void resolve() {
+    if (dest_.literal) return check_and_connect({*parse_address(dest_.host)});
+    if (auto it = s_->rules_.hosts.find(dest_.host); it != s_->rules_.hosts.end())
+      return check_and_connect({it->second});
+    timer_.expires_after(kConnectTimeout);
+    timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec) self->resolver_.cancel();
+    });
+    resolver_.async_resolve(dest_.host, std::to_string(dest_.port), tcp::resolver::numeric_service,
+                            [self = shared_from_this()](error_code ec, tcp::resolver::results_type results) {
+                              self->timer_.cancel();
+                              if (self->done_) return;
+                              if (ec) return self->failed("cannot resolve " + self->dest_.host + ": " + ec.message());
+                              std::vector<Address> found;
+                              for (auto& r : results) {
+                                auto a = parse_address(r.endpoint().address().to_string());
+                                if (a) found.push_back(*a);
+                              }
+                              if (found.empty()) return self->failed("cannot resolve " + self->dest_.host);
+                              self->check_and_connect(found);
+                            });
+  }
+
+  // 6. Every address the name has must be reachable, or none is used: a name
+  // with a public and a private answer is refused whichever a client would pick.
+  void check_and_connect(const std::vector<Address>& found) {
+    std::vector<tcp::endpoint> endpoints;
+    for (const Address& raw : found) {
+      const Address a = raw.unmapped();
+      if (auto range = special_range(a)) {
+        bool listed = std::any_of(s_->rules_.allow_private.begin(), s_->rules_.allow_private.end(),
+                                  [&](const Cidr& c) { return c.contains(a); });
+        if (!listed) {
+          rec().address = a.text();
+          return refuse(dest_.host + " resolves to " + a.text() + ", in the " + *range +
+                        " range, which jobs may not reach");
+        }
+      }
+      endpoints.emplace_back(asio::ip::make_address(a.text()), dest_.port);
+    }
+    // 7. To the address checked: nothing resolves the name again.
+    timer_.expires_after(kConnectTimeout);
+    timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec && !self->connected_) {
+        error_code e;
+        self->upstream_.close(e);
+      }
+    });
+    asio::async_connect(upstream_, endpoints, [self = shared_from_this()](error_code ec, const tcp::endpoint& ep) {
+      self->connected_ = true;
+      self->timer_.cancel();
+      if (self->done_) return;
+      if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor)
+        return self->failed("connecting to " + self->dest_.text() + ": no answer within 10 s");
+      if (ec) return self->failed("connecting to " + self->dest_.text() + ": " + ec.message());
+      self->rec().address = ep.address().to_string();
+      self->on_connected();
+    });
+  }
+
+  // 8. CONNECT: say so, then bytes. Absolute-form: the head in origin form,
+  // Host the checked authority, proxy headers dropped, one request only.
+  void on_connected() {
+    if (connect_) {
+      out_ = "HTTP/1.1 200 Connection established\r\n\r\n";
+      asio::async_write(client_, asio::buffer(out_), [self = shared_from_this()](error_code ec, size_t) {
+        if (self->done_) return;
+        if (ec) return self->end("allowed", "");
+        self->send_leftover();
+      });
+      return;
+    }
+    auto& req = parser_.get();
+    req.target(origin_);
+    req.set(http::field::host, dest_.port == 80 ? (dest_.literal && dest_.host.find(':') != std::string::npos
+                                                       ? "[" + dest_.host + "]"
+                                                       : dest_.host)
+                                                : dest_.text());
+    req.erase(http::field::proxy_authorization);
+    req.erase("Proxy-Connection");
+    req.erase(http::field::keep_alive);
+    req.set(http::field::connection, "close");
+    std::ostringstream head;
+    head << req.base();
+    out_ = head.str();
+    forward_up(asio::buffer(out_), [](Tunnel& t) { t.send_leftover(); });
+  }
+
+  // Bytes of the job's to the destination, within the byte cap; then `next`.
+  template <class Next>
+  void forward_up(asio::const_buffer data, Next next) {
+    const uint64_t take = s_->charge(data.size());
+    rec().bytes_up += take;
+    asio::async_write(upstream_, asio::buffer(data.data(), take),
+                      [self = shared_from_this(), capped = take < data.size(), next](error_code ec, size_t) {
+                        if (self->done_) return;
+                        if (ec) return self->end("allowed", "");
+                        if (capped) return self->cut(self->byte_cap_reason());
+                        next(*self);
+                      });
+  }
+
+  std::string byte_cap_reason() const {
+    return "byte cap reached: profile " + profile().name + " allows " + std::to_string(profile().max_bytes) +
+           " bytes per job";
+  }
+
+  // What the client sent after the head (a TLS ClientHello, a body) goes first.
+  void send_leftover() {
+    if (head_buf_.size() == 0) return relay_both();
+    leftover_.assign(static_cast<const char*>(head_buf_.data().data()), head_buf_.size());
+    head_buf_.consume(head_buf_.size());
+    forward_up(asio::buffer(leftover_), [](Tunnel& t) { t.relay_both(); });
+  }
+
+  // 9. Both directions until each side has closed.
+  void relay_both() {
+    read_from(true);
+    read_from(false);
+  }
+
+  void read_from(bool up) {
+    tcp::socket& src = up ? client_ : upstream_;
+    auto& buf = up ? up_buf_ : down_buf_;
+    src.async_read_some(asio::buffer(buf), [self = shared_from_this(), up](error_code ec, size_t n) {
+      if (self->done_) return;
+      if (ec == asio::error::eof) return self->half_close(up);
+      if (ec) return self->end("allowed", "");
+      auto& data = up ? self->up_buf_ : self->down_buf_;
+      const uint64_t take = self->s_->charge(n);
+      (up ? self->rec().bytes_up : self->rec().bytes_down) += take;
+      tcp::socket& dst = up ? self->upstream_ : self->client_;
+      asio::async_write(dst, asio::buffer(data.data(), take),
+                        [self, up, capped = take < n](error_code wec, size_t) {
+                          if (self->done_) return;
+                          if (wec) return self->end("allowed", "");
+                          if (capped) return self->cut(self->byte_cap_reason());
+                          self->read_from(up);
+                        });
+    });
+  }
+
+  void half_close(bool up) {
+    error_code ignored;
+    (up ? upstream_ : client_).shutdown(tcp::socket::shutdown_send, ignored);
+    if (--open_directions_ == 0) end("allowed", "");
+  }
+
+  std::shared_ptr<SessionImpl> s_;
+  tcp::socket client_;
+  tcp::socket upstream_;
+  tcp::resolver resolver_;
+  asio::steady_timer timer_;
+  beast::flat_buffer head_buf_;
+  http::request_parser<http::empty_body> parser_;
+  std::string out_, leftover_, origin_;
+  Authority dest_;
+  std::array<char, kRelayChunkBytes> up_buf_{}, down_buf_{};
+  size_t slot_;
+  Connection scratch_;  // the record of a connection beyond the logged ones
+  bool connect_ = false;
+  bool head_read_ = false;
+  bool connected_ = false;
+  bool done_ = false;
+  int open_directions_ = 2;
+};
+
+void SessionImpl::serve(util::UniqueFd listener) {
+  asio::post(io_, [self = shared_from_this(), fd = listener.release()] {
+    if (self->finished_) {
+      ::close(fd);
+      return;
+    }
+    error_code ec;
+    self->acceptor_.assign(tcp::v4(), fd, ec);
+    if (ec) {
+      ::close(fd);
+      spdlog::error("job {}: proxy: cannot use the job's listener: {}", self->job_id_, ec.message());
+      return;
+    }
+    self->arm_deadline();
+    self->accept_next();
+  });
+}
+
+void SessionImpl::arm_deadline() {
+  deadline_.async_wait([self = shared_from_this()](error_code ec) {
+    if (ec || self->finished_) return;
+    error_code e;
+    self->acceptor_.close(e);
+    self->cut_all("the job's deadline passed");
+  });
+}
+
+void SessionImpl::accept_next() {
+  acceptor_.async_accept([self = shared_from_this()](error_code ec, tcp::socket sock) {
+    if (ec || self->finished_) return;
+    ++self->accepted_;
+    if (self->accepted_ > self->profile_.policy.max_connections + kRefusalsPastCapMax) {
+      error_code e;
+      self->acceptor_.close(e);  // connects are refused by the kernel from now on
+      sock.close(e);
+      return;
+    }
+    auto t = std::make_shared<Tunnel>(self, std::move(sock));
+    self->tunnels_.push_back(t);
+    t->start();
+    self->accept_next();
+  });
+}
+
+void SessionImpl::cut_all(const std::string& reason) {
+  for (auto& weak : tunnels_)
+    if (auto t = weak.lock()) t->cut(reason);
+}
+
+Report SessionImpl::finish() {
+  auto done = std::make_shared<std::promise<Report>>();
+  std::future<Report> report = done->get_future();
+  asio::post(io_, [self = shared_from_this(), done] {
+    self->finished_ = true;
+    error_code e;
+    self->acceptor_.close(e);
+    self->deadline_.cancel();
+    self->cut_all("the job ended");
+    done->set_value(self->report_);
+  });
+  // The io thread answers at once unless the server is stopping.
+  if (report.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    spdlog::error("job {}: proxy did not report the job's connections", job_id_);
+    Report r;
+    r.profile = profile_.policy.name;
+    return r;
+  }
+  return report.get();
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Report& report) {
+  nlohmann::json list = nlohmann::json::array();
+  for (auto& c : report.connections)
+    list.push_back({{"host", c.host}, {"port", c.port}, {"address", c.address}, {"bytes_up", c.bytes_up},
+                    {"bytes_down", c.bytes_down}, {"verdict", c.verdict}, {"reason", c.reason}});
+  return {{"profile", report.profile}, {"connections", list},
+          {"connections_not_listed", report.connections_not_listed}};
+}
+
+Report report_from_json(const nlohmann::json& j) {
+  Report r;
+  if (!j.is_object()) return r;
+  r.profile = j.value("profile", "");
+  r.connections_not_listed = j.value("connections_not_listed", uint64_t{0});
+  for (auto& c : j.value("connections", nlohmann::json::array()))
+    r.connections.push_back({c.value("host", ""), c.value("port", uint16_t{0}), c.value("address", ""),
+                             c.value("bytes_up", uint64_t{0}), c.value("bytes_down", uint64_t{0}),
+                             c.value("verdict", ""), c.value("reason", "")});
+  return r;
+}
+
+struct Proxy::Impl {
+  Rules rules;
+  asio::io_context io{1};
+  asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
+  std::thread thread;
+};
+
+util::Result<std::unique_ptr<Proxy>> Proxy::start(const policy::Network& policy) {
+  auto impl = std::make_unique<Impl>();
+  for (auto& [name, address] : policy.hosts) {
+    auto a = parse_address(address);
+    if (!a) return util::make_error(util::ErrorCode::kPolicy, "network.hosts." + name + ": not an address");
+    impl->rules.hosts[name] = *a;
+  }
+  for (auto& c : policy.allow_private) {
+    auto cidr = parse_cidr(c);
+    if (!cidr) return util::make_error(util::ErrorCode::kPolicy, "network.allow_private: " + cidr.error().message);
+    impl->rules.allow_private.push_back(*cidr);
+  }
+  for (auto& [name, p] : policy.profiles) {
+    Rules::Profile profile{p, {}};
+    for (auto& entry : p.allow) {
+      auto rule = parse_allow(entry);
+      if (!rule) return util::make_error(util::ErrorCode::kPolicy, "network.profiles." + name + ".allow: " + rule.error().message);
+      profile.allow.push_back(*rule);
+    }
+    impl->rules.profiles[name] = std::move(profile);
+  }
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] {
+    for (;;) {
+      try {
+        raw->io.run();
+        return;
+      } catch (const std::exception& e) {
+        spdlog::error("proxy: {}", e.what());  // one tunnel's failure; the others go on
+      }
+    }
+  });
+  return std::unique_ptr<Proxy>(new Proxy(std::move(impl)));
+}
+
+Proxy::Proxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Proxy::~Proxy() {
+  impl_->work.reset();
+  impl_->io.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+util::Result<std::shared_ptr<Session>> Proxy::open(const std::string& job_id, const std::string& profile,
+                                                   int64_t deadline_ms) {
+  auto it = impl_->rules.profiles.find(profile);
+  if (it == impl_->rules.profiles.end())
+    return util::make_error(util::ErrorCode::kInvalidArgument, "network: no profile \"" + profile + "\"");
+  return std::shared_ptr<Session>(std::make_shared<SessionImpl>(impl_->io, impl_->rules, it->second, job_id, deadline_ms));
+}
+
+}  // namespace network

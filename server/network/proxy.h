@@ -1,0 +1,78 @@
+// The egress proxy: one per server, on one thread of its own (Boost.Asio),
+// shared by every job with a network profile and accounting per job. A job's
+// listener is made inside its network namespace by the sandbox's pid 1 and
+// handed over (SCM_RIGHTS); the proxy accepts on it, so only the job's own
+// processes can reach it, and every connection it accepts is that job's.
+//
+// It speaks HTTP CONNECT and absolute-form http:// requests (Boost.Beast's
+// parser reads the request head), checks host and port against the job's
+// profile, resolves the name itself (network.hosts, else the host's
+// resolver), refuses any resolved address in a special-purpose range that
+// network.allow_private does not name, connects to the very address it
+// checked, and relays within the profile's connection and byte caps and the
+// job's deadline. Payload is never logged or kept: only the per-connection
+// record below.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/network/address.h"
+#include "server/policy/policy.h"
+#include "server/util/fd.h"
+#include "server/util/result.h"
+
+namespace network {
+
+// One connection a job made to the proxy.
+struct Connection {
+  std::string host;
+  uint16_t port = 0;
+  std::string address;      // what the proxy connected to; "" when refused before resolving
+  uint64_t bytes_up = 0;    // job -> destination
+  uint64_t bytes_down = 0;  // destination -> job
+  std::string verdict;      // allowed | refused | failed | cut
+  std::string reason;       // "" for allowed
+};
+
+struct Report {
+  std::string profile;
+  std::vector<Connection> connections;  // the first kLoggedConnectionsMax, in order
+  uint64_t connections_not_listed = 0;  // beyond them
+};
+nlohmann::json to_json(const Report& report);
+Report report_from_json(const nlohmann::json& j);
+
+constexpr size_t kLoggedConnectionsMax = 256;
+
+// A job's share of the proxy. serve and finish are thread-safe.
+class Session {
+ public:
+  virtual ~Session() = default;
+  // Accept on the job's listener from now on (the proxy owns the descriptor).
+  virtual void serve(util::UniqueFd listener) = 0;
+  // The job ended: close the listener and every tunnel; the job's record.
+  virtual Report finish() = 0;
+};
+
+class Proxy {
+ public:
+  static util::Result<std::unique_ptr<Proxy>> start(const policy::Network& policy);
+  ~Proxy();
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+  // deadline_ms (CLOCK_MONOTONIC): every tunnel is cut then, whatever the job does.
+  util::Result<std::shared_ptr<Session>> open(const std::string& job_id, const std::string& profile,
+                                              int64_t deadline_ms);
+
+ private:
+  struct Impl;
+  explicit Proxy(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace network

@@ -111,7 +111,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
  public:
   Tunnel(std::shared_ptr<SessionImpl> s, tcp::socket client)
       : s_(std::move(s)), client_(std::move(client)), upstream_(s_->io_), resolver_(s_->io_), timer_(s_->io_),
-        slot_(s_->open_slot()) {}
+        slot_(s_->open_slot()), ordinal_(s_->accepted_) {}
 
   void start() { read_head(); }
 
@@ -202,7 +202,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
     rec().port = dest_.port;
     // 3. The job's caps.
     const policy::NetworkProfile& p = profile();
-    if (s_->accepted_ > p.max_connections)
+    if (ordinal_ > p.max_connections)
       return refuse("connection cap reached: profile " + p.name + " allows " + std::to_string(p.max_connections) +
                     " connections per job");
     if (s_->bytes_ >= p.max_bytes)
@@ -377,6 +377,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
   Authority dest_;
   std::array<char, kRelayChunkBytes> up_buf_{}, down_buf_{};
   size_t slot_;
+  const uint64_t ordinal_;  // this connection's number in the job, counted at accept
   Connection scratch_;  // the record of a connection beyond the logged ones
   bool connect_ = false;
   bool head_read_ = false;

@@ -148,7 +148,13 @@ std::string instructions_text(const policy::Policy& p) {
          "(it appears read-only at /inputs/<name>), then run_code with a runtime (" + runtimes +
          "), the full program and the input_ids. Write result files to /outputs/ (they come back as "
          "artifacts with a verdict; read them with fetch_artifact); /work (the working directory) and "
-         "/tmp are scratch and vanish after the call. There is no network and no secret in the box; "
+         "/tmp are scratch and vanish after the call. " +
+         (p.network.profiles.empty()
+              ? std::string("There is no network and no secret in the box; ")
+              : std::string("There is no secret in the box, and no network unless run_code's network names a "
+                            "profile: then the program reaches only what the profile lists, through the proxy in "
+                            "HTTP_PROXY/HTTPS_PROXY (no DNS; a refused request gets HTTP 403 saying why). Ask for "
+                            "it only when the task needs to fetch something; ")) +
          "nothing persists between calls, so each program must be complete. Limits: timeout " +
          std::to_string(static_cast<int>(l.timeout_s_default)) + " s by default, " +
          std::to_string(static_cast<int>(l.timeout_s_max)) + " s at most; stdout and stderr are cut at " +

@@ -154,6 +154,11 @@ case $host in
         node "integration/$t.test.mjs"
     done
     check_leftovers "root http"
+    # Egress by policy (issue 18) against the fake internet in two network
+    # namespaces: the server as root (pool on and off) and as throwbox-test.
+    run_test "$host root integration.network_egress" 300 "${root_env[@]}" THROWBOX_POLICY="$repo/policies/default.json" \
+      node "integration/network_egress.test.mjs"
+    check_leftovers "root network"
     # shellcheck source=tests/hostmatrix/vm/guest_users.sh
     source "$TB_VM_USERS"
     login=$(tb_user_login_scope "$user")
@@ -177,6 +182,9 @@ case $host in
   v1)
     mode_root v1 10
     check_leftovers root
+    run_test "$host root integration.network_egress" 300 "${root_env[@]}" THROWBOX_POLICY="$repo/policies/default.json" \
+      node "integration/network_egress.test.mjs"
+    check_leftovers "root network"
     # systemd delegates no v1 controller to a normal user: rlimits only, said loudly.
     mode_user "user" none 10 "doctor" "memory_bomb user_counts zz_leftovers"
     check_leftovers user

@@ -55,7 +55,8 @@ resolve_pkgs() {
 }
 resolve_pkgs || { apt_update; resolve_pkgs; } || die "apt-cache cannot resolve linux-image-amd64 / busybox-static"
 
-mods=(virtio_pci 9pnet_virtio 9p overlay virtio_console)
+# veth: integration.network_egress's fake internet (a pair between two network namespaces)
+mods=(virtio_pci 9pnet_virtio 9p overlay virtio_console veth)
 # the stamp also covers the guest's stage-1 init and the module list, so
 # editing either rebuilds the initramfs
 key="$kpkg=$kpkgver busybox-static=$bbver init=$(sha256sum <"$here/init.sh" | cut -c1-16) mods=${mods[*]}"

@@ -42,7 +42,10 @@ const PROFILES = {
   },
   pypi: { allow: ['pypi.test:443'], max_connections: 64, max_bytes: 8 * 1024 * 1024 },
   tiny: { allow: ['data.test:80'], max_connections: 2, max_bytes: 4096 },
+  flood: { allow: ['data.test:80'], max_connections: 4, max_bytes: 1024 * 1024 },
 };
+// The proxy closes a job's listener this many connections past its cap (proxy.cpp).
+const REFUSALS_PAST_CAP = 64;
 // Names the profiles do not allow resolve too (other.test, x.data.test): a
 // refusal of them is the name check's, not a failed resolution.
 const HOSTS = {
@@ -203,11 +206,12 @@ function checkEntries(sc) {
   for (const c of sc.network.connections) {
     const show = JSON.stringify(c);
     assert.equal(typeof c.host, 'string', show);
-    assert.ok(Number.isInteger(c.port) && c.port > 0, show);
+    // A connection that never sent a readable request has no destination.
+    assert.ok(Number.isInteger(c.port) && (c.port > 0 || (c.host === '' && c.verdict === 'refused')), show);
     assert.equal(typeof c.address, 'string', show);
     assert.ok(Number.isInteger(c.bytes_up) && c.bytes_up >= 0, show);
     assert.ok(Number.isInteger(c.bytes_down) && c.bytes_down >= 0, show);
-    assert.ok(['allowed', 'refused', 'cut'].includes(c.verdict), show);
+    assert.ok(['allowed', 'refused', 'failed', 'cut'].includes(c.verdict), show);
     assert.equal(typeof c.reason, 'string', show);
     if (c.verdict !== 'allowed') assert.ok(c.reason.trim().length > 0, `a ${c.verdict} connection says why: ${show}`);
   }
@@ -487,6 +491,66 @@ emit({"dns": dns, "nameservers": nameservers,
       }
       const events = inet.events(mark);
       assert.deepEqual(ts.map((t) => requestsWith(events, t).length), [1, 1, 0, 0]);
+    });
+
+    it('a flood of connections and bad requests: the cap holds, the listener closes, the server goes on', async () => {
+      // The cold root server also holds one connection silent past the
+      // proxy's 10 s for a request head; the other modes skip that wait.
+      const silent = mode.key === 'cold';
+      const sc = await py('flood', `
+oversized = exchange(b"GET http://data.test/hello HTTP/1.1\\r\\nHost: data.test\\r\\nX-Pad: " + b"a" * 20000 + b"\\r\\n\\r\\n")
+not_proxy = exchange(b"GET /hello HTTP/1.1\\r\\nHost: data.test\\r\\nConnection: close\\r\\n\\r\\n")
+held, refused, other = [], 0, []
+for i in range(300):
+    s = socket.socket()
+    s.settimeout(5)
+    try:
+        s.connect(proxy())
+        held.append(s)
+    except ConnectionRefusedError:
+        refused += 1
+        s.close()
+    except OSError as e:
+        other.append(e.errno)
+        s.close()
+waited = None
+if ${silent ? 'True' : 'False'} and held:
+    t0 = time.monotonic()
+    held[0].settimeout(30)
+    try:
+        got = held[0].recv(100)
+    except OSError as e:
+        got = repr(e).encode()
+    waited = {"seconds": time.monotonic() - t0, "got": got.decode("utf-8", "replace")}
+emit({"oversized": oversized, "not_proxy": not_proxy, "held": len(held), "refused": refused, "other": other, "waited": waited})
+`, { args: { timeout_s: 40 } });
+      const got = lastJson(sc);
+      assert.equal(got.oversized.status, 400, `a 20 KB request head: ${JSON.stringify(got.oversized)}`);
+      assert.equal(got.not_proxy.status, 400, `an origin-form request: ${JSON.stringify(got.not_proxy)}`);
+      assert.match(got.not_proxy.body, /not a proxy request/);
+      // Accepted: the cap and REFUSALS_PAST_CAP more; then the kernel refuses
+      // (a few more may have been queued in the listen backlog when it closed).
+      const accepted = PROFILES.flood.max_connections + REFUSALS_PAST_CAP;
+      assert.ok(got.refused > 0, `connects were refused once the listener closed: ${JSON.stringify(got)}`);
+      assert.ok(got.held + got.refused + got.other.length === 300, JSON.stringify(got));
+      assert.ok(got.held <= accepted + 64, `at most the accepted and a backlog's worth connected: ${JSON.stringify(got)}`);
+      const conns = sc.network.connections;
+      assert.equal(conns.length, accepted, `every accepted connection is listed, none beyond: ${conns.length}`);
+      assert.equal(sc.network.connections_not_listed, 0);
+      assert.equal(conns[0].verdict, 'refused');
+      assert.match(conns[0].reason, /malformed request/, JSON.stringify(conns[0]));
+      assert.equal(conns[1].verdict, 'refused');
+      assert.match(conns[1].reason, /not a proxy request/, JSON.stringify(conns[1]));
+      for (const c of conns) assert.equal(c.bytes_up + c.bytes_down, 0, `nothing was proxied: ${JSON.stringify(c)}`);
+      if (silent) {
+        // Closed without an answer after the proxy's 10 s for a request head.
+        assert.equal(got.waited.got, '', JSON.stringify(got.waited));
+        assert.ok(got.waited.seconds > 8 && got.waited.seconds < scaled(20), JSON.stringify(got.waited));
+        assert.ok(conns.some((c) => /no complete request within 10 s/.test(c.reason)), JSON.stringify(conns.slice(0, 6)));
+      }
+      // The server goes on: the next job of the same profile gets through.
+      const after = lastJson(await py('flood', 'emit(get("http://data.test/hello"))'));
+      assert.equal(after.status, 200, JSON.stringify(after));
     });
 
     it('connections still open at the deadline are cut, and closed at the server', async () => {

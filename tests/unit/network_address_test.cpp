@@ -19,6 +19,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/broker/job_spec.h"
@@ -162,6 +163,17 @@ TEST_CASE("parse_address: strict dotted quads and IPv6, nothing inet_aton would 
   for (const char* bad : {"127.1", "0x7f.0.0.1", "2130706433", "1.2.3.4.5", "", "010.0.0.1", "1.2.3.256", " 1.2.3.4",
                           "1.2.3.4 ", "[::1]", "fe80::1%eth0", "::g", "1.2.3.4/32"})
     CHECK_MESSAGE(!network::parse_address(bad).has_value(), "accepted \"", bad, "\"");
+}
+
+TEST_CASE("parse_address: a NUL inside the text is no address (inet_pton stops reading at it)") {
+  using namespace std::string_view_literals;
+  CHECK_FALSE(network::parse_address("1.2.3.4\0evil.example"sv).has_value());
+  CHECK_FALSE(network::parse_address("::\0" "7\x04" "ffff:169.254.169.254"sv).has_value());  // the fuzzer's finding
+  CHECK_FALSE(network::parse_address("::1\0"sv).has_value());
+  CHECK_FALSE(network::parse_authority("127.0.0.1\0.evil.example:80"sv, std::nullopt).ok());
+  CHECK_FALSE(network::parse_authority("[::1\0.evil.example]:80"sv, std::nullopt).ok());
+  CHECK_FALSE(network::parse_cidr("10.0.0.0\0junk/8"sv).ok());
+  CHECK_FALSE(network::parse_allow("198.51.100.7\0x:80"sv).ok());
 }
 
 TEST_CASE("Address::text is canonical; an IPv4-mapped address stays IPv6 until unmapped()") {

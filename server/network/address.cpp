@@ -121,6 +121,8 @@ Address Address::unmapped() const {
 }
 
 std::optional<Address> parse_address(std::string_view text) {
+  // inet_pton reads a C string: "1.2.3.4\0anything" would pass as 1.2.3.4.
+  if (text.find('\0') != std::string_view::npos) return std::nullopt;
   std::string s(text);
   Address a;
   if (::inet_pton(AF_INET, s.c_str(), a.bytes.data()) == 1) return a;

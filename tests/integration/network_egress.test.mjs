@@ -35,9 +35,12 @@ const ERRNO = { ENETUNREACH: 101, ECONNREFUSED: 111 };
 const PROXY_VARS = ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy', 'ALL_PROXY'];
 const TEST_USER = 'throwbox-test';
 // The deadline case's timeout_s: 3 s here, more in a slow guest (the host
-// matrix), where starting python and a TLS handshake alone take seconds;
-// within the bundled policy's 60 s.
-const DEADLINE_S = Math.min(55, Math.ceil(3 * SLOWDOWN));
+// matrix), where starting python and a TLS handshake alone take seconds.
+const DEADLINE_S = Math.ceil(3 * SLOWDOWN);
+// Every other job's timeout_s (pip alone takes many seconds in a slow guest),
+// and the test policy's ceiling above both.
+const JOB_TIMEOUT_S = Math.ceil(20 * SLOWDOWN);
+const TIMEOUT_MAX_S = Math.max(60, Math.ceil(50 * SLOWDOWN));
 
 const PROFILES = {
   web: {
@@ -63,6 +66,7 @@ const HOSTS = {
 function writePolicy(mode) {
   const doc = JSON.parse(fs.readFileSync(process.env.THROWBOX_POLICY ?? path.join(REPO_ROOT, 'policies/default.json'), 'utf8'));
   doc.pool = { ...doc.pool, ...mode.pool };
+  doc.limits = { ...doc.limits, timeout_s: { default: 10, max: TIMEOUT_MAX_S } };
   doc.sandbox = { ...doc.sandbox, uid_range: { first: 1879048192 + 65536, count: 4096 } };
   doc.network = { profiles: PROFILES, hosts: HOSTS, allow_private: ['198.18.0.0/15'] };
   const file = path.join(work, `policy-${mode.key}.json`);
@@ -284,7 +288,7 @@ for (const mode of MODES) {
     // mode's start (bash is never pooled), and a network section exactly
     // when the job had a profile.
     async function job(args, { status = 'completed' } = {}) {
-      const r = await runCode(conn.client, { timeout_s: 20, input_ids: [ca.input_id], ...args },
+      const r = await runCode(conn.client, { timeout_s: JOB_TIMEOUT_S, input_ids: [ca.input_id], ...args },
         { timeout: REQUEST_TIMEOUT_MS + scaled(60_000) });
       assert.ok(!r.isError, `run_code isError: ${textOf(r)}`);
       const sc = r.structuredContent;
@@ -373,7 +377,7 @@ emit({"env": {k: os.environ.get(k) for k in ${JSON.stringify(PROXY_VARS)}},
     it('pip installs a wheel from the package index and the job imports it', async (t) => {
       if (!hasHostPip) return skipCase(t, 'the host has no `/usr/bin/python3 -m pip` (python3-pip)');
       const mark = inet.mark();
-      const sc = await job({ runtime: 'bash', network: 'pypi', timeout_s: 50, code: [
+      const sc = await job({ runtime: 'bash', network: 'pypi', timeout_s: Math.ceil(50 * SLOWDOWN), code: [
         '/usr/bin/python3 -m pip install --no-cache-dir --disable-pip-version-check --no-input --retries 0 --timeout 20 \\',
         `  --target /work/pkgs --index-url https://pypi.test/simple/ --cert /inputs/ca.pem ${WHEEL_PROJECT} >&2`,
         `echo "token=$(PYTHONPATH=/work/pkgs /usr/bin/python3 -c 'import ${WHEEL_PROJECT}; print(${WHEEL_PROJECT}.TOKEN)')"`,
@@ -527,7 +531,7 @@ if ${silent ? 'True' : 'False'} and held:
         got = repr(e).encode()
     waited = {"seconds": time.monotonic() - t0, "got": got.decode("utf-8", "replace")}
 emit({"oversized": oversized, "not_proxy": not_proxy, "held": len(held), "refused": refused, "other": other, "waited": waited})
-`, { args: { timeout_s: 40 } });
+`, { args: { timeout_s: Math.ceil(40 * SLOWDOWN) } });
       const got = lastJson(sc);
       assert.equal(got.oversized.status, 400, `a 20 KB request head: ${JSON.stringify(got.oversized)}`);
       assert.equal(got.not_proxy.status, 400, `an origin-form request: ${JSON.stringify(got.not_proxy)}`);

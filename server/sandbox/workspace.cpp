@@ -58,6 +58,27 @@ class CreateScope {
   std::optional<AsSandboxUser> as_;
 };
 
+// A source entry's mode, put back when the copy is done with it (unlock).
+class Unlocked {
+ public:
+  Unlocked() = default;
+  Unlocked(const Unlocked&) = delete;
+  Unlocked& operator=(const Unlocked&) = delete;
+  ~Unlocked() {
+    if (fd_.valid()) (void)::chmod(via_.c_str(), mode_);  // at worst the source keeps u+r
+  }
+  void hold(util::UniqueFd fd, std::string via, mode_t mode) {
+    fd_ = std::move(fd);
+    via_ = std::move(via);
+    mode_ = mode;
+  }
+
+ private:
+  util::UniqueFd fd_;
+  std::string via_;
+  mode_t mode_ = 0;
+};
+
 struct Walker {
   const TreeRules& rules;
   Tally tally;
@@ -104,13 +125,34 @@ struct Walker {
     return util::ok_status();
   }
 
+  // TreeRules::unlock_unreadable: the entry's mode with `need` added, through
+  // an O_PATH descriptor re-checked against the fstatat (a link put in the
+  // entry's place is never chmod'ed), until the Unlocked goes out of scope.
+  util::Status unlock(int src, const char* leaf, const std::string& rel, const struct stat& st, mode_t need,
+                      Unlocked& unlocked) {
+    if (!rules.unlock_unreadable || (st.st_mode & need) == need) return util::ok_status();
+    util::UniqueFd path(open_beneath(src, leaf, O_PATH, RESOLVE_NO_XDEV));
+    if (!path.valid()) return src_error("openat2", rel, errno);
+    struct stat fst {};
+    if (::fstat(path.get(), &fst) != 0) return src_error("fstat", rel, errno);
+    if (fst.st_ino != st.st_ino || fst.st_dev != st.st_dev || (fst.st_mode & S_IFMT) != (st.st_mode & S_IFMT))
+      return changed(rel);
+    std::string via = "/proc/self/fd/" + std::to_string(path.get());
+    if (::chmod(via.c_str(), (fst.st_mode & 07777) | need) != 0) return src_error("chmod", rel, errno);
+    unlocked.hold(std::move(path), std::move(via), fst.st_mode & 07777);
+    return util::ok_status();
+  }
+
   util::Status copy_file(int src, int dst, const char* leaf, const std::string& rel, const struct stat& st) {
+    Unlocked unlocked;
+    if (auto s = unlock(src, leaf, rel, st, S_IRUSR, unlocked); !s) return s;
     // O_NONBLOCK: an entry swapped for a FIFO since the fstatat must not block the open.
     util::UniqueFd in(open_beneath(src, leaf, O_RDONLY | O_NONBLOCK | O_NOCTTY, RESOLVE_NO_XDEV));
     if (!in.valid()) return src_error("openat2", rel, errno);
     struct stat fst {};
     if (::fstat(in.get(), &fst) != 0) return src_error("fstat", rel, errno);
     if (!S_ISREG(fst.st_mode) || fst.st_ino != st.st_ino || fst.st_dev != st.st_dev) return changed(rel);
+    fst.st_mode = st.st_mode;  // as it was, before any unlock
     const uint64_t size = static_cast<uint64_t>(fst.st_size);
     if (size > rules.bytes_max - tally.bytes)
       return util::make_error(util::ErrorCode::kTooLarge, src_name(rel) + ": the files reach more than " +
@@ -157,12 +199,15 @@ struct Walker {
     if (depth + 1 > rules.depth_max)
       return util::make_error(util::ErrorCode::kTooLarge, src_name(rel) + ": directories nested deeper than " +
                                                               std::to_string(rules.depth_max));
+    Unlocked unlocked;  // for the whole walk below it: its entries are reached through it
+    if (auto s = unlock(src, leaf, rel, st, S_IRUSR | S_IXUSR, unlocked); !s) return s;
     // Not across a mount: the tree is one filesystem on either side.
     util::UniqueFd sub_src(open_beneath(src, leaf, O_RDONLY | O_DIRECTORY, RESOLVE_NO_XDEV));
     if (!sub_src.valid()) return src_error("openat2", rel, errno);
     struct stat fst {};
     if (::fstat(sub_src.get(), &fst) != 0) return src_error("fstat", rel, errno);
     if (fst.st_ino != st.st_ino || fst.st_dev != st.st_dev) return changed(rel);
+    fst.st_mode = st.st_mode;  // as it was, before any unlock
     util::UniqueFd sub_dst;
     {
       // 0700 while it is filled: the creating identity must be able to write into it.
@@ -246,14 +291,26 @@ int remove_contents(int dir_fd) {
   return first_error;
 }
 
-// The sandbox's /work, opened beneath its root (/work is a mount of its own: no RESOLVE_NO_XDEV).
+// The sandbox's /work, opened (O_PATH) beneath its root (/work is a mount of
+// its own: no RESOLVE_NO_XDEV).
 util::Result<util::UniqueFd> open_sandbox_work(pid_t init_pid) {
   const std::string root_path = "/proc/" + std::to_string(init_pid) + "/root";
   util::UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("open", root_path, errno));
-  util::UniqueFd work(open_beneath(root.get(), "work", O_RDONLY | O_DIRECTORY, 0));
+  util::UniqueFd work(open_beneath(root.get(), "work", O_PATH | O_DIRECTORY, 0));
   if (!work.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("openat2", "/work", errno));
   return work;
+}
+
+// Copy-out: /work itself made unreadable by the job (TreeRules::unlock_unreadable).
+util::Status unlock_work(int work) {
+  struct stat st {};
+  if (::fstat(work, &st) != 0) return util::make_error(util::ErrorCode::kIo, util::call_error("fstat", "/work", errno));
+  if ((st.st_mode & 0500) == 0500) return util::ok_status();
+  const std::string via = "/proc/self/fd/" + std::to_string(work);
+  if (::chmod(via.c_str(), (st.st_mode & 0777) | 0500) != 0)
+    return util::make_error(util::ErrorCode::kIo, util::call_error("chmod", "/work", errno));
+  return util::ok_status();
 }
 
 }  // namespace
@@ -303,6 +360,7 @@ util::Status copy_in(pid_t init_pid, const LaunchSpec& spec, const std::string& 
   TreeRules rules;
   rules.special = Special::refuse;
   rules.create_as = CreateAs{spec.host_uid, spec.host_gid};
+  rules.unlock_unreadable = true;
   rules.skip = spec.code_path.substr(sizeof "/work/" - 1);  // the job's code wins
   rules.src_label = "workspace_in";
   rules.dst_label = "/work";
@@ -327,12 +385,17 @@ Report copy_out(pid_t init_pid, const LaunchSpec& spec) {
     return r;
   }
   r.full = nearly_full(fs);
+  if (auto u = unlock_work(work->get()); !u) {
+    r.error = u.error().message;
+    return r;
+  }
   TreeRules rules;
   rules.special = Special::skip;
   // The server's user walks and removes the host copy (a normal user has no
   // CAP_DAC_OVERRIDE): every directory keeps u+rwx there.
   rules.dir_mode_add = 0700;
   rules.bytes_max = static_cast<uint64_t>(fs.f_blocks) * static_cast<uint64_t>(fs.f_bsize);
+  rules.unlock_unreadable = true;
   rules.src_label = "/work";
   rules.dst_label = "workspace_out";
   auto saved = save_tree(work->get(), spec.workspace_out, rules);

@@ -44,6 +44,11 @@ struct TreeRules {
   std::string skip;                     // a path relative to the top that is not copied (the code file)
   std::string src_label, dst_label;     // how messages name the two tops: "/work", "workspace_out"
   std::string nospace_note;             // appended to an ENOSPC or EDQUOT in the destination
+  // An entry of the source its owner cannot read (a job's chmod 0) gets u+r,
+  // a directory u+rx, while it is read, and its mode back after: a runner
+  // without CAP_DAC_OVERRIDE (a normal user's server, sharing the sandbox's
+  // uid) still reads it, both ways. The copy has the mode the entry had.
+  bool unlock_unreadable = false;
 };
 
 struct Tally {

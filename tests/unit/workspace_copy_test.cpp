@@ -422,3 +422,40 @@ TEST_CASE("nearly_full: under 64 KiB or 1% free, or no inode free") {
   st.f_bavail = 17;  // 68 KiB
   CHECK_FALSE(ws::nearly_full(st));
 }
+
+TEST_CASE("unlock_unreadable: what its owner cannot read is read all the same, the copy and the source keep their mode") {
+  Fixture f;
+  Fixture::write(f.src + "/locked", "x");
+  REQUIRE(::chmod((f.src + "/locked").c_str(), 0) == 0);
+  REQUIRE(::mkdir((f.src + "/closed").c_str(), 0700) == 0);
+  Fixture::write(f.src + "/closed/f", "y");
+  REQUIRE(::chmod((f.src + "/closed").c_str(), 0) == 0);
+  ws::TreeRules rules = host_rules();
+  rules.dir_mode_add = 0700;
+  if (::geteuid() != 0) {
+    // Without the rule a runner that is not root cannot read them.
+    auto denied = save(f.src, f.saved, rules);
+    REQUIRE_FALSE(denied.ok());
+    CHECK(contains(denied.error().message, "EACCES"));
+    CHECK_FALSE(exists(f.saved));
+  }
+  rules.unlock_unreadable = true;
+  auto r = save(f.src, f.saved, rules);
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK(r->entries == 3);
+  CHECK((lstat_of(f.saved + "/locked").st_mode & 07777) == 0);
+  CHECK(lstat_of(f.saved + "/locked").st_size == 1);
+  CHECK((lstat_of(f.saved + "/closed").st_mode & 07777) == 0700);
+  CHECK(read_all(f.saved + "/closed/f") == "y");
+  // The source is as it was.
+  CHECK((lstat_of(f.src + "/locked").st_mode & 07777) == 0);
+  CHECK((lstat_of(f.src + "/closed").st_mode & 07777) == 0);
+
+  // And back (copy-in): the host copy's 0000 file, read by its owner.
+  ws::TreeRules in_rules = host_rules(ws::Special::refuse);
+  in_rules.unlock_unreadable = true;
+  auto back = copy(f.saved, f.dst, in_rules);
+  REQUIRE_MESSAGE(back.ok(), back.error().message);
+  CHECK((lstat_of(f.dst + "/locked").st_mode & 07777) == 0);
+  CHECK((lstat_of(f.saved + "/locked").st_mode & 07777) == 0);
+}

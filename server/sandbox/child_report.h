@@ -18,6 +18,10 @@ constexpr char kMsgClaimNetwork = 'N';  // the same, for a job with a network pr
 // A job with a network profile (spec.network, or kMsgClaimNetwork): the
 // proxy listener pid 1 made in the job's network namespace, as SCM_RIGHTS.
 constexpr char kMsgListener = 'L';  // child -> parent
+// A workspace job: the runner copies the workspace into /work through
+// /proc/<pid 1>/root before the program may start (workspace.h).
+constexpr char kMsgWorkspace = 'P';  // parent -> child (warm): a claim with a workspace: give /work its size
+constexpr char kMsgWorkReady = 'B';  // child -> parent: /work is ready for the copy (cold: pivoted; warm: resized)
 
 struct ExitReport {
   int wait_status;          // of the program (waitpid)

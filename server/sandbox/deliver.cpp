@@ -3,9 +3,6 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <signal.h>
-#include <sys/fsuid.h>
-#include <sys/prctl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -15,6 +12,8 @@
 #include <set>
 #include <string>
 
+#include "server/sandbox/fs_identity.h"
+#include "server/sandbox/workspace.h"
 #include "server/util/fd.h"
 #include "server/util/text.h"
 
@@ -33,24 +32,6 @@ int create_beneath(int dirfd, const std::string& rel, mode_t mode) {
     return static_cast<int>(fd);
   }
 }
-
-// The file-system identity of the sandbox user for the scope of one write.
-// Files created in the sandbox's tmpfs need an owner mapped in its user
-// namespace; as root this also drops CAP_DAC_OVERRIDE for the write.
-// A change of fsuid/fsgid clears PR_SET_PDEATHSIG (prctl(2)): it is set again
-// afterwards, or a runner would outlive a killed server (and its sandbox too).
-class AsSandboxUser {
- public:
-  AsSandboxUser(uid_t uid, gid_t gid) : old_uid_(::setfsuid(uid)), old_gid_(::setfsgid(gid)) {}
-  ~AsSandboxUser() {
-    ::setfsgid(old_gid_);
-    ::setfsuid(old_uid_);
-    (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-  }
-
- private:
-  int old_uid_, old_gid_;
-};
 
 util::Status copy_input(int root, const LaunchSpec& spec, const InputBind& in, uint64_t& total) {
   if (const char* why = util::file_name_problem(in.name))
@@ -91,6 +72,11 @@ util::Status claim_files(pid_t init_pid, const LaunchSpec& spec, const Claim& cl
     if (!names.insert(in.name).second)
       return util::make_error(util::ErrorCode::kSandbox, "two inputs are both named \"" + in.name + "\"");
     if (auto s = copy_input(root.get(), spec, in, total); !s) return s;
+  }
+  // The workspace before the code: an entry of the code file's name is not
+  // copied, so the code's O_EXCL create below finds the name free.
+  if (!claim.workspace_in.empty()) {
+    if (auto s = workspace::copy_in(init_pid, spec, claim.workspace_in); !s) return s;
   }
   if (spec.code_path.rfind("/work/", 0) != 0) return util::make_error(util::ErrorCode::kSandbox, "code_path must be under /work");
   AsSandboxUser as(spec.host_uid, spec.host_gid);

@@ -2,9 +2,11 @@
 // zygote_main; then pid1.cpp, pid1_main; program.cpp, program_main): the
 // runner's steps, in order (launch):
 // 1 adopt what the zygote made  2 start gate (cold: the broker's release)
-// 3 warm: await the claim, deliver code and inputs  4 supervise: capture,
-// deadline  5 harvest /outputs  6 account, build the outcome from what the
-// steps reported; Teardown releases pid 1 and removes the cgroup after.
+// 3 warm: await the claim, deliver code, inputs and a workspace  4 supervise:
+// capture, deadline  5 harvest /outputs, copy a workspace's /work out
+// 6 account, build the outcome from what the steps reported; Teardown
+// releases pid 1 and removes the cgroup after. A cold workspace is copied in
+// before the start gate (2).
 // Any failed step before the program starts is a sandbox_error; the code never runs.
 #include "server/sandbox/launcher.h"
 
@@ -32,6 +34,7 @@
 #include "server/sandbox/harvest.h"
 #include "server/sandbox/layers.h"
 #include "server/sandbox/mounts.h"
+#include "server/sandbox/workspace.h"
 #include "server/sandbox/zygote.h"
 #include "server/util/clock.h"
 #include "server/util/fd.h"
@@ -314,6 +317,57 @@ util::Status await_start(int sock, int cancel_fd, int start_fd) {
   }
 }
 
+// A workspace job: pid 1's word that /work is ready for the copy
+// (kMsgWorkReady; cold: pivoted, warm: resized). Its error, its death, a
+// cancel or the set-up deadline end the wait.
+util::Status await_work_ready(int sock, int cancel_fd) {
+  const int64_t deadline = now_ms() + kSetupTimeoutMs;
+  for (;;) {
+    int64_t left = deadline - now_ms();
+    if (left <= 0) return util::make_error(util::ErrorCode::kSandbox, "the sandbox's /work was not ready for the workspace in time");
+    struct pollfd fds[2] = {{sock, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
+    int r = ::poll(fds, 2, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("poll", "work ready", errno));
+    if (fds[1].revents) return util::make_error(util::ErrorCode::kCancelled, "cancelled before the program started");
+    if (!fds[0].revents) continue;
+    char msg[1024];
+    ssize_t n = ::recv(sock, msg, sizeof msg - 1, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) return util::make_error(util::ErrorCode::kSandbox, "sandbox init exited before /work was ready");
+    if (msg[0] == kMsgError) {
+      msg[n] = '\0';
+      return util::make_error(util::ErrorCode::kSandbox, msg + 1);
+    }
+    if (n == 1 && msg[0] == kMsgWorkReady) return util::ok_status();
+    return util::make_error(util::ErrorCode::kSandbox, "sandbox init sent an unexpected message while /work was made ready");
+  }
+}
+
+// A cold workspace job: the workspace into /work once pid 1 pivoted, before
+// the start gate (the copy overlaps the broker's recording of the job).
+util::Status copy_workspace_in_cold(pid_t pid, const LaunchSpec& spec, int sock, int cancel_fd) {
+  if (spec.warm != Warm::cold || spec.workspace_in.empty()) return util::ok_status();
+  if (auto r = await_work_ready(sock, cancel_fd); !r) return r;
+  const pid_t server = ::getppid();
+  if (auto c = workspace::copy_in(pid, spec, spec.workspace_in); !c) return c;
+  if (!deliver::parent_alive(server))
+    return util::make_error(util::ErrorCode::kSandbox, "the server exited while the workspace was copied in");
+  trace::mark("workspace copied in");
+  return util::ok_status();
+}
+
+// Warm, a claim with a workspace: pid 1 gives /work the workspace's size
+// (kMsgWorkspace) before claim_files copies the workspace in.
+util::Status size_work_for_claim(const LaunchSpec& spec, const Claim& claim, int sock, int cancel_fd) {
+  if (auto c = check_claim(spec, claim); !c) return c;
+  if (claim.workspace_in.empty()) return util::ok_status();
+  char byte = kMsgWorkspace;
+  if (::send(sock, &byte, 1, MSG_NOSIGNAL) != 1)
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("send", "workspace", errno));
+  return await_work_ready(sock, cancel_fd);
+}
+
 }  // namespace
 
 void Teardown::finish() {
@@ -364,9 +418,13 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   Supervision sv;
   capture::Stream out_cap(spec.stdout_max_bytes), err_cap(spec.stderr_max_bytes);
   auto send_byte = [&](char byte) { (void)::send(ch.sock.get(), &byte, 1, MSG_NOSIGNAL); };
-  // 2. The start gate: cold, nothing of the program runs before the broker's release.
+  // 2. Cold: a workspace copied into /work once pid 1 has pivoted, then the
+  // start gate: nothing of the program runs before the broker's release.
   if (!built.error.empty()) {
     sv.setup_error = built.error;
+  } else if (auto w = copy_workspace_in_cold(pid, spec, ch.sock.get(), cancel_fd); !w) {
+    sv.setup_error = w.error().message;
+    sv.cancelled = w.error().code == util::ErrorCode::kCancelled;
   } else if (auto g = await_start(ch.sock.get(), cancel_fd, spec.warm == Warm::cold ? claim_fd : -1); !g) {
     sv.setup_error = g.error().message;
     sv.cancelled = g.error().code == util::ErrorCode::kCancelled;
@@ -374,8 +432,8 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
     send_byte(kMsgStart);
   }
   trace::mark("zygote reaped, start");
-  // 3. Warm: idle until a job claims the sandbox, then put its code and
-  // inputs in and release the program.
+  // 3. Warm: idle until a job claims the sandbox, then put its code, inputs
+  // and workspace in and release the program.
   if (sv.setup_error.empty() && spec.warm != Warm::cold) {
     auto claim = await_claim(ch.sock.get(), cancel_fd, progress_fd, claim_fd);
     if (!claim) {
@@ -385,8 +443,13 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
       spec.timeout_ms = claim->timeout_ms;
       spec.progress = claim->progress;
       spec.network = claim->network;
+      spec.workspace_in = claim->workspace_in;
+      spec.workspace_out = claim->workspace_out;
       const pid_t server = ::getppid();
-      if (auto d = deliver::claim_files(pid, spec, *claim); !d) {
+      if (auto w = size_work_for_claim(spec, *claim, ch.sock.get(), cancel_fd); !w) {
+        sv.setup_error = w.error().message;
+        sv.cancelled = w.error().code == util::ErrorCode::kCancelled;
+      } else if (auto d = deliver::claim_files(pid, spec, *claim); !d) {
         sv.setup_error = d.error().message;
       } else if (!deliver::parent_alive(server)) {
         sv.setup_error = "the server exited while the job was being claimed";
@@ -412,6 +475,18 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   std::string harvest_error;
   if (sv.exited_report) o.files = harvest::copy_outputs(pid, spec, harvest_error);
   trace::mark("harvested");
+  // A workspace job: /work to workspace_out whatever ended the program (an
+  // exit, the deadline, a cancel, a memory kill); not when it never started.
+  workspace::Report kept;
+  if (!spec.workspace_out.empty()) {
+    if (sv.exited_report) kept = workspace::copy_out(pid, spec);
+    else kept.error = sv.ready ? "sandbox init exited without a report: /work went with it" : "the program never started";
+    trace::mark("workspace copied out");
+  }
+  auto with_workspace = [&](Outcome r) {
+    if (!spec.workspace_out.empty()) workspace::add_to_outcome(kept, r);
+    return r;
+  };
   if (sv.timed_out || sv.cancelled) cgroup.kill_all();
 
   // 6. Releasing pid 1 ends the namespaces (Teardown::finish, after the
@@ -427,22 +502,22 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
     Outcome e = sandbox_error(!sv.setup_error.empty() ? sv.setup_error
                                                       : "sandbox set-up did not finish in time");
     if (sv.cancelled && !sv.ready) e.status = Status::cancelled;  // the program never started
-    return e;
+    return with_workspace(std::move(e));
   }
   if (!sv.exited_report) {
     o.status = Status::sandbox_error;
     o.error = "sandbox init exited without a report";
-    return o;
+    return with_workspace(std::move(o));
   }
   if (!sv.network_error.empty()) {
     o.status = Status::sandbox_error;
     o.error = "the job's proxy listener: " + sv.network_error;
-    return o;
+    return with_workspace(std::move(o));
   }
   if (!harvest_error.empty()) {
     o.status = Status::sandbox_error;
     o.error = "collecting /outputs: " + harvest_error;
-    return o;
+    return with_workspace(std::move(o));
   }
   o.duration_ms = static_cast<uint64_t>(sv.ended_ms - sv.started_ms);
   // cgroup accounting covers every process of the job. pid 1's rusage covers
@@ -471,7 +546,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   else if (stats.oom_killed) o.status = Status::memory_exceeded;
   else if (o.exited && o.exit_code == 0) o.status = Status::completed;
   else o.status = Status::failed;
-  return o;
+  return with_workspace(std::move(o));
 }
 
 }  // namespace sandbox::launcher

@@ -38,6 +38,8 @@ struct Link {
 struct Plan {
   std::string root;
   std::string root_opts, dev_opts, inputs_opts, work_opts, tmp_opts, outputs_opts;
+  // Warm with workspace_max_bytes: /work's options once a claim brings a workspace; "" otherwise.
+  std::string workspace_work_opts;
   std::string dev, proc, inputs, work, tmp, outputs;
   std::vector<std::string> dirs;      // created in this order
   std::vector<Link> links;
@@ -66,5 +68,8 @@ void pivot_into_root_in_child(const Plan& plan, int report_sock);
 // makes it read-only. After pid 1 joined the job's cgroup, which is charged
 // for the copies.
 void fill_inputs_in_child(const Plan& plan, const LaunchSpec& spec, int report_sock);
+// Warm, a claim with a workspace: /work remounted at the workspace's size
+// (Plan::workspace_work_opts), after pivot_root and before the runner copies in.
+void size_work_for_workspace_in_child(const Plan& plan, int report_sock);
 
 }  // namespace sandbox::mounts

@@ -174,6 +174,15 @@ void fill_inputs_in_child(const Plan& p, const LaunchSpec& spec, int sock) {
   remount_readonly(p.inputs.c_str(), MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
 }
 
+void size_work_for_workspace_in_child(const Plan& p, int sock) {
+  // A warm spec without workspace_max_bytes takes no workspace (the runner refuses such a claim first).
+  if (p.workspace_work_opts.empty()) fail_in_child(sock, "workspace claim", "/work", EINVAL);
+  // The flags /work was mounted with: a remount without them would clear them.
+  if (::mount(nullptr, "/work", nullptr, MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              p.workspace_work_opts.c_str()) != 0)
+    fail_in_child(sock, "mount(MS_REMOUNT)", "/work", errno);
+}
+
 void pivot_into_root_in_child(const Plan& p, int sock) {
   // pivot_root(".", ".") stacks the old root under the new one; detaching it
   // leaves no path back to the host filesystem (pivot_root(2), NOTES).

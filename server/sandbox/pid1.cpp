@@ -147,6 +147,15 @@ void pid1_pivot_root(State& s) {
   trace::mark("pid 1: pivoted");
 }
 
+// A cold workspace job: /work is the sandbox's now (pivoted), the runner may
+// copy the workspace into it through /proc/<pid 1>/root; the program waits
+// for start, which the runner sends once the copy is done.
+void pid1_offer_work(State& s) {
+  if (s.ctx.spec->workspace_in.empty()) return;
+  char ready = kMsgWorkReady;
+  if (::send(s.sock, &ready, 1, MSG_NOSIGNAL) != 1) fail_in_child(s.sock, "send", "work ready", errno);
+}
+
 void pid1_set_hostname(State& s) { namespaces::set_hostname_in_child(s.sock); }
 
 void pid1_bring_up_loopback(State& s) {
@@ -230,8 +239,17 @@ void pid1_start_program(State& s) {
   }
 }
 
+// Warm, a claim with a workspace: /work gets the workspace's size, not the
+// warm spec's, before the runner copies the workspace in.
+void pid1_size_work(State& s) {
+  mounts::size_work_for_workspace_in_child(*s.ctx.plan, s.sock);
+  char ready = kMsgWorkReady;
+  if (::send(s.sock, &ready, 1, MSG_NOSIGNAL) != 1) fail_in_child(s.sock, "send", "work ready", errno);
+}
+
 // Warm: "built" once the loader, if any, says its start-up is done (one
-// byte), then idle until a job claims the sandbox. A loader that dies
+// byte), then idle until a job claims the sandbox (first resizing /work
+// when the claim brings a workspace). A loader that dies
 // meanwhile makes the sandbox unusable: reported, the pool discards it.
 void pid1_await_claim(State& s) {
   const bool preload = s.ctx.spec->warm == Warm::preload;
@@ -261,6 +279,7 @@ void pid1_await_claim(State& s) {
       ssize_t r = ::recv(s.sock, &cmd, 1, MSG_DONTWAIT);
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) ::_exit(1);  // the runner is gone
       if (r == 1 && cmd == kMsgKill) ::_exit(1);
+      if (r == 1 && cmd == kMsgWorkspace) pid1_size_work(s);
       if (r == 1 && (cmd == kMsgClaim || cmd == kMsgClaimNetwork)) {
         claimed = true;
         s.network = cmd == kMsgClaimNetwork;
@@ -410,14 +429,16 @@ void pid1_report_exit(State& s) {
 // 4 die with the runner  5 await go (id maps written)  6 the user
 // namespace's limits  7 open the bind sources, mount the root tmpfs
 // 8 become the sandbox user  9 build the root, read-only  10 pivot_root
-// 11 hostname  12 loopback  13 Landlock ruleset  14 await start (in the
-// cgroup, zygote reaped)  15 cgroup namespace  16 fill /inputs  17 watch
-// children  18 cold with a network profile: the proxy listener  19 start
-// the program (cold; warm "preload": its loader)  20 warm: await the claim
-// 21 warm: freeze /inputs  22 warm with a network profile: the proxy
-// listener  23 warm "exec": start the program; "preload": release the loader
-// 24 report ready, with the layers  25 reap until done  26 kill all, reap  27 report the exit
-// 28 hold until released.
+// 11 cold with a workspace: /work ready for the runner's copy  12 hostname
+// 13 loopback  14 Landlock ruleset  15 await start (in the cgroup, zygote
+// reaped; a workspace copied in)  16 cgroup namespace  17 fill /inputs
+// 18 watch children  19 cold with a network profile: the proxy listener
+// 20 start the program (cold; warm "preload": its loader)  21 warm: await
+// the claim (with a workspace: /work resized first)  22 warm: freeze /inputs
+// 23 warm with a network profile: the proxy listener  24 warm "exec": start
+// the program; "preload": release the loader  25 report ready, with the
+// layers  26 reap until done  27 kill all, reap  28 report the exit
+// 29 hold until released (the runner copies /outputs and a workspace out meanwhile).
 [[noreturn]] void pid1_main(State& s) {
   const Warm warm = s.ctx.spec->warm;
   pid1_close_runner_ends(s);
@@ -430,6 +451,7 @@ void pid1_report_exit(State& s) {
   pid1_become_sandbox_user(s);
   pid1_build_root(s);
   pid1_pivot_root(s);
+  if (warm == Warm::cold) pid1_offer_work(s);
   pid1_set_hostname(s);
   pid1_bring_up_loopback(s);
   pid1_build_landlock_ruleset(s);

@@ -43,6 +43,17 @@ uint64_t optional_integer_field(const json& j, const char* key, uint64_t fallbac
   return j.contains(key) ? integer_field(j, key, 0, hi, what) : fallback;
 }
 
+// A workspace's host paths, as a spec or a claim carries them: both "" or
+// both absolute (the runner opens them as they are; a NUL would cut the path
+// its syscalls see short of the one the broker meant).
+std::optional<std::string> workspace_paths_problem(const std::string& in, const std::string& out) {
+  if (in.empty() && out.empty()) return std::nullopt;
+  for (const std::string* p : {&in, &out})
+    if (p->empty() || (*p)[0] != '/' || p->find('\0') != std::string::npos)
+      return std::string("workspace_in and workspace_out are both absolute paths, or both \"\"");
+  return std::nullopt;
+}
+
 template <class E, size_t N>
 std::optional<E> from_names(const char* const (&names)[N], std::string_view text) {
   for (size_t i = 0; i < N; ++i)
@@ -76,14 +87,17 @@ json to_json(const LaunchSpec& s) {
           {"cgroup_host", s.cgroup_host}, {"require_landlock", s.require_landlock},
           {"require_cgroups", s.require_cgroups}, {"seccomp_bpf_base64", s.seccomp_bpf_base64},
           {"progress", s.progress}, {"warm", to_string(s.warm)}, {"inputs_max_bytes", s.inputs_max_bytes},
-          {"inputs_max_files", s.inputs_max_files}, {"network", s.network}};
+          {"inputs_max_files", s.inputs_max_files}, {"network", s.network},
+          {"workspace_in", s.workspace_in}, {"workspace_out", s.workspace_out},
+          {"workspace_max_bytes", s.workspace_max_bytes}};
 }
 
 json to_json(const Claim& c) {
   json inputs = json::array();
   for (auto& in : c.inputs) inputs.push_back({{"name", in.name}, {"host_path", in.host_path}});
   return {{"job_id", c.job_id}, {"code", c.code}, {"inputs", inputs}, {"timeout_ms", c.timeout_ms},
-          {"progress", c.progress}, {"network", c.network}};
+          {"progress", c.progress}, {"network", c.network}, {"workspace_in", c.workspace_in},
+          {"workspace_out", c.workspace_out}};
 }
 
 util::Result<Claim> claim_from_json(const json& j) {
@@ -96,12 +110,23 @@ util::Result<Claim> claim_from_json(const json& j) {
     c.timeout_ms = integer_field(j, "timeout_ms", 1, kTimeoutMsMax, "claim");
     c.progress = j.value("progress", false);
     c.network = j.value("network", false);
+    c.workspace_in = j.value("workspace_in", "");
+    c.workspace_out = j.value("workspace_out", "");
+    if (auto why = workspace_paths_problem(c.workspace_in, c.workspace_out))
+      return util::make_error(util::ErrorCode::kSpec, "claim: " + *why);
     return c;
   } catch (const FieldError& e) {
     return util::make_error(util::ErrorCode::kSpec, e.message);
   } catch (const json::exception& e) {
     return util::make_error(util::ErrorCode::kSpec, std::string("malformed claim: ") + e.what());
   }
+}
+
+util::Status check_claim(const LaunchSpec& warm, const Claim& claim) {
+  if (!claim.workspace_in.empty() && warm.workspace_max_bytes == 0)
+    return util::make_error(util::ErrorCode::kSpec,
+                            "a claim with a workspace, but this warm sandbox takes none (workspace_max_bytes 0)");
+  return util::ok_status();
 }
 
 util::Result<LaunchSpec> spec_from_json(const json& j) {
@@ -160,6 +185,16 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
       return util::make_error(util::ErrorCode::kSpec, "a warm spec carries no code and no inputs (they come with the claim)");
     if (s.warm != Warm::cold && s.network)
       return util::make_error(util::ErrorCode::kSpec, "a warm spec has no network (a job's claim brings it)");
+    s.workspace_in = j.value("workspace_in", "");
+    s.workspace_out = j.value("workspace_out", "");
+    s.workspace_max_bytes = optional_integer_field(j, "workspace_max_bytes", 0, kCountMax, kWhat);
+    if (auto why = workspace_paths_problem(s.workspace_in, s.workspace_out))
+      return util::make_error(util::ErrorCode::kSpec, "launch spec: " + *why);
+    if (s.warm != Warm::cold && !s.workspace_in.empty())
+      return util::make_error(util::ErrorCode::kSpec, "a warm spec has no workspace (a job's claim brings it)");
+    if (s.warm == Warm::cold && s.workspace_max_bytes != 0)
+      return util::make_error(util::ErrorCode::kSpec,
+                              "workspace_max_bytes is a warm spec's (a cold workspace job's /work is work_max_bytes)");
     if (s.argv.empty() || s.argv[0].empty() || s.argv[0][0] != '/')
       return util::make_error(util::ErrorCode::kSpec, "argv[0] must be an absolute path");
     if (s.scratch_dir.empty() || s.scratch_dir[0] != '/' || s.harvest_dir.empty())
@@ -183,7 +218,10 @@ json to_json(const Outcome& o) {
           {"stdout_truncated", o.stdout_truncated}, {"stderr_truncated", o.stderr_truncated},
           {"duration_ms", o.duration_ms}, {"cpu_ms", o.cpu_ms},
           {"peak_memory_bytes", o.peak_memory_bytes}, {"files", files}, {"layers", o.layers},
-          {"start", o.start}};
+          {"start", o.start}, {"workspace_saved", o.workspace_saved}, {"workspace_bytes", o.workspace_bytes},
+          {"workspace_entries", o.workspace_entries}, {"workspace_skipped", o.workspace_skipped},
+          {"workspace_skipped_names", o.workspace_skipped_names}, {"workspace_full", o.workspace_full},
+          {"workspace_error", o.workspace_error}};
 }
 
 util::Result<Outcome> outcome_from_json(const json& j) {
@@ -207,6 +245,14 @@ util::Result<Outcome> outcome_from_json(const json& j) {
     o.peak_memory_bytes = integer_field(j, "peak_memory_bytes", 0, kCountMax, kWhat);
     j.at("layers").get_to(o.layers);
     o.start = j.value("start", "cold");
+    // A job without a workspace (and an older runner's outcome) leaves them out or at their zero.
+    o.workspace_saved = j.value("workspace_saved", false);
+    o.workspace_bytes = optional_integer_field(j, "workspace_bytes", 0, kCountMax, kWhat);
+    o.workspace_entries = optional_integer_field(j, "workspace_entries", 0, kCountMax, kWhat);
+    o.workspace_skipped = optional_integer_field(j, "workspace_skipped", 0, kCountMax, kWhat);
+    if (j.contains("workspace_skipped_names")) j.at("workspace_skipped_names").get_to(o.workspace_skipped_names);
+    o.workspace_full = j.value("workspace_full", false);
+    o.workspace_error = j.value("workspace_error", "");
     for (auto& f : j.at("files"))
       o.files.push_back({f.at("name").get<std::string>(), integer_field(f, "size", 0, kCountMax, "runner outcome file"),
                          f.at("host_path").get<std::string>(), f.at("rejected").get<std::string>()});

@@ -89,6 +89,17 @@ struct LaunchSpec {
   // runner, which hands it to the broker; the program's environment gains
   // the proxy variables (kProxyEnv). A warm sandbox learns it from its claim.
   bool network = false;
+  // A workspace job (cold; a warm sandbox's come with the claim). The runner
+  // copies the tree of workspace_in (a host directory) into /work before the
+  // program starts (the code file's name excepted: the job's code wins), and
+  // once the program ended creates workspace_out (0700, must not exist) with
+  // /work's tree (workspace.h). Both set or both "". A cold workspace job's
+  // /work is work_max_bytes, the workspace's cap.
+  std::string workspace_in;
+  std::string workspace_out;
+  // Warm only: the /work size a claim with a workspace gets (pid 1 remounts
+  // /work to it before the copy-in); 0: this sandbox takes no workspace job.
+  uint64_t workspace_max_bytes = 0;
 };
 
 // Where a job's proxy listens, in the job's own network namespace (each has
@@ -108,6 +119,8 @@ struct Claim {
   uint64_t timeout_ms = 0;
   bool progress = false;
   bool network = false;                 // as LaunchSpec::network
+  std::string workspace_in;             // as LaunchSpec's; needs the spec's workspace_max_bytes
+  std::string workspace_out;
 };
 
 // Identity inside the sandbox (passwd/group name "sandbox").
@@ -120,6 +133,9 @@ struct HarvestedFile {
   std::string host_path;  // copy under harvest_dir; empty when rejected
   std::string rejected;   // reason, empty when copied
 };
+
+// How many of a workspace's skipped entries the outcome names.
+constexpr size_t kSkippedNamesMax = 16;
 
 struct Outcome {
   Status status = Status::sandbox_error;
@@ -138,12 +154,25 @@ struct Outcome {
   std::vector<HarvestedFile> files;
   std::vector<std::string> layers;      // the isolation layers that were active
   std::string start = "cold";           // "warm": the sandbox was built ahead by the pool
+  // A workspace job: what the copy of /work to workspace_out did. Saved only
+  // when workspace_out holds all of /work's kept tree; otherwise the runner
+  // removed what it wrote and workspace_error says why. The job's status is
+  // the program's either way.
+  bool workspace_saved = false;
+  uint64_t workspace_bytes = 0;         // of the regular files copied out
+  uint64_t workspace_entries = 0;       // files, directories and symlinks copied out
+  uint64_t workspace_skipped = 0;       // FIFOs, sockets, devices: not kept
+  std::vector<std::string> workspace_skipped_names;  // the first kSkippedNamesMax of them: for the server's log only
+  bool workspace_full = false;          // /work had < 64 KiB or < 1% free, or no inode free, at the end
+  std::string workspace_error;
 };
 
 nlohmann::json to_json(const LaunchSpec& spec);
 util::Result<LaunchSpec> spec_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const Claim& claim);
 util::Result<Claim> claim_from_json(const nlohmann::json& j);
+// A claim this warm sandbox can take: a workspace needs workspace_max_bytes.
+util::Status check_claim(const LaunchSpec& warm, const Claim& claim);
 nlohmann::json to_json(const Outcome& outcome);
 util::Result<Outcome> outcome_from_json(const nlohmann::json& j);
 

@@ -305,7 +305,7 @@ void zygote_prepare_layers(Build& b) {
   const uint64_t data_max = b.host.mode == cgroups::Mode::none ? spec.memory_max_bytes : 2 * spec.memory_max_bytes;
   b.limits = rlimits::build_in_parent(
       {spec.pids_max, spec.nofile_max,
-       std::max({spec.work_max_bytes, spec.tmp_max_bytes, spec.outputs_max_bytes}), data_max,
+       std::max({spec.work_max_bytes, spec.tmp_max_bytes, spec.outputs_max_bytes, spec.workspace_max_bytes}), data_max,
        spec.timeout_ms, spec.sigpending_max, spec.msgqueue_max_bytes});
   zygote_plan_user_limits(b);
   b.cpus = placement::allowed_in_parent();

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "server/sandbox/spec.h"
 
@@ -115,4 +116,113 @@ TEST_CASE("issue 16: an outcome's numbers are read with their ranges") {
   auto r = sandbox::outcome_from_json(bad_file);
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message == "runner outcome file field size: not an integer in 0..9223372036854775807");
+}
+
+TEST_CASE("a workspace job's fields read back as written, cold and warm") {
+  sandbox::LaunchSpec cold = sample_spec();
+  cold.workspace_in = "/var/lib/throwbox/workspaces/w1/tree";
+  cold.workspace_out = "/var/lib/throwbox/workspaces/w1/next-j1";
+  auto back = sandbox::spec_from_json(json::parse(sandbox::to_json(cold).dump()));
+  REQUIRE(back.ok());
+  CHECK(back->workspace_in == cold.workspace_in);
+  CHECK(back->workspace_out == cold.workspace_out);
+  CHECK(sandbox::to_json(*back) == sandbox::to_json(cold));
+
+  sandbox::LaunchSpec warm = sample_spec();
+  warm.code.clear();
+  warm.inputs.clear();
+  warm.warm = sandbox::Warm::exec;
+  warm.workspace_max_bytes = 64 << 20;
+  auto warm_back = sandbox::spec_from_json(json::parse(sandbox::to_json(warm).dump()));
+  REQUIRE(warm_back.ok());
+  CHECK(warm_back->workspace_max_bytes == uint64_t{64} << 20);
+
+  // A spec from before workspaces: none.
+  json old = sandbox::to_json(sample_spec());
+  for (const char* key : {"workspace_in", "workspace_out", "workspace_max_bytes"}) old.erase(key);
+  auto plain = sandbox::spec_from_json(old);
+  REQUIRE(plain.ok());
+  CHECK(plain->workspace_in.empty());
+  CHECK(plain->workspace_max_bytes == 0);
+}
+
+TEST_CASE("a launch spec's workspace: both paths absolute or neither; a warm spec's comes with the claim") {
+  const std::string both = "launch spec: workspace_in and workspace_out are both absolute paths, or both \"\"";
+  CHECK(spec_error("workspace_in", "\"/w/tree\"") == both);
+  CHECK(spec_error("workspace_out", "\"/w/next\"") == both);
+  json j = sandbox::to_json(sample_spec());
+  j["workspace_in"] = "w/tree";
+  CHECK(error_with(j, "workspace_out", "\"/w/next\"", sandbox::spec_from_json) == both);
+  j["workspace_in"] = std::string("/w/tree\0/etc", 12);
+  CHECK(error_with(j, "workspace_out", "\"/w/next\"", sandbox::spec_from_json) == both);
+  CHECK(spec_error("workspace_max_bytes", "1048576") ==
+        "workspace_max_bytes is a warm spec's (a cold workspace job's /work is work_max_bytes)");
+  CHECK(spec_error("workspace_max_bytes", "-1") ==
+        "launch spec field workspace_max_bytes: not an integer in 0..9223372036854775807");
+
+  sandbox::LaunchSpec warm = sample_spec();
+  warm.code.clear();
+  warm.inputs.clear();
+  warm.warm = sandbox::Warm::preload;
+  warm.workspace_in = "/w/tree";
+  warm.workspace_out = "/w/next";
+  auto r = sandbox::spec_from_json(sandbox::to_json(warm));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message == "a warm spec has no workspace (a job's claim brings it)");
+}
+
+TEST_CASE("a claim's workspace: read back, both paths or neither, and only for a warm spec that takes one") {
+  sandbox::Claim c{"j1", "print(1)", {}, 2000, false, true, "/w/tree", "/w/next"};
+  auto back = sandbox::claim_from_json(json::parse(sandbox::to_json(c).dump()));
+  REQUIRE(back.ok());
+  CHECK(back->workspace_in == "/w/tree");
+  CHECK(back->workspace_out == "/w/next");
+  CHECK(back->network);
+  CHECK(error_with(sandbox::to_json(c), "workspace_out", "\"\"", sandbox::claim_from_json) ==
+        "claim: workspace_in and workspace_out are both absolute paths, or both \"\"");
+
+  sandbox::LaunchSpec warm = sample_spec();
+  warm.warm = sandbox::Warm::exec;
+  auto refused = sandbox::check_claim(warm, c);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message == "a claim with a workspace, but this warm sandbox takes none (workspace_max_bytes 0)");
+  warm.workspace_max_bytes = 1 << 20;
+  CHECK(sandbox::check_claim(warm, c).ok());
+  warm.workspace_max_bytes = 0;
+  CHECK(sandbox::check_claim(warm, sandbox::Claim{"j2", "x", {}, 1000}).ok());
+
+  // A claim from before workspaces has none.
+  json old = sandbox::to_json(c);
+  old.erase("workspace_in");
+  old.erase("workspace_out");
+  auto plain = sandbox::claim_from_json(old);
+  REQUIRE(plain.ok());
+  CHECK(plain->workspace_in.empty());
+}
+
+TEST_CASE("an outcome's workspace report reads back; an outcome without one reads as not saved") {
+  sandbox::Outcome o;
+  o.status = sandbox::Status::timed_out;
+  o.workspace_saved = true;
+  o.workspace_bytes = 123;
+  o.workspace_entries = 4;
+  o.workspace_skipped = 1;
+  o.workspace_skipped_names = {"/work/fifo (a FIFO)"};
+  o.workspace_full = true;
+  const json j = sandbox::to_json(o);
+  auto back = sandbox::outcome_from_json(json::parse(j.dump()));
+  REQUIRE(back.ok());
+  CHECK(sandbox::to_json(*back) == j);
+  CHECK(back->workspace_skipped_names == std::vector<std::string>{"/work/fifo (a FIFO)"});
+
+  json old = j;
+  for (const char* key : {"workspace_saved", "workspace_bytes", "workspace_entries", "workspace_skipped",
+                          "workspace_skipped_names", "workspace_full", "workspace_error"})
+    old.erase(key);
+  auto plain = sandbox::outcome_from_json(old);
+  REQUIRE(plain.ok());
+  CHECK_FALSE(plain->workspace_saved);
+  CHECK(plain->workspace_bytes == 0);
+  CHECK(error_with(j, "workspace_bytes", "-4", sandbox::outcome_from_json) ==
+        "runner outcome field workspace_bytes: not an integer in 0..9223372036854775807");
 }

@@ -52,6 +52,8 @@ Registry make_registry(const policy::Policy& policy) {
   r.add(make_upload_input(policy));
   r.add(make_run_code(policy));
   r.add(make_fetch_artifact(policy));
+  r.add(make_open_workspace(policy));
+  r.add(make_close_workspace(policy));
   return r;
 }
 

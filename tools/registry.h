@@ -62,6 +62,8 @@ Registry make_registry(const policy::Policy& policy);
 Tool make_upload_input(const policy::Policy& policy);
 Tool make_run_code(const policy::Policy& policy);
 Tool make_fetch_artifact(const policy::Policy& policy);
+Tool make_open_workspace(const policy::Policy& policy);
+Tool make_close_workspace(const policy::Policy& policy);
 // A job result as run_code's structuredContent (DESIGN.md's contract); the
 // HTTP job API answers with the same shape.
 json job_result_json(const broker::JobResult& result);

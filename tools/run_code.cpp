@@ -53,6 +53,20 @@ json output_schema() {
         {"start", {{"type", "string"}, {"enum", {"cold", "warm"}},
                    {"description", "warm: the job ran in a single-use sandbox built ahead by the warm pool."}}},
         {"artifacts", {{"type", "array"}, {"items", artifact}}},
+        {"workspace",
+         {{"type", "object"},
+          {"description", "A job in a workspace: the workspace after it (saved: this job's /work was kept; "
+                          "full: /work had (nearly) no room left when it ended)."},
+          {"properties",
+           {{"workspace_id", {{"type", "string"}}},
+            {"expires_at", {{"type", "string"}}},
+            {"ttl_s", {{"type", "integer"}, {"minimum", 0}}},
+            {"size_bytes", {{"type", "integer"}, {"minimum", 0}}},
+            {"size_max_bytes", {{"type", "integer"}, {"minimum", 0}}},
+            {"saved", {{"type", "boolean"}}},
+            {"full", {{"type", "boolean"}}},
+            {"error", {{"type", "string"}}}}},
+          {"required", {"workspace_id", "expires_at", "size_bytes", "size_max_bytes", "saved", "full"}}}},
         {"network",
          {{"type", "object"},
           {"description", "A job with a network profile: each connection it made through the proxy."},
@@ -105,6 +119,7 @@ json job_result_json(const broker::JobResult& r) {
          {"artifacts", artifacts}};
   if (!o.error.empty()) s["error"] = o.error;
   if (!r.network.is_null()) s["network"] = r.network;
+  if (!r.workspace.is_null()) s["workspace"] = r.workspace;
   // Said in every result that ran, so a degraded host is never silent.
   if (!o.layers.empty()) {
     bool cgroup = false;
@@ -138,9 +153,11 @@ Tool make_run_code(const policy::Policy& policy) {
                            : " unless `network` names a profile, and then reaches only what the profile allows, "
                              "through a proxy (HTTP_PROXY and HTTPS_PROXY are set; there is no DNS)") +
            " and no secrets; it is deleted after the call. Files uploaded with upload_input are read-only at "
-           "/inputs/<name> (pass their input_ids). The working directory /work and /tmp are scratch. "
+           "/inputs/<name> (pass their input_ids); so are artifacts of earlier runs (pass their "
+           "artifact_ids). The working directory /work and /tmp are scratch. "
            "Write result files to /outputs/: each comes back as an artifact (fetch it with "
-           "fetch_artifact). Nothing persists between calls. Default timeout " +
+           "fetch_artifact). Nothing persists between calls, except /work in a workspace "
+           "(open_workspace, then pass workspace_id). Default timeout " +
            std::to_string(static_cast<int>(lim.timeout_s_default)) + " s, at most " +
            std::to_string(static_cast<int>(lim.timeout_s_max)) + " s. Runtimes:" + runtimes_text},
       {"inputSchema",
@@ -155,6 +172,11 @@ Tool make_run_code(const policy::Policy& policy) {
                          {"description", "input_ids from upload_input, mounted at /inputs/<name>."}}},
           {"timeout_s", {{"type", "number"}, {"exclusiveMinimum", 0}, {"maximum", lim.timeout_s_max},
                          {"description", "Wall-clock limit in seconds."}}},
+          {"workspace_id", {{"type", "string"},
+                            {"description", "From open_workspace: /work is that workspace's files and is kept for its next call."}}},
+          {"artifact_ids", {{"type", "array"}, {"items", {{"type", "string"}}},
+                            {"maxItems", lim.inputs_per_job_max},
+                            {"description", "artifact_ids of earlier runs, mounted read-only at /inputs/<name> like inputs."}}},
           {"idempotency_key", {{"type", "string"}, {"minLength", 1}, {"maxLength", 128},
                                {"description", "Client-chosen key naming this request: repeating it returns the first run's result instead of running again."}}}}},
         {"required", {"runtime", "code"}},
@@ -182,7 +204,9 @@ Tool make_run_code(const policy::Policy& policy) {
 
   auto call = [](const json& args, CallContext& ctx) -> ToolResult {
     if (auto s = require_object(args); !s) return error_result(s.error().message);
-    if (auto s = reject_unknown_fields(args, {"runtime", "code", "input_ids", "timeout_s", "idempotency_key", "network"}); !s)
+    if (auto s = reject_unknown_fields(args, {"runtime", "code", "input_ids", "timeout_s", "idempotency_key", "network",
+                                              "workspace_id", "artifact_ids"});
+        !s)
       return error_result(s.error().message);
     broker::JobRequest req;
     req.tenant = ctx.tenant;
@@ -212,6 +236,20 @@ Tool make_run_code(const policy::Policy& policy) {
       if (!k.is_string() || k.get_ref<const std::string&>().empty() || k.get_ref<const std::string&>().size() > 128)
         return error_result("idempotency_key: must be a string of 1-128 characters");
       req.idempotency_key = k.get<std::string>();
+    }
+    if (args.contains("workspace_id")) {
+      const json& w = args["workspace_id"];
+      if (!w.is_string()) return error_result("workspace_id: must be a string from open_workspace");
+      req.workspace_id = w.get<std::string>();
+      if (req.workspace_id.empty()) return error_result("workspace_id: " + std::string(broker::kUnknownWorkspace));
+    }
+    if (args.contains("artifact_ids")) {
+      const json& ids = args["artifact_ids"];
+      if (!ids.is_array()) return error_result("artifact_ids: must be an array of artifact_id strings");
+      for (auto& id : ids) {
+        if (!id.is_string()) return error_result("artifact_ids: must be an array of artifact_id strings");
+        req.artifact_ids.push_back(id.get<std::string>());
+      }
     }
     if (args.contains("network")) {
       const json& n = args["network"];

@@ -57,6 +57,11 @@ nlohmann::json audit_record(const std::string& tenant, const std::string& tool, 
     if (args.contains("timeout_s")) r["timeout_s"] = args["timeout_s"];
     if (args.contains("network") && args["network"].is_string() && args["network"].get_ref<const std::string&>().size() <= 32)
       r["network"] = args["network"];
+    if (args.contains("workspace_id") && args["workspace_id"].is_string() &&
+        args["workspace_id"].get_ref<const std::string&>().size() <= 64)
+      r["workspace_id"] = args["workspace_id"];
+    if (args.contains("artifact_ids")) r["artifact_ids"] = args["artifact_ids"];
+    if (sc.contains("workspace")) r["job_workspace"] = sc["workspace"];
     // Destinations, addresses, byte counts and verdicts: never the payload.
     if (sc.contains("network")) r["job_network"] = sc["network"];
     if (args.contains("idempotency_key") && args["idempotency_key"].is_string())
@@ -69,6 +74,12 @@ nlohmann::json audit_record(const std::string& tenant, const std::string& tool, 
       verdicts.push_back({{"name", a.value("name", "")}, {"verdict", a.value("verdict", "")},
                           {"sha256", a.value("sha256", "")}, {"artifact_id", a.value("artifact_id", json(nullptr))}});
     r["artifacts"] = verdicts;
+  } else if (tool == "open_workspace" || tool == "close_workspace") {
+    if (args.contains("workspace_id") && args["workspace_id"].is_string() &&
+        args["workspace_id"].get_ref<const std::string&>().size() <= 64)
+      r["workspace_id"] = args["workspace_id"];
+    for (const char* k : {"workspace_id", "expires_at", "ttl_s", "size_max_bytes", "closed"})
+      if (sc.contains(k)) r[k] = sc[k];
   } else if (tool == "upload_input") {
     for (const char* k : {"input_id", "name", "size", "sha256", "media_type"})
       if (sc.contains(k)) r[k] = sc[k];

@@ -25,6 +25,8 @@ std::string request_sha256(const JobRequest& req) {
                            {"timeout_s", req.timeout_s ? nlohmann::json(*req.timeout_s) : nlohmann::json(nullptr)}};
   // Only when set: a key's hash from before network profiles stays the same.
   if (!req.network.empty()) canonical["network"] = req.network;
+  if (!req.workspace_id.empty()) canonical["workspace_id"] = req.workspace_id;
+  if (!req.artifact_ids.empty()) canonical["artifact_ids"] = req.artifact_ids;
   return util::sha256_hex(canonical.dump());
 }
 
@@ -32,7 +34,7 @@ util::Error key_conflict(const std::string& key) {
   return util::make_error(util::ErrorCode::kConflict,
                           "idempotency_key: \"" + key +
                               "\" was already used for a different request (runtime, code, input_ids, "
-                              "timeout_s or network differ); use a new key for a new request");
+                              "timeout_s, network, workspace_id or artifact_ids differ); use a new key for a new request");
 }
 
 util::Result<JobResult> Idempotency::run(const std::string& tenant, const std::string& key,

@@ -40,6 +40,8 @@ struct JobRequest {
   std::optional<double> timeout_s;
   std::string idempotency_key;                                    // "" when none
   std::string network;                                            // a network profile of the policy; "" for none
+  std::string workspace_id;                                       // the workspace that is /work; "" for none
+  std::vector<std::string> artifact_ids;                          // this tenant's artifacts, at /inputs/<name>
   std::shared_ptr<Cancellation> cancel;                          // may be null
   std::function<void(const nlohmann::json& progress)> on_progress;  // may be empty
   // Set by Jobs for a job with a network profile: the sandbox's proxy listener.
@@ -61,6 +63,7 @@ struct JobResult {
   sandbox::Outcome outcome;
   std::vector<ArtifactSummary> artifacts;
   nlohmann::json network;  // network::to_json(Report) for a job with a profile, else null
+  nlohmann::json workspace;  // a workspace job's {workspace_id, size_bytes, ..., full, saved}, else null
 };
 
 }  // namespace broker

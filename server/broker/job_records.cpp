@@ -46,6 +46,8 @@ LedgerRow start_row(const JobRequest& req, const std::string& job_id, const std:
   for (auto& in : inputs) row.inputs.push_back({{"input_id", in.input_id}, {"name", in.name}, {"sha256", in.sha256}});
   row.limits = {{"timeout_ms", spec.timeout_ms}, {"memory_max_bytes", spec.memory_max_bytes},
                 {"pids_max", spec.pids_max}, {"stdout_max_bytes", spec.stdout_max_bytes}};
+  if (!req.workspace_id.empty()) row.limits["workspace_id"] = req.workspace_id;
+  if (!req.network.empty()) row.limits["network"] = req.network;
   row.idempotency_key = req.idempotency_key;
   row.request_sha256 = request_sha256;
   return row;
@@ -56,6 +58,7 @@ nlohmann::json recorded_result(const JobResult& result) {
   outcome["files"] = nlohmann::json::array();  // host paths of a scratch dir now gone
   nlohmann::json out{{"outcome", outcome}, {"artifacts", artifacts_to_json(result.artifacts)}};
   if (!result.network.is_null()) out["network"] = result.network;
+  if (!result.workspace.is_null()) out["workspace"] = result.workspace;
   return out;
 }
 
@@ -69,6 +72,7 @@ JobResult job_result_from_row(const LedgerRow& row) {
     r.artifacts = artifacts_from_json(row.result.value("artifacts", nlohmann::json::array()));
     if (row.result.contains("network") && row.result["network"].is_object())
       r.network = network::to_json(network::report_from_json(row.result["network"]));
+    if (row.result.contains("workspace") && row.result["workspace"].is_object()) r.workspace = row.result["workspace"];
   } else {
     r.outcome.status = sandbox::status_from_string(row.status).value_or(sandbox::Status::sandbox_error);
     r.outcome.error = row.result.is_object() ? row.result.value("interrupted", "no result recorded") : "no result recorded";

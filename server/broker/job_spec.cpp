@@ -115,9 +115,9 @@ util::Result<const policy::Runtime*> check_request(const policy::Policy& policy,
                             names.empty() ? "network: this server's policy has no network profiles; jobs have no network"
                                           : "network: \"" + req.network + "\" is not a profile of this server; profiles: " + names);
   }
-  if (req.input_ids.size() > lim.inputs_per_job_max)
+  if (req.input_ids.size() + req.artifact_ids.size() > lim.inputs_per_job_max)
     return util::make_error(util::ErrorCode::kInvalidArgument, "input_ids: more than " +
-                                                    std::to_string(lim.inputs_per_job_max) + " inputs");
+                                                    std::to_string(lim.inputs_per_job_max) + " inputs (input_ids and artifact_ids together)");
   return rt;
 }
 
@@ -165,7 +165,11 @@ sandbox::LaunchSpec build_warm_spec(const policy::Policy& policy, const SpecHost
   // is set for the longest a job may ask for.
   spec.timeout_ms = static_cast<uint64_t>(std::llround(lim.timeout_s_max * 1000));
   spec.inputs_max_files = lim.inputs_per_job_max;
-  spec.inputs_max_bytes = lim.inputs_per_job_max * (lim.input_max_bytes + 4096);
+  // An input is an upload or an artifact (artifact_ids): room for the larger.
+  spec.inputs_max_bytes =
+      lim.inputs_per_job_max * (std::max(lim.input_max_bytes, policy.artifacts.file_max_bytes) + 4096);
+  // A workspace job claiming it gets /work of the workspace's size.
+  spec.workspace_max_bytes = policy.workspaces.size_max_bytes;
   return spec;
 }
 

@@ -94,6 +94,7 @@ Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner
       identities_(make_identities(policy)),
       gate_(make_gate(policy)),
       ledger_(open_ledger(store.state_dir())),
+      workspaces_(policy.workspaces, store.state_dir() + "/workspaces", *ledger_),
       admission_(policy.admission),
       keys_([this](const std::string& tenant, const std::string& key) { return ledger_->find_by_key(tenant, key); }),
       fleet_(std::move(runner_exe), store.state_dir(), spec_host_.cgroup_host),
@@ -131,6 +132,7 @@ size_t Jobs::expire() {
   const auto& r = policy_.retention;
   size_t files = store_.expire(r.inputs_ttl_s, r.artifacts_ttl_s);
   size_t rows = ledger_->expire(r.jobs_ttl_s);
+  rows += workspaces_.expire(r.jobs_ttl_s);
   if (files || rows) spdlog::info("janitor: removed {} expired files and {} job records", files, rows);
   return files + rows;
 }
@@ -139,6 +141,7 @@ PoolStats Jobs::pool_stats() { return pool_ ? pool_->stats() : PoolStats{}; }
 
 size_t Jobs::reclaim_leftovers() {
   size_t removed = fleet_.reclaim_leftovers();
+  removed += workspaces_.reclaim();
   if (size_t failed = ledger_->fail_interrupted("the server stopped while the job ran"); failed) {
     spdlog::warn("{} job(s) were running when the server last stopped: recorded as failed", failed);
     removed += failed;
@@ -155,6 +158,23 @@ util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std
   auto spec = build_job_spec(policy_, spec_host_, req, found, job_id);
   if (!spec) return spec.error();
   for (auto& in : found) inputs.push_back({in->input_id, in->name, in->sha256});
+  // Artifacts as inputs: under their base name, read-only, like an upload.
+  std::map<std::string, std::string> taken;  // name -> "input <id>" / "artifact <id>"
+  for (size_t i = 0; i < found.size(); ++i) taken[found[i]->name] = "input " + req.input_ids[i];
+  for (const std::string& id : req.artifact_ids) {
+    auto a = store_.get_artifact(req.tenant, id);
+    if (!a) return util::make_error(a.error().code, "artifact_ids: \"" + id + "\": " + a.error().message);
+    const std::string name = a->name.substr(a->name.rfind('/') + 1);
+    if (auto bad = store::validate_input_name(name); !bad)
+      return util::make_error(util::ErrorCode::kInvalidArgument,
+                              "artifact_ids: \"" + id + "\": its name cannot be an input's: " + bad.error().message);
+    if (auto [it, fresh] = taken.emplace(name, "artifact " + id); !fresh)
+      return util::make_error(util::ErrorCode::kInvalidArgument,
+                              "input_ids and artifact_ids: two files are both named \"" + name + "\" (" + it->second +
+                                  " and artifact " + id + "); /inputs/<name> must be unique per run");
+    spec->inputs.push_back({name, a->blob_path});
+    inputs.push_back({id, name, a->sha256});
+  }
   return spec;
 }
 
@@ -172,6 +192,20 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   std::vector<InputRef> inputs;
   auto spec = resolve(req, result.job_id, inputs);
   if (!spec) return spec.error();
+  // A workspace job holds its workspace from here to the end (one call at a
+  // time; a second is busy at once): its tree is copied into the job's /work,
+  // of the workspace's size, and the job's /work comes back to next_dir.
+  std::unique_ptr<WorkspaceUse> workspace;
+  if (!req.workspace_id.empty()) {
+    auto use = workspaces_.begin(req.tenant, req.workspace_id, result.job_id);
+    if (!use && use.error().code == util::ErrorCode::kNotFound)
+      return util::make_error(util::ErrorCode::kNotFound, std::string("workspace_id: ") + kUnknownWorkspace);
+    if (!use) return use.error();
+    workspace = std::move(*use);
+    spec->work_max_bytes = workspaces_.size_max_bytes();
+    spec->workspace_in = workspace->dir();
+    spec->workspace_out = workspace->next_dir();
+  }
   // A slot first: beyond the limits this answers busy at once.
   if (auto s = admission_.acquire(req.tenant, req.cancel); !s) {
     if (s.error().code != util::ErrorCode::kCancelled) return s.error();
@@ -270,6 +304,15 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     return *start->error;
   }
   finish_egress();
+  if (workspace) {
+    const bool saved = outcome && outcome->workspace_saved;
+    WorkspaceInfo info = workspace->finish(saved, saved ? outcome->workspace_bytes : 0);
+    result.workspace = to_json(info);
+    result.workspace["saved"] = saved;
+    result.workspace["full"] = outcome && outcome->workspace_full;
+    if (outcome && !outcome->workspace_error.empty()) result.workspace["error"] = outcome->workspace_error;
+    workspace.reset();
+  }
   if (outcome) {
     result.outcome = std::move(*outcome);
     t_outcome = now_us();

@@ -19,6 +19,7 @@
 #include "server/broker/ledger.h"
 #include "server/broker/metrics.h"
 #include "server/broker/pool.h"
+#include "server/broker/workspaces.h"
 #include "server/network/proxy.h"
 #include "server/broker/runner_fleet.h"
 #include "server/policy/policy.h"
@@ -48,6 +49,7 @@ class Jobs {
   const artifacts::Gate& gate() const { return gate_; }
   PoolStats pool_stats();
   Metrics& metrics() { return metrics_; }
+  Workspaces& workspaces() { return workspaces_; }
   Admission::Load admission_load() { return admission_.load(); }
   const std::string& runner_exe() const { return fleet_.runner_exe(); }
   // The tenant's recorded job; a foreign or unknown id reads as none.
@@ -69,6 +71,7 @@ class Jobs {
   Identities identities_;  // each sandbox's host uid (a root server's range) or the server's
   artifacts::Gate gate_;
   std::unique_ptr<Ledger> ledger_;
+  Workspaces workspaces_;
   Admission admission_;
   Metrics metrics_;
   Idempotency keys_;

@@ -46,6 +46,18 @@ CREATE TABLE IF NOT EXISTS tasks (
 );
 CREATE INDEX IF NOT EXISTS tasks_tenant ON tasks(tenant, created_ms, task_id);
 CREATE INDEX IF NOT EXISTS tasks_status ON tasks(status, expires_ms);
+CREATE TABLE IF NOT EXISTS workspaces (
+  workspace_id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  ttl_ms INTEGER NOT NULL,
+  expires_ms INTEGER NOT NULL,
+  closed_ms INTEGER NOT NULL,
+  closed_by TEXT NOT NULL,
+  size_bytes INTEGER NOT NULL,
+  uses INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS workspaces_tenant ON workspaces(tenant, closed_ms, expires_ms);
 )sql";
 
 // Read connections kept open between reads; more may be open at a peak.
@@ -99,6 +111,23 @@ util::Result<int> write(sqlite3* db, const char* what, const char* sql, std::ini
 
 constexpr const char* kTaskColumns =
     "task_id, tenant, tool, status, status_message, created_ms, updated_ms, ttl_ms, expires_ms, result";
+
+constexpr const char* kWorkspaceColumns =
+    "workspace_id, tenant, created_ms, ttl_ms, expires_ms, closed_ms, closed_by, size_bytes, uses";
+
+WorkspaceRow read_workspace(sqlite3_stmt* s) {
+  WorkspaceRow r;
+  r.workspace_id = column_text(s, 0);
+  r.tenant = column_text(s, 1);
+  r.created_ms = sqlite3_column_int64(s, 2);
+  r.ttl_ms = sqlite3_column_int64(s, 3);
+  r.expires_ms = sqlite3_column_int64(s, 4);
+  r.closed_ms = sqlite3_column_int64(s, 5);
+  r.closed_by = column_text(s, 6);
+  r.size_bytes = static_cast<uint64_t>(sqlite3_column_int64(s, 7));
+  r.uses = static_cast<uint64_t>(sqlite3_column_int64(s, 8));
+  return r;
+}
 
 TaskRow read_task(sqlite3_stmt* s) {
   TaskRow r;
@@ -386,6 +415,89 @@ size_t Ledger::task_expire(const std::string& tenant, int64_t now_ms) {
                : write(db_, "task expiry",
                        "DELETE FROM tasks WHERE tenant = ?2 AND status != 'working' AND expires_ms <= ?1",
                        {now_ms, tenant});
+  return n ? static_cast<size_t>(*n) : 0;
+}
+
+util::Status Ledger::workspace_insert(const WorkspaceRow& r) {
+  std::lock_guard lock(write_mu_);
+  auto n = write(db_, "workspace insert",
+                 "INSERT INTO workspaces (workspace_id, tenant, created_ms, ttl_ms, expires_ms, closed_ms, closed_by,"
+                 " size_bytes, uses) VALUES (?1, ?2, ?3, ?4, ?5, 0, '', 0, 0)",
+                 {r.workspace_id, r.tenant, r.created_ms, r.ttl_ms, r.expires_ms});
+  if (!n) return n.error();
+  return util::ok_status();
+}
+
+std::optional<WorkspaceRow> Ledger::workspace_find(const std::string& tenant, const std::string& workspace_id,
+                                                   int64_t now_ms) {
+  ReadConnection db(*this);
+  Stmt st;
+  std::string error;
+  std::string sql = std::string("SELECT ") + kWorkspaceColumns +
+                    " FROM workspaces WHERE tenant = ?1 AND workspace_id = ?2 AND closed_ms = 0 AND expires_ms > ?3";
+  if (!prepare(db.get(), st, sql.c_str(), {tenant, workspace_id, now_ms}, error)) return std::nullopt;
+  if (sqlite3_step(st.s) != SQLITE_ROW) return std::nullopt;
+  return read_workspace(st.s);
+}
+
+uint64_t Ledger::workspace_count(const std::string& tenant, int64_t now_ms) {
+  ReadConnection db(*this);
+  Stmt st;
+  std::string error;
+  if (!prepare(db.get(), st, "SELECT COUNT(*) FROM workspaces WHERE tenant = ?1 AND closed_ms = 0 AND expires_ms > ?2",
+               {tenant, now_ms}, error))
+    return 0;
+  if (sqlite3_step(st.s) != SQLITE_ROW) return 0;
+  return static_cast<uint64_t>(sqlite3_column_int64(st.s, 0));
+}
+
+util::Status Ledger::workspace_used(const std::string& workspace_id, uint64_t size_bytes, int64_t expires_ms) {
+  std::lock_guard lock(write_mu_);
+  auto n = write(db_, "workspace update",
+                 "UPDATE workspaces SET uses = uses + 1, size_bytes = ?1, expires_ms = MAX(expires_ms, ?2)"
+                 " WHERE workspace_id = ?3 AND closed_ms = 0",
+                 {static_cast<int64_t>(size_bytes), expires_ms, workspace_id});
+  if (!n) return n.error();
+  return util::ok_status();
+}
+
+util::Result<bool> Ledger::workspace_close(const std::string& tenant, const std::string& workspace_id, int64_t now_ms,
+                                           const std::string& by) {
+  std::lock_guard lock(write_mu_);
+  auto n = write(db_, "workspace close",
+                 "UPDATE workspaces SET closed_ms = ?1, closed_by = ?2 WHERE tenant = ?3 AND workspace_id = ?4"
+                 " AND closed_ms = 0",
+                 {now_ms, by, tenant, workspace_id});
+  if (!n) return n.error();
+  return *n > 0;
+}
+
+std::vector<WorkspaceRow> Ledger::workspace_expired(int64_t now_ms) {
+  ReadConnection db(*this);
+  std::vector<WorkspaceRow> out;
+  Stmt st;
+  std::string error;
+  std::string sql = std::string("SELECT ") + kWorkspaceColumns +
+                    " FROM workspaces WHERE closed_ms = 0 AND expires_ms <= ?1";
+  if (!prepare(db.get(), st, sql.c_str(), {now_ms}, error)) return out;
+  while (sqlite3_step(st.s) == SQLITE_ROW) out.push_back(read_workspace(st.s));
+  return out;
+}
+
+std::vector<std::string> Ledger::workspace_open_ids() {
+  ReadConnection db(*this);
+  std::vector<std::string> out;
+  Stmt st;
+  std::string error;
+  if (!prepare(db.get(), st, "SELECT workspace_id FROM workspaces WHERE closed_ms = 0", {}, error)) return out;
+  while (sqlite3_step(st.s) == SQLITE_ROW) out.push_back(column_text(st.s, 0));
+  return out;
+}
+
+size_t Ledger::workspace_forget(uint64_t ttl_s) {
+  std::lock_guard lock(write_mu_);
+  auto n = write(db_, "workspace forget", "DELETE FROM workspaces WHERE closed_ms != 0 AND closed_ms < ?1",
+                 {wall_ms() - static_cast<int64_t>(ttl_s) * 1000});
   return n ? static_cast<size_t>(*n) : 0;
 }
 

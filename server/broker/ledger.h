@@ -48,6 +48,19 @@ struct TaskRow {
   nlohmann::json result;           // the CallToolResult; null while none
 };
 
+// One workspace (workspaces.h): open until closed or idle past expires_ms.
+struct WorkspaceRow {
+  std::string workspace_id;
+  std::string tenant;
+  int64_t created_ms = 0;      // wall clock, ms since the epoch
+  int64_t ttl_ms = 0;          // idle lifetime, as granted
+  int64_t expires_ms = 0;      // last use (or open) + ttl_ms
+  int64_t closed_ms = 0;       // 0 while open
+  std::string closed_by;       // "close_workspace", "expired"; "" while open
+  uint64_t size_bytes = 0;     // its files after the last job
+  uint64_t uses = 0;           // jobs run in it
+};
+
 class Ledger {
  public:
   static util::Result<std::unique_ptr<Ledger>> open(const std::string& path);
@@ -80,6 +93,21 @@ class Ledger {
   // kept at least until now_ms + keep_ms.
   size_t task_fail_interrupted(const std::string& message, const nlohmann::json& result, int64_t now_ms,
                                int64_t keep_ms);
+  // Workspaces. A find or count sees open rows not past expires_ms only.
+  util::Status workspace_insert(const WorkspaceRow& row);
+  std::optional<WorkspaceRow> workspace_find(const std::string& tenant, const std::string& workspace_id, int64_t now_ms);
+  uint64_t workspace_count(const std::string& tenant, int64_t now_ms);
+  // After a job in it: uses + 1, the new size and expiry.
+  util::Status workspace_used(const std::string& workspace_id, uint64_t size_bytes, int64_t expires_ms);
+  // Open -> closed; false when it was not open (or not the tenant's).
+  util::Result<bool> workspace_close(const std::string& tenant, const std::string& workspace_id, int64_t now_ms,
+                                     const std::string& by);
+  // Open rows past their expiry (the janitor closes them as "expired").
+  std::vector<WorkspaceRow> workspace_expired(int64_t now_ms);
+  // Every open row (start-up: which directories may stay).
+  std::vector<std::string> workspace_open_ids();
+  // Deletes the rows of workspaces closed more than ttl_s ago.
+  size_t workspace_forget(uint64_t ttl_s);
   // Deletes terminal tasks past their expiry; "" means every tenant.
   size_t task_expire(const std::string& tenant, int64_t now_ms);
 

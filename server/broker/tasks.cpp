@@ -13,6 +13,7 @@
 #include "server/util/base64.h"
 #include "server/util/random.h"
 #include "server/util/text.h"
+#include "server/util/wall_clock.h"
 
 namespace broker {
 
@@ -22,21 +23,8 @@ namespace {
 
 constexpr size_t kStatusMessageMaxBytes = 1024;
 
-int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// ISO 8601 / RFC 3339 in UTC with milliseconds (MCP tasks: createdAt, lastUpdatedAt).
-std::string iso8601(int64_t ms) {
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
-  return buf;
-}
+using util::iso8601;
+using util::wall_ms;
 
 // Ids are util::random_id(): 32 lowercase hex digits. Anything else is unknown.
 bool well_formed_id(const std::string& id) {

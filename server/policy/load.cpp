@@ -152,7 +152,7 @@ bool parse_network(Reader& r, const json& n, Network& out) {
       const std::string key = "network.hosts." + name;
       auto a = network::parse_authority(name + ":1", std::nullopt);
       if (!a || a->literal) return r.fail(key, "must be a DNS name" + (a ? std::string() : ": " + a.error().message));
-      if (a->host != name) return r.fail(key, "must be written in lower case without a trailing dot ("" + a->host + "")");
+      if (a->host != name) return r.fail(key, "must be written in lower case without a trailing dot (\"" + a->host + "\")");
       if (!v.is_string() || !network::parse_address(v.get<std::string>()))
         return r.fail(key, "must be an IPv4 or IPv6 address");
       out.hosts[name] = v.get<std::string>();
@@ -212,7 +212,7 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   Policy p;
   p.source = source;
   if (!r.only_keys(doc, "", {"$comment", "version", "runtimes", "limits", "server", "sandbox", "artifacts", "admission",
-                             "retention", "pool", "network"}))
+                             "retention", "pool", "network", "workspaces"}))
     return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
   if (!doc.contains("version") || doc["version"] != 1)
     return make_error(util::ErrorCode::kPolicy, source + ": version: must be 1");
@@ -467,6 +467,23 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   }
   if (doc.contains("network") && !parse_network(r, doc["network"], p.network))
     return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
+  if (doc.contains("workspaces")) {
+    const json& w = doc["workspaces"];
+    Workspaces& o = p.workspaces;
+    if (!r.only_keys(w, "workspaces", {"ttl_s", "per_tenant_max", "size_max_bytes"}) ||
+        !r.u64(w, "workspaces", "per_tenant_max", o.per_tenant_max, 1, 10000) ||
+        !r.u64(w, "workspaces", "size_max_bytes", o.size_max_bytes, 1 << 20, kBytesCeiling))
+      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
+    if (w.contains("ttl_s")) {
+      const json& t = w["ttl_s"];
+      if (!r.only_keys(t, "workspaces.ttl_s", {"default", "max"}) ||
+          !r.u64(t, "workspaces.ttl_s", "max", o.ttl_s_max, 1, 30 * 86400) ||
+          !r.u64(t, "workspaces.ttl_s", "default", o.ttl_s_default, 1, 30 * 86400))
+        return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
+    }
+    if (o.ttl_s_default > o.ttl_s_max)
+      return make_error(util::ErrorCode::kPolicy, source + ": workspaces.ttl_s.default: exceeds workspaces.ttl_s.max");
+  }
   return p;
 }
 
@@ -533,6 +550,10 @@ nlohmann::json effective_json(const Policy& p) {
         {"image_pixels_max", p.artifacts.image_pixels_max},
         {"pdf_active", p.artifacts.pdf_strip ? "strip" : "reject"}}},
       {"network", network_json(p.network)},
+      {"workspaces",
+       {{"ttl_s", {{"default", p.workspaces.ttl_s_default}, {"max", p.workspaces.ttl_s_max}}},
+        {"per_tenant_max", p.workspaces.per_tenant_max},
+        {"size_max_bytes", p.workspaces.size_max_bytes}}},
       {"sandbox",
        {{"uid_range", {{"first", s.uid_first}, {"count", s.uid_count}}},
         {"require", {{"landlock", s.require_landlock}, {"cgroups", s.require_cgroups}}},

@@ -127,6 +127,15 @@ struct Network {
   std::vector<std::string> allow_private;    // CIDRs of special-purpose ranges profiles may reach
 };
 
+// Workspaces (README, Workspaces): a tenant's /work kept between the calls
+// that name it, until it is closed or idle past its TTL.
+struct Workspaces {
+  uint64_t ttl_s_default = 1800;     // idle lifetime when open_workspace asks for none
+  uint64_t ttl_s_max = 86400;        // the most open_workspace may ask for
+  uint64_t per_tenant_max = 8;       // open at once per tenant; beyond: busy
+  uint64_t size_max_bytes = 128ull << 20;  // the workspace's /work tmpfs; beyond: ENOSPC in the job
+};
+
 struct Policy {
   std::string source;  // file it came from, for messages
   std::map<std::string, Runtime> runtimes;
@@ -138,6 +147,7 @@ struct Policy {
   Retention retention;
   Pool pool;
   Network network;
+  Workspaces workspaces;
 
   const Runtime* find_runtime(const std::string& name) const;
   std::vector<std::string> available_runtimes() const;

@@ -155,7 +155,12 @@ std::string instructions_text(const policy::Policy& p) {
                             "profile: then the program reaches only what the profile lists, through the proxy in "
                             "HTTP_PROXY/HTTPS_PROXY (no DNS; a refused request gets HTTP 403 saying why). Ask for "
                             "it only when the task needs to fetch something; ")) +
-         "nothing persists between calls, so each program must be complete. Limits: timeout " +
+         "nothing persists between calls unless you use a workspace: when a task takes several runs that build "
+         "on each other (an intermediate file, installed packages), open_workspace once, pass its workspace_id "
+         "to each run_code (its /work is kept; /tmp, /outputs and processes are not), and close_workspace when "
+         "done. To feed one run's output file to the next without a workspace, pass its artifact_id in "
+         "artifact_ids: it appears read-only at /inputs/<name>. Otherwise each program must be complete. "
+         "Limits: timeout " +
          std::to_string(static_cast<int>(l.timeout_s_default)) + " s by default, " +
          std::to_string(static_cast<int>(l.timeout_s_max)) + " s at most; stdout and stderr are cut at " +
          std::to_string(l.stdout_max_bytes) + " bytes each (truncation is flagged); /outputs holds at most " +

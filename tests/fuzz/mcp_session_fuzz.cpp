@@ -135,6 +135,8 @@ struct Env {
   uint64_t inputs = 0;
   std::unique_ptr<store::Store> store;
   std::unique_ptr<broker::Tasks> tasks;
+  std::unique_ptr<broker::Ledger> ws_ledger;
+  std::unique_ptr<broker::Workspaces> workspaces;
   std::unique_ptr<mcp::ServerContext> ctx;
 
   explicit Env(policy::Policy p)
@@ -147,6 +149,8 @@ struct Env {
   }
   ~Env() {
     ctx.reset();
+    workspaces.reset();
+    ws_ledger.reset();
     tasks.reset();
     store.reset();
     std::error_code ec;
@@ -162,6 +166,9 @@ struct Env {
 
   void new_epoch() {
     ctx.reset();
+    jobs.set_workspaces(nullptr);
+    workspaces.reset();
+    ws_ledger.reset();
     tasks.reset();
     store.reset();
     std::error_code ec;
@@ -172,6 +179,11 @@ struct Env {
     auto ledger = broker::Ledger::open(dir + "/state/tasks.sqlite3");
     FUZZ_CHECK(ledger.ok());
     tasks = std::make_unique<broker::Tasks>(std::move(*ledger), broker::tasks_options(policy));
+    auto wl = broker::Ledger::open(dir + "/state/workspaces.sqlite3");
+    FUZZ_CHECK(wl.ok());
+    ws_ledger = std::move(*wl);
+    workspaces = std::make_unique<broker::Workspaces>(policy.workspaces, dir + "/state/workspaces", *ws_ledger);
+    jobs.set_workspaces(workspaces.get());
     ctx = std::make_unique<mcp::ServerContext>(
         mcp::ServerContext{policy, *store, jobs, registry, nullptr, tasks.get(), &calls});
   }

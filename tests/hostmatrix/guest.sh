@@ -156,7 +156,7 @@ case $host in
     check_leftovers "root http"
     # Egress by policy (issue 18) against the fake internet in two network
     # namespaces: the server as root (pool on and off) and as throwbox-test.
-    run_test "$host root integration.network_egress" 300 "${root_env[@]}" THROWBOX_POLICY="$repo/policies/default.json" \
+    run_test "$host root integration.network_egress" 600 "${root_env[@]}" THROWBOX_POLICY="$repo/policies/default.json" \
       node "integration/network_egress.test.mjs"
     check_leftovers "root network"
     # shellcheck source=tests/hostmatrix/vm/guest_users.sh
@@ -182,9 +182,13 @@ case $host in
   v1)
     mode_root v1 10
     check_leftovers root
-    run_test "$host root integration.network_egress" 300 "${root_env[@]}" THROWBOX_POLICY="$repo/policies/default.json" \
-      node "integration/network_egress.test.mjs"
-    check_leftovers "root network"
+    # Egress does not depend on the cgroup layout; under TCG it takes 8 min
+    # here, so CI runs it in the v2 guest only (THROWBOX_MATRIX_FULL=1 here too).
+    if [ "${THROWBOX_MATRIX_FULL:-0}" = 1 ]; then
+      run_test "$host root integration.network_egress" 600 "${root_env[@]}" THROWBOX_POLICY="$repo/policies/default.json" \
+        node "integration/network_egress.test.mjs"
+      check_leftovers "root network"
+    fi
     # systemd delegates no v1 controller to a normal user: rlimits only, said loudly.
     mode_user "user" none 10 "doctor" "memory_bomb user_counts zz_leftovers"
     check_leftovers user

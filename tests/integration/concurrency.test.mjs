@@ -22,7 +22,7 @@ test('ping and tools/list answer while a job runs', { timeout: 30_000 }, async (
 
     const [pong, tools] = await Promise.all([ping, list]);
     assert.deepEqual(pong, {});
-    assert.equal(tools.tools.length, 3);
+    assert.equal(tools.tools.length, 5);
     assert.equal(done.run, undefined, `run_code resolved before ping/list (${JSON.stringify(done)})`);
 
     const result = await job;

@@ -52,7 +52,7 @@ test(`${CLIENTS} concurrent clients, ${CALLS} calls: no error but backpressure`,
           assert.deepEqual(await client.ping({ timeout: REQUEST_TIMEOUT_MS }), {});
         } else if (kind === 'tools/list') {
           const { tools } = await client.listTools(undefined, { timeout: REQUEST_TIMEOUT_MS });
-          assert.deepEqual(tools.map((x) => x.name).sort(), ['fetch_artifact', 'run_code', 'upload_input']);
+          assert.deepEqual(tools.map((x) => x.name).sort(), ['close_workspace', 'fetch_artifact', 'open_workspace', 'run_code', 'upload_input']);
         } else {
           const r = await client.callTool({ name: 'run_code', arguments: {
             runtime: 'python', timeout_s: 10, code: `print(${n} * 2)\n` } }, CallToolResultSchema,
@@ -81,7 +81,7 @@ test(`${CLIENTS} concurrent clients, ${CALLS} calls: no error but backpressure`,
   const fresh = await connectHttp(server.url, server.tokens.t0, { name: 'after-load' });
   conns.push(fresh);
   assert.deepEqual(await fresh.client.ping({ timeout: 5_000 }), {});
-  assert.equal((await clients[0].listTools(undefined, { timeout: 5_000 })).tools.length, 3);
+  assert.equal((await clients[0].listTools(undefined, { timeout: 5_000 })).tools.length, 5);
   const health = await fetch(`${server.base}/healthz`);
   await health.body?.cancel();
   assert.ok(health.status === 200 || health.status === 404, `/healthz: ${health.status}`);

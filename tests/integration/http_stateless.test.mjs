@@ -69,7 +69,7 @@ test('server/discover: versions, capabilities without tasks, cache hints', async
 
 test('tools/list: the three tools, no taskSupport, cache hints', async () => {
   const l = assertComplete(await call('tools/list'));
-  assert.deepEqual(l.tools.map((t) => t.name), ['fetch_artifact', 'run_code', 'upload_input']);
+  assert.deepEqual(l.tools.map((t) => t.name), ['close_workspace', 'fetch_artifact', 'open_workspace', 'run_code', 'upload_input']);
   for (const t of l.tools) assert.equal(t.execution, undefined, t.name);
   assert.equal(typeof l.ttlMs, 'number');
   assert.equal(l.cacheScope, 'private');
@@ -233,7 +233,7 @@ test('a legacy session on the same server still works', { timeout: 30_000 }, asy
   const list = await s.call('tools/list');
   assert.equal(list.status, 200, list.text);
   assert.equal(list.body.result.resultType, undefined);
-  assert.equal(list.body.result.tools.length, 3);
+  assert.equal(list.body.result.tools.length, 5);
   assert.equal((await s.call('ping')).status, 200);
   // Without a session id and without a modern version it is still the legacy 400.
   const missing = await post(server.url, { jsonrpc: '2.0', id: 1, method: 'ping' }, { token: ALICE });

@@ -77,7 +77,7 @@ test('the server offers tasks, and run_code (only) as a task-capable tool', { ti
   assert.deepEqual(client.getServerCapabilities().tasks, { list: {}, cancel: {}, requests: { tools: { call: {} } } });
   const { tools } = await client.listTools(undefined, { timeout: REQUEST_TIMEOUT_MS });
   const support = Object.fromEntries(tools.map((t) => [t.name, t.execution?.taskSupport]));
-  assert.deepEqual(support, { fetch_artifact: undefined, run_code: 'optional', upload_input: undefined });
+  assert.deepEqual(support, { close_workspace: undefined, fetch_artifact: undefined, open_workspace: undefined, run_code: 'optional', upload_input: undefined });
 });
 
 test('a task is created, polled to completed, and tasks/result is the plain call\'s result', { timeout: 60_000 }, async () => {

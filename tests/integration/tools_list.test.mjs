@@ -19,7 +19,7 @@ test('server advertises exactly the three throwbox tools', { timeout: 30_000 }, 
     assert.match(instructions, /\/outputs/);
 
     const { tools } = await client.listTools(undefined, { timeout: REQUEST_TIMEOUT_MS });
-    assert.deepEqual(tools.map((t) => t.name).sort(), ['fetch_artifact', 'run_code', 'upload_input']);
+    assert.deepEqual(tools.map((t) => t.name).sort(), ['close_workspace', 'fetch_artifact', 'open_workspace', 'run_code', 'upload_input']);
 
     for (const tool of tools) {
       assert.equal(typeof tool.description, 'string', `${tool.name} description`);

@@ -18,8 +18,8 @@
 namespace {
 
 const std::string kConflict =
-    "idempotency_key: \"k\" was already used for a different request (runtime, code, input_ids, timeout_s or "
-    "network differ); use a new key for a new request";
+    "idempotency_key: \"k\" was already used for a different request (runtime, code, input_ids, timeout_s, "
+    "network, workspace_id or artifact_ids differ); use a new key for a new request";
 
 // A ledger of ended jobs, by tenant and key.
 struct FakeLedger {
@@ -74,7 +74,9 @@ TEST_CASE("request_sha256: everything that changes what runs, nothing else") {
   for (auto change : {+[](broker::JobRequest& r) { r.runtime = "sh"; }, +[](broker::JobRequest& r) { r.code += " "; },
                       +[](broker::JobRequest& r) { r.input_ids = {"i"}; },
                       +[](broker::JobRequest& r) { r.timeout_s = 5; },
-                      +[](broker::JobRequest& r) { r.network = "web"; }}) {
+                      +[](broker::JobRequest& r) { r.network = "web"; },
+                      +[](broker::JobRequest& r) { r.workspace_id = "w"; },
+                      +[](broker::JobRequest& r) { r.artifact_ids = {"a"}; }}) {
     broker::JobRequest c = a;
     change(c);
     CHECK(broker::request_sha256(c) != broker::request_sha256(a));

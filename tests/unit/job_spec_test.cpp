@@ -176,7 +176,7 @@ TEST_CASE("a request cannot go past the policy") {
   }
   r = request();
   r.input_ids = {"a", "b", "c"};
-  CHECK(error_of(p, r, {input("a", "a"), input("b", "b"), input("c", "c")}) == "input_ids: more than 2 inputs");
+  CHECK(error_of(p, r, {input("a", "a"), input("b", "b"), input("c", "c")}) == "input_ids: more than 2 inputs (input_ids and artifact_ids together)");
 }
 
 TEST_CASE("inputs: a failed lookup keeps its code; two of one name are refused") {
@@ -204,7 +204,9 @@ TEST_CASE("a warm spec has no code and no inputs, and the longest deadline a job
   CHECK(spec.inputs.empty());
   CHECK(spec.timeout_ms == 60000);
   CHECK(spec.inputs_max_files == 2);
-  CHECK(spec.inputs_max_bytes == 2 * (1000 + 4096));
+  // An input may be an upload or an artifact: room for the larger of the two caps.
+  CHECK(spec.inputs_max_bytes == 2 * (std::max<uint64_t>(1000, p.artifacts.file_max_bytes) + 4096));
+  CHECK(spec.workspace_max_bytes == p.workspaces.size_max_bytes);
   CHECK(spec.scratch_dir == "/state/run/w1");
   sandbox::LaunchSpec exec = broker::build_warm_spec(p, test_host(p), *p.find_runtime("sh"), "w2");
   CHECK(exec.warm == sandbox::Warm::exec);

@@ -224,7 +224,7 @@ TEST_CASE("initialize answers version, server info and capabilities") {
   REQUIRE(list.contains("result"));
   std::vector<std::string> names;
   for (auto& t : list["result"]["tools"]) names.push_back(t["name"].get<std::string>());
-  CHECK(names == std::vector<std::string>{"fetch_artifact", "run_code", "upload_input"});
+  CHECK(names == std::vector<std::string>{"close_workspace", "fetch_artifact", "open_workspace", "run_code", "upload_input"});
 }
 
 TEST_CASE("initialize with an unknown version gets the latest") {
@@ -357,7 +357,7 @@ TEST_CASE("batch under 2025-03-26 gets one array response with both answers") {
     }
     if (r["id"] == 2) {
       saw2 = true;
-      CHECK(r["result"]["tools"].size() == 3);
+      CHECK(r["result"]["tools"].size() == 5);
     }
   }
   CHECK(saw1);

@@ -8,6 +8,7 @@
 
 #include "server/artifacts/gate.h"
 #include "server/broker/job.h"
+#include "server/broker/workspaces.h"
 #include "server/policy/policy.h"
 #include "server/store/store.h"
 #include "server/util/result.h"
@@ -21,8 +22,12 @@ class Jobs {
 
   util::Result<JobResult> run(const JobRequest& request) { return runner_(request); }
   const artifacts::Gate& gate() const { return gate_; }
+  // The real registry over the harness's own ledger (set per epoch).
+  void set_workspaces(Workspaces* w) { workspaces_ = w; }
+  Workspaces& workspaces() { return *workspaces_; }
 
  private:
+  Workspaces* workspaces_ = nullptr;
   artifacts::Gate gate_;
   Runner runner_;
 };

@@ -1,0 +1,92 @@
+// Workspaces: a tenant's /work kept between the run_code calls that name it
+// (README, Workspaces). Between calls a workspace is a directory tree under
+// <state>/workspaces/<id> (0700, the server's user), written only by a
+// runner's copy of a job's /work (sandbox/workspace_copy); during a call it
+// is that job's /work tmpfs, so its cap holds while the job writes. One call
+// at a time: a second is busy at once. The ledger records open, each use and
+// close; an unknown, expired, closed or foreign id reads exactly alike.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "server/broker/ledger.h"
+#include "server/policy/policy.h"
+#include "server/util/result.h"
+
+namespace broker {
+
+// What open_workspace answers and run_code's result repeats.
+struct WorkspaceInfo {
+  std::string workspace_id;
+  int64_t expires_ms = 0;  // wall clock
+  uint64_t ttl_s = 0;
+  uint64_t size_max_bytes = 0;
+  uint64_t size_bytes = 0;
+};
+
+class Workspaces;
+
+// A workspace held by one call. Destroyed without finish(): released, the
+// workspace as it was (the job's copy, if any, is dropped).
+class WorkspaceUse {
+ public:
+  ~WorkspaceUse();
+  WorkspaceUse(const WorkspaceUse&) = delete;
+  WorkspaceUse& operator=(const WorkspaceUse&) = delete;
+  const std::string& id() const { return id_; }
+  const std::string& dir() const { return dir_; }        // copied into the job's /work
+  const std::string& next_dir() const { return next_; }  // the runner writes the job's /work here
+  // The job ended: its copy becomes the workspace when saved; the expiry moves on.
+  WorkspaceInfo finish(bool saved, uint64_t size_bytes);
+
+ private:
+  friend class Workspaces;
+  WorkspaceUse(Workspaces& owner, WorkspaceRow row, std::string dir, std::string next)
+      : owner_(owner), row_(std::move(row)), id_(row_.workspace_id), dir_(std::move(dir)), next_(std::move(next)) {}
+  Workspaces& owner_;
+  WorkspaceRow row_;
+  std::string id_, dir_, next_;
+  bool finished_ = false;
+};
+
+class Workspaces {
+ public:
+  // root: <state>/workspaces, made 0700 if missing.
+  Workspaces(const policy::Workspaces& policy, std::string root, Ledger& ledger);
+
+  util::Result<WorkspaceInfo> open(const std::string& tenant, std::optional<double> ttl_s);
+  util::Status close(const std::string& tenant, const std::string& workspace_id);
+  // For one job: kNotFound (the unknown text), or kBusy while another call holds it.
+  util::Result<std::unique_ptr<WorkspaceUse>> begin(const std::string& tenant, const std::string& workspace_id,
+                                                    const std::string& job_id);
+  // The janitor: expired workspaces closed and deleted (not one in use), and
+  // the rows of those closed more than forget_after_s ago.
+  size_t expire(uint64_t forget_after_s);
+  // Start-up: every directory under root that is not an open workspace's
+  // (a crash's half-swapped copies, a deleted row's tree) is removed.
+  size_t reclaim();
+
+  uint64_t size_max_bytes() const { return policy_.size_max_bytes; }
+
+ private:
+  friend class WorkspaceUse;
+  void release(WorkspaceUse& use, bool saved, uint64_t size_bytes, WorkspaceInfo* info);
+
+  const policy::Workspaces& policy_;
+  const std::string root_;
+  Ledger& ledger_;
+  std::mutex mu_;              // orders begin, close and expire over busy_ and the rows
+  std::set<std::string> busy_;  // ids a call holds
+};
+
+nlohmann::json to_json(const WorkspaceInfo& info);
+// The answer to any id that is not an open workspace of the caller's.
+extern const char* const kUnknownWorkspace;
+
+}  // namespace broker

@@ -24,6 +24,7 @@ struct CallContext {
   broker::Jobs& jobs;
   std::shared_ptr<broker::Cancellation> cancel;                   // notifications/cancelled
   std::function<void(const nlohmann::json& progress)> progress;   // empty without a progressToken
+  std::shared_ptr<broker::WorkspaceUse> workspace;                // held before a task was created (Tool::hold)
 };
 
 // An MCP CallToolResult. Errors inside a tool are results with isError, never
@@ -43,6 +44,12 @@ struct Tool {
   std::function<ToolResult(const json& args, CallContext& ctx)> call;
   // MCP tasks (2025-11-25) execution.taskSupport: "forbidden", "optional" or "required".
   std::string task_support = "forbidden";
+  // What a task of this tool must hold before the task exists (run_code: its
+  // workspace, so a call arriving after the task was created cannot take it
+  // first); an error answers the call instead of a task. May be empty.
+  std::function<util::Result<std::shared_ptr<broker::WorkspaceUse>>(const json& args, const std::string& tenant,
+                                                                     broker::Jobs& jobs)>
+      hold;
 };
 
 class Registry {

@@ -257,6 +257,7 @@ Tool make_run_code(const policy::Policy& policy) {
         return error_result("network: must be the name of a network profile");
       req.network = n.get<std::string>();
     }
+    req.workspace_use = ctx.workspace;
     req.cancel = ctx.cancel;
     req.on_progress = ctx.progress;
     auto result = ctx.jobs.run(req);
@@ -274,7 +275,15 @@ Tool make_run_code(const policy::Policy& policy) {
     return out;
   };
   // A long job may run as an MCP task: answered at once, polled or awaited.
-  return Tool{def, call, "optional"};
+  // Its workspace is held from before the task is created to its end.
+  auto hold = [](const json& args, const std::string& tenant,
+                 broker::Jobs& jobs) -> util::Result<std::shared_ptr<broker::WorkspaceUse>> {
+    if (!args.is_object() || !args.contains("workspace_id") || !args["workspace_id"].is_string() ||
+        args["workspace_id"].get_ref<const std::string&>().empty())
+      return std::shared_ptr<broker::WorkspaceUse>();  // none, or the call reports the bad argument
+    return jobs.hold_workspace(tenant, args["workspace_id"].get<std::string>());
+  };
+  return Tool{def, call, "optional", hold};
 }
 
 }  // namespace tools

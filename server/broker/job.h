@@ -18,6 +18,8 @@
 
 namespace broker {
 
+class WorkspaceUse;
+
 // Set from another thread (notifications/cancelled); the job's runner is
 // told to kill the whole tree and the job ends as "cancelled".
 class Cancellation {
@@ -42,6 +44,9 @@ struct JobRequest {
   std::string network;                                            // a network profile of the policy; "" for none
   std::string workspace_id;                                       // the workspace that is /work; "" for none
   std::vector<std::string> artifact_ids;                          // this tenant's artifacts, at /inputs/<name>
+  // workspace_id already held for this call (a task holds it from its
+  // creation, Jobs::hold_workspace); null: run() takes it.
+  std::shared_ptr<WorkspaceUse> workspace_use;
   std::shared_ptr<Cancellation> cancel;                          // may be null
   std::function<void(const nlohmann::json& progress)> on_progress;  // may be empty
   // Set by Jobs for a job with a network profile: the sandbox's proxy listener.

@@ -149,6 +149,14 @@ size_t Jobs::reclaim_leftovers() {
   return removed;
 }
 
+util::Result<std::shared_ptr<WorkspaceUse>> Jobs::hold_workspace(const std::string& tenant,
+                                                                 const std::string& workspace_id) {
+  auto use = workspaces_.begin(tenant, workspace_id);
+  if (!use && use.error().code == util::ErrorCode::kNotFound)
+    return util::make_error(util::ErrorCode::kNotFound, std::string("workspace_id: ") + kUnknownWorkspace);
+  return use;
+}
+
 util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std::string& job_id,
                                                 std::vector<InputRef>& inputs) {
   if (auto rt = check_request(policy_, req); !rt) return rt.error();
@@ -195,13 +203,15 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   // A workspace job holds its workspace from here to the end (one call at a
   // time; a second is busy at once): its tree is copied into the job's /work,
   // of the workspace's size, and the job's /work comes back to next_dir.
-  std::unique_ptr<WorkspaceUse> workspace;
+  std::shared_ptr<WorkspaceUse> workspace = req.workspace_use;
+  if (workspace && workspace->id() != req.workspace_id)
+    return util::make_error(util::ErrorCode::kInternal, "workspace_id: the call holds another workspace");
   if (!req.workspace_id.empty()) {
-    auto use = workspaces_.begin(req.tenant, req.workspace_id, result.job_id);
-    if (!use && use.error().code == util::ErrorCode::kNotFound)
-      return util::make_error(util::ErrorCode::kNotFound, std::string("workspace_id: ") + kUnknownWorkspace);
-    if (!use) return use.error();
-    workspace = std::move(*use);
+    if (!workspace) {
+      auto use = hold_workspace(req.tenant, req.workspace_id);
+      if (!use) return use.error();
+      workspace = std::move(*use);
+    }
     spec->work_max_bytes = workspaces_.size_max_bytes();
     spec->workspace_in = workspace->dir();
     spec->workspace_out = workspace->next_dir();

@@ -50,6 +50,9 @@ class Jobs {
   PoolStats pool_stats();
   Metrics& metrics() { return metrics_; }
   Workspaces& workspaces() { return workspaces_; }
+  // A call's hold on a workspace, taken early (a task's, before it is
+  // created, so no call that arrives later can take it first).
+  util::Result<std::shared_ptr<WorkspaceUse>> hold_workspace(const std::string& tenant, const std::string& workspace_id);
   Admission::Load admission_load() { return admission_.load(); }
   const std::string& runner_exe() const { return fleet_.runner_exe(); }
   // The tenant's recorded job; a foreign or unknown id reads as none.

@@ -89,8 +89,7 @@ util::Status Workspaces::close(const std::string& tenant, const std::string& id)
   return util::ok_status();
 }
 
-util::Result<std::unique_ptr<WorkspaceUse>> Workspaces::begin(const std::string& tenant, const std::string& id,
-                                                              const std::string& job_id) {
+util::Result<std::shared_ptr<WorkspaceUse>> Workspaces::begin(const std::string& tenant, const std::string& id) {
   if (!well_formed_id(id)) return unknown();
   std::lock_guard lock(mu_);
   auto row = ledger_.workspace_find(tenant, id, util::wall_ms());
@@ -101,7 +100,7 @@ util::Result<std::unique_ptr<WorkspaceUse>> Workspaces::begin(const std::string&
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     return util::make_error(util::ErrorCode::kIo, util::call_error("mkdir", dir, errno));
   busy_.insert(id);
-  return std::unique_ptr<WorkspaceUse>(new WorkspaceUse(*this, *row, dir, dir + ".next-" + job_id));
+  return std::shared_ptr<WorkspaceUse>(new WorkspaceUse(*this, *row, dir, dir + ".next-" + util::random_id()));
 }
 
 void Workspaces::release(WorkspaceUse& use, bool saved, uint64_t size_bytes, WorkspaceInfo* info) {

@@ -62,9 +62,8 @@ class Workspaces {
 
   util::Result<WorkspaceInfo> open(const std::string& tenant, std::optional<double> ttl_s);
   util::Status close(const std::string& tenant, const std::string& workspace_id);
-  // For one job: kNotFound (the unknown text), or kBusy while another call holds it.
-  util::Result<std::unique_ptr<WorkspaceUse>> begin(const std::string& tenant, const std::string& workspace_id,
-                                                    const std::string& job_id);
+  // For one call: kNotFound (the unknown text), or kBusy while another call holds it.
+  util::Result<std::shared_ptr<WorkspaceUse>> begin(const std::string& tenant, const std::string& workspace_id);
   // The janitor: expired workspaces closed and deleted (not one in use), and
   // the rows of those closed more than forget_after_s ago.
   size_t expire(uint64_t forget_after_s);

@@ -526,13 +526,19 @@ void Session::start_task(const jsonrpc::Message& m, const tools::Tool& tool, con
   store::Store& store = server_.store;
   broker::Jobs& jobs = server_.jobs;
   broker::Audit* audit = server_.audit;
+  std::shared_ptr<broker::WorkspaceUse> held;
+  if (tool.hold) {
+    auto h = tool.hold(args, tenant_, jobs);
+    if (!h) return reply(make_result(m.id, tools::error_result(h.error().message).to_json()));
+    held = std::move(*h);
+  }
   auto work = [&policy, &store, &jobs, audit, &tool, name, tenant = tenant_, args = std::move(args),
-               token = progress_token(p), send](const std::shared_ptr<broker::Cancellation>& cancel,
-                                                const std::string& task_id) -> json {
+               token = progress_token(p), send, held](const std::shared_ptr<broker::Cancellation>& cancel,
+                                                      const std::string& task_id) -> json {
     // The progressToken stays valid for the task's life (MCP tasks, progress).
     std::function<void(const json&)> progress;
     if (!token.is_null()) progress = progress_sender(token, send, task_id);
-    tools::CallContext ctx{tenant, policy, store, jobs, cancel, progress};
+    tools::CallContext ctx{tenant, policy, store, jobs, cancel, progress, held};
     const auto started = std::chrono::steady_clock::now();
     tools::ToolResult result;
     try {

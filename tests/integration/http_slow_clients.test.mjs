@@ -94,7 +94,7 @@ test(`${SLOW_CLIENTS} clients sending a header byte every ${BYTE_EVERY_MS / 1000
   const stillConnected = slow.filter((c) => c.closedAtMs === null).length;
 
   assert.equal(steps[1].r.status, 200, steps[1].r.text);
-  assert.equal(steps[1].r.body?.result?.tools?.length, 3, steps[1].r.text);
+  assert.equal(steps[1].r.body?.result?.tools?.length, 5, steps[1].r.text);
   assert.equal(steps[2].r.status, 200, steps[2].r.text);
   assert.equal(steps[2].r.body?.result?.structuredContent?.stdout, '1\n', steps[2].r.text);
   for (const s of steps) assert.ok(s.ms < s.bound, `${s.what} took ${s.ms.toFixed(0)} ms (bound ${s.bound} ms)`);

@@ -553,7 +553,9 @@ emit({"oversized": oversized, "not_proxy": not_proxy, "held": len(held), "refuse
       if (silent) {
         // Closed without an answer after the proxy's 10 s for a request head.
         assert.equal(got.waited.got, '', JSON.stringify(got.waited));
-        assert.ok(got.waited.seconds > 8 && got.waited.seconds < scaled(20), JSON.stringify(got.waited));
+        // The proxy's 10 s run from its accept, before the rest of the flood;
+        // the job started waiting after it.
+        assert.ok(got.waited.seconds < scaled(20), JSON.stringify(got.waited));
         assert.ok(conns.some((c) => /no complete request within 10 s/.test(c.reason)), JSON.stringify(conns.slice(0, 6)));
       }
       // The server goes on: the next job of the same profile gets through.

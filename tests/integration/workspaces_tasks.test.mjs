@@ -2,8 +2,9 @@
 //  - a long run_code in a workspace run as an MCP task (2025-11-25, stdio,
 //    the SDK client's handshake): the file it writes is there for the next
 //    plain call in the workspace, and while the task works the workspace is
-//    busy (run_code and close_workspace refused at once, naming it); a todo
-//    case for a call sent right after the CreateTaskResult (a known race);
+//    busy (run_code and close_workspace refused at once, naming it), also
+//    for a call sent right after the CreateTaskResult (the task holds its
+//    workspace from before it is created);
 //  - the 2026-07-28 stateless revision over HTTP: no initialize, no session,
 //    each call a request of its own; the workspace_id in the arguments is the
 //    only state carried from one call to the next, and after close_workspace
@@ -113,9 +114,8 @@ test('a long job in a workspace as an MCP task: busy while it works, its file th
     const { taskId } = created.task;
     assert.equal(created.task.status, 'working');
     assert.ok(createdMs < sleepS * 1000, `the CreateTaskResult came before the job ended (${createdMs} ms)`);
-    // The job runs for sure (so holds W) once its progress tells its first
-    // line. Not sooner: the task claims W only when its job starts (see the
-    // todo case below).
+    // The job runs for sure once its progress tells its first line (W is
+    // held from before the task was created: the case below).
     const waited = await Promise.race([started.then(() => 'progress'), delay(scaled(2500)).then(() => 'timeout')]);
     assert.equal(waited, 'progress', `a progress note with the job's first line: ${JSON.stringify(progress)}`);
     assert.equal((await client.experimental.tasks.getTask(taskId, { timeout: REQUEST_TIMEOUT_MS })).status, 'working');
@@ -169,12 +169,11 @@ test('a long job in a workspace as an MCP task: busy while it works, its file th
   });
 
 // The same right after the CreateTaskResult: the task is `working` and was
-// asked first, so W should be its. This binary claims W only when the task's
-// job starts (Jobs::run_once on the task thread), so a plain call sent at once
-// takes W and the task fails with busy: a todo until the claim moves before
-// the CreateTaskResult.
+// asked first, so W is its. The task holds W from before it is created
+// (Tool::hold in session's start_task): before that, a plain call sent at
+// once took W in about 1 run of 4, and the task failed with busy.
 test('a plain call sent right after the CreateTaskResult is busy; the task keeps its workspace',
-  { timeout: scaled(60_000), todo: 'the task claims its workspace only when its job starts' }, async () => {
+  { timeout: scaled(60_000) }, async () => {
     const conn = await connect({ policy: writePolicy('stdio-race'), label: 'workspaces_tasks race' });
     cleanups.push(conn.close);
     const { client } = conn;

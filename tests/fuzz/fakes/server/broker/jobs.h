@@ -25,6 +25,9 @@ class Jobs {
   // The real registry over the harness's own ledger (set per epoch).
   void set_workspaces(Workspaces* w) { workspaces_ = w; }
   Workspaces& workspaces() { return *workspaces_; }
+  util::Result<std::shared_ptr<WorkspaceUse>> hold_workspace(const std::string& tenant, const std::string& id) {
+    return workspaces_->begin(tenant, id);
+  }
 
  private:
   Workspaces* workspaces_ = nullptr;

@@ -11,7 +11,7 @@ before(async () => { conn = await connect(); });
 after(async () => { await conn?.close(); });
 
 test('no capabilities, no_new_privs, seccomp filter mode, one unprivileged id', { timeout: 30_000 }, async () => {
-  const { out } = await runPyJson(conn, `${PY_PRELUDE}
+  const { sc, out } = await runPyJson(conn, `${PY_PRELUDE}
 status = {}
 for line in open('/proc/self/status').read().splitlines():
     k, _, v = line.partition(':')
@@ -61,11 +61,16 @@ emit({"status": status, "uid_map": open('/proc/self/uid_map').read(), "gid_map":
   assert.notEqual(hostUid, 0);
   assert.equal(out.setgroups.trim(), 'deny');
   // The rlimits layer: soft = hard = the policy's values, and none can be raised again.
-  const lim = loadPolicy().limits;
+  const policy = loadPolicy();
+  const lim = policy.limits;
   const MiB = 1024 * 1024;
+  // RLIMIT_FSIZE backs the tmpfs caps up: the largest of them, and in a warm
+  // sandbox (which a workspace job may claim) the workspace's /work too.
+  const scratchMax = Math.max(lim.work_max_bytes, lim.tmp_max_bytes, lim.outputs_max_bytes);
+  const workspaceMax = policy.workspaces?.size_max_bytes ?? 128 * MiB;
   const expectLimits = {
     RLIMIT_NPROC: lim.pids_max, RLIMIT_NOFILE: lim.nofile_max,
-    RLIMIT_FSIZE: Math.max(lim.work_max_bytes, lim.tmp_max_bytes, lim.outputs_max_bytes), RLIMIT_CORE: 0,
+    RLIMIT_FSIZE: sc.start === 'warm' ? Math.max(scratchMax, workspaceMax) : scratchMax, RLIMIT_CORE: 0,
     RLIMIT_MEMLOCK: 0,
   };
   for (const [name, v] of Object.entries(expectLimits)) assert.deepEqual(out.rlimits[name], [v, v], name);

@@ -416,7 +416,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   const int landlock_abi = built.landlock_abi;
   Outcome o;
   Supervision sv;
-  capture::Stream out_cap(spec.stdout_max_bytes), err_cap(spec.stderr_max_bytes);
+  capture::Stream out_cap(spec.stdout_max_bytes, "stdout"), err_cap(spec.stderr_max_bytes, "stderr");
   auto send_byte = [&](char byte) { (void)::send(ch.sock.get(), &byte, 1, MSG_NOSIGNAL); };
   // 2. Cold: a workspace copied into /work once pid 1 has pivoted, then the
   // start gate: nothing of the program runs before the broker's release.

@@ -36,6 +36,8 @@ size_t valid_sequence_length(std::string_view s, size_t i) {
 
 }  // namespace
 
+size_t utf8_sequence_length(std::string_view bytes, size_t i) { return valid_sequence_length(bytes, i); }
+
 bool is_valid_utf8(std::string_view bytes) {
   for (size_t i = 0; i < bytes.size();) {
     size_t n = valid_sequence_length(bytes, i);

@@ -10,6 +10,9 @@ namespace util {
 std::string to_valid_utf8(std::string_view bytes);
 // True when bytes are well-formed UTF-8 (no overlongs, surrogates or > U+10FFFF).
 bool is_valid_utf8(std::string_view bytes);
+// Length of the well-formed UTF-8 sequence that starts at bytes[i], or 0 when
+// the byte there is invalid (to_valid_utf8 turns it alone into U+FFFD).
+size_t utf8_sequence_length(std::string_view bytes, size_t i);
 // Longest prefix of at most max_bytes that does not split a UTF-8 sequence.
 std::string_view utf8_prefix(std::string_view text, size_t max_bytes);
 // "EPERM", "ENOENT", ...; the number when the name is unknown.

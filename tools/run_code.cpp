@@ -37,6 +37,11 @@ json output_schema() {
         {"stderr", {{"type", "string"}}},
         {"stdout_truncated", {{"type", "boolean"}}},
         {"stderr_truncated", {{"type", "boolean"}}},
+        {"stdout_cut_bytes", {{"type", "integer"}, {"minimum", 0},
+                              {"description", "Bytes of stdout cut out of the middle (0: all of it is here). Over its "
+                                              "cap stdout keeps its head and tail with a marker line between them."}}},
+        {"stderr_cut_bytes", {{"type", "integer"}, {"minimum", 0},
+                              {"description", "As stdout_cut_bytes, for stderr."}}},
         {"duration_ms", {{"type", "integer"}, {"minimum", 0}}},
         {"cpu_ms", {{"type", "integer"}, {"minimum", 0}}},
         {"peak_memory_bytes", {{"type", "integer"}, {"minimum", 0}}},
@@ -88,7 +93,8 @@ json output_schema() {
             {"connections_not_listed", {{"type", "integer"}, {"minimum", 0}}}}},
           {"required", {"profile", "connections"}}}}}},
       {"required", {"job_id", "status", "exit_code", "signal", "timed_out", "stdout", "stderr",
-                    "stdout_truncated", "stderr_truncated", "duration_ms", "cpu_ms",
+                    "stdout_truncated", "stderr_truncated", "stdout_cut_bytes", "stderr_cut_bytes",
+                    "duration_ms", "cpu_ms",
                     "peak_memory_bytes", "artifacts"}}};
 }
 
@@ -111,6 +117,8 @@ json job_result_json(const broker::JobResult& r) {
          {"stderr", o.stderr_text},
          {"stdout_truncated", o.stdout_truncated},
          {"stderr_truncated", o.stderr_truncated},
+         {"stdout_cut_bytes", o.stdout_cut_bytes},
+         {"stderr_cut_bytes", o.stderr_cut_bytes},
          {"duration_ms", o.duration_ms},
          {"cpu_ms", o.cpu_ms},
          {"peak_memory_bytes", o.peak_memory_bytes},

@@ -67,7 +67,8 @@ nlohmann::json audit_record(const std::string& tenant, const std::string& tool, 
     if (args.contains("idempotency_key") && args["idempotency_key"].is_string())
       r["idempotency_key_sha256"] = util::sha256_hex(args["idempotency_key"].get_ref<const std::string&>());
     for (const char* k : {"job_id", "status", "exit_code", "signal", "duration_ms", "cpu_ms", "peak_memory_bytes",
-                          "sandbox_layers", "stdout_truncated", "stderr_truncated"})
+                          "sandbox_layers", "stdout_truncated", "stderr_truncated", "stdout_cut_bytes",
+                          "stderr_cut_bytes"})
       if (sc.contains(k)) r[std::string("job_") + k] = sc[k];
     json verdicts = json::array();
     for (auto& a : sc.value("artifacts", json::array()))

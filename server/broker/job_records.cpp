@@ -68,6 +68,9 @@ JobResult job_result_from_row(const LedgerRow& row) {
   if (row.result.is_object() && row.result.contains("outcome")) {
     nlohmann::json o = row.result["outcome"];
     o["files"] = nlohmann::json::array();
+    // Rows recorded before the cut counts were: the outcome reader wants them.
+    for (const char* key : {"stdout_cut_bytes", "stderr_cut_bytes"})
+      if (!o.contains(key)) o[key] = 0;
     if (auto parsed = sandbox::outcome_from_json(o)) r.outcome = *parsed;
     r.artifacts = artifacts_from_json(row.result.value("artifacts", nlohmann::json::array()));
     if (row.result.contains("network") && row.result["network"].is_object())

@@ -496,8 +496,10 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
 
   o.stdout_text = out_cap.text();
   o.stderr_text = err_cap.text();
-  o.stdout_truncated = out_cap.truncated();
-  o.stderr_truncated = err_cap.truncated();
+  o.stdout_cut_bytes = out_cap.cut_bytes();
+  o.stderr_cut_bytes = err_cap.cut_bytes();
+  o.stdout_truncated = o.stdout_cut_bytes > 0;
+  o.stderr_truncated = o.stderr_cut_bytes > 0;
   if (!sv.setup_error.empty() || !sv.ready) {
     Outcome e = sandbox_error(!sv.setup_error.empty() ? sv.setup_error
                                                       : "sandbox set-up did not finish in time");

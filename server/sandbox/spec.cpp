@@ -216,6 +216,7 @@ json to_json(const Outcome& o) {
           {"exit_code", o.exit_code}, {"signal", o.signal}, {"timed_out", o.timed_out},
           {"stdout", o.stdout_text}, {"stderr", o.stderr_text},
           {"stdout_truncated", o.stdout_truncated}, {"stderr_truncated", o.stderr_truncated},
+          {"stdout_cut_bytes", o.stdout_cut_bytes}, {"stderr_cut_bytes", o.stderr_cut_bytes},
           {"duration_ms", o.duration_ms}, {"cpu_ms", o.cpu_ms},
           {"peak_memory_bytes", o.peak_memory_bytes}, {"files", files}, {"layers", o.layers},
           {"start", o.start}, {"workspace_saved", o.workspace_saved}, {"workspace_bytes", o.workspace_bytes},
@@ -240,6 +241,8 @@ util::Result<Outcome> outcome_from_json(const json& j) {
     j.at("stderr").get_to(o.stderr_text);
     j.at("stdout_truncated").get_to(o.stdout_truncated);
     j.at("stderr_truncated").get_to(o.stderr_truncated);
+    o.stdout_cut_bytes = integer_field(j, "stdout_cut_bytes", 0, kCountMax, kWhat);
+    o.stderr_cut_bytes = integer_field(j, "stderr_cut_bytes", 0, kCountMax, kWhat);
     o.duration_ms = integer_field(j, "duration_ms", 0, kCountMax, kWhat);
     o.cpu_ms = integer_field(j, "cpu_ms", 0, kCountMax, kWhat);
     o.peak_memory_bytes = integer_field(j, "peak_memory_bytes", 0, kCountMax, kWhat);

@@ -148,6 +148,8 @@ struct Outcome {
   std::string stderr_text;
   bool stdout_truncated = false;
   bool stderr_truncated = false;
+  uint64_t stdout_cut_bytes = 0;  // bytes written that are not in stdout_text (capture::Stream::cut_bytes)
+  uint64_t stderr_cut_bytes = 0;
   uint64_t duration_ms = 0;
   uint64_t cpu_ms = 0;
   uint64_t peak_memory_bytes = 0;

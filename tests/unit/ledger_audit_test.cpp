@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "server/broker/audit.h"
+#include "server/broker/job_records.h"
 #include "server/broker/ledger.h"
 
 namespace {
@@ -57,6 +58,44 @@ TEST_CASE("a job is recorded before it starts and updated when it ends") {
   CHECK(found->status == "completed");
   CHECK(found->result["outcome"]["status"] == "completed");
   CHECK(found->ended_ms >= found->created_ms);
+}
+
+// HTTP GET /jobs/<id> and an idempotent repeat answer from the stored row.
+TEST_CASE("a recorded result keeps its cut counts through the ledger; an older row reads them as 0") {
+  TempDir d;
+  auto ledger = broker::Ledger::open(d.path + "/ledger.sqlite3");
+  REQUIRE(ledger.ok());
+  broker::JobResult r;
+  r.job_id = "j1";
+  r.outcome.status = sandbox::Status::failed;
+  r.outcome.exited = true;
+  r.outcome.exit_code = 1;
+  r.outcome.stdout_text = "head\n[throwbox: 1234567 bytes cut here (stdout over its 65536-byte cap)]\ntail\n";
+  r.outcome.stdout_truncated = true;
+  r.outcome.stdout_cut_bytes = 1234567;
+  r.outcome.stderr_cut_bytes = 0;
+  REQUIRE((*ledger)->record_start(row("j1", "k1")).ok());
+  REQUIRE((*ledger)->record_end("j1", "failed", broker::recorded_result(r)).ok());
+  auto found = (*ledger)->find("t1", "j1");
+  REQUIRE(found);
+  broker::JobResult back = broker::job_result_from_row(*found);
+  CHECK(back.outcome.status == sandbox::Status::failed);
+  CHECK(back.outcome.stdout_text == r.outcome.stdout_text);
+  CHECK(back.outcome.stdout_truncated);
+  CHECK(back.outcome.stdout_cut_bytes == 1234567);
+  CHECK(back.outcome.stderr_cut_bytes == 0);
+
+  nlohmann::json old = broker::recorded_result(r);
+  old["outcome"].erase("stdout_cut_bytes");
+  old["outcome"].erase("stderr_cut_bytes");
+  REQUIRE((*ledger)->record_start(row("j2", "k2")).ok());
+  REQUIRE((*ledger)->record_end("j2", "failed", old).ok());
+  found = (*ledger)->find("t1", "j2");
+  REQUIRE(found);
+  back = broker::job_result_from_row(*found);
+  CHECK(back.outcome.status == sandbox::Status::failed);
+  CHECK(back.outcome.stdout_text == r.outcome.stdout_text);
+  CHECK(back.outcome.stdout_cut_bytes == 0);
 }
 
 TEST_CASE("idempotency keys are per tenant and unique within one") {
@@ -119,6 +158,12 @@ TEST_CASE("audit records hash code and never carry its text") {
   CHECK(r["code_sha256"].get<std::string>().size() == 64);
   CHECK(r["job_status"] == "completed");
   CHECK(r["duration_ms"] == 12);
+  CHECK_FALSE(r.contains("job_stdout_cut_bytes"));
+  result["structuredContent"]["stdout_truncated"] = true;
+  result["structuredContent"]["stdout_cut_bytes"] = 4096;
+  r = broker::audit_record("t1", "run_code", args, result, 12);
+  CHECK(r["job_stdout_truncated"] == true);
+  CHECK(r["job_stdout_cut_bytes"] == 4096);
 }
 
 TEST_CASE("task rows: tenant-scoped reads, one terminal transition, recovery and expiry touch the right rows") {

@@ -118,6 +118,33 @@ TEST_CASE("issue 16: an outcome's numbers are read with their ranges") {
   CHECK(r.error().message == "runner outcome file field size: not an integer in 0..9223372036854775807");
 }
 
+TEST_CASE("an outcome's cut counts read back, are required and read with their range") {
+  sandbox::Outcome o;
+  o.status = sandbox::Status::completed;
+  o.stdout_truncated = true;
+  o.stdout_cut_bytes = 1935000;
+  o.stderr_cut_bytes = 7;
+  const json j = sandbox::to_json(o);
+  CHECK(j["stdout_cut_bytes"] == 1935000);
+  CHECK(j["stderr_cut_bytes"] == 7);
+  auto back = sandbox::outcome_from_json(json::parse(j.dump()));
+  REQUIRE(back.ok());
+  CHECK(back->stdout_cut_bytes == 1935000);
+  CHECK(back->stderr_cut_bytes == 7);
+  CHECK(sandbox::to_json(*back) == j);
+
+  for (const char* key : {"stdout_cut_bytes", "stderr_cut_bytes"}) {
+    CAPTURE(key);
+    for (const char* bad : {"-1", "2.5", "1e30", "\"5\"", "true"})
+      CHECK(error_with(j, key, bad, sandbox::outcome_from_json) ==
+            std::string("runner outcome field ") + key + ": not an integer in 0..9223372036854775807");
+    json missing = j;
+    missing.erase(key);
+    auto r = sandbox::outcome_from_json(missing);
+    CHECK_FALSE(r.ok());
+  }
+}
+
 TEST_CASE("a workspace job's fields read back as written, cold and warm") {
   sandbox::LaunchSpec cold = sample_spec();
   cold.workspace_in = "/var/lib/throwbox/workspaces/w1/tree";

@@ -88,7 +88,8 @@ test('raw stream: hostile bytes on stdout do not break framing', { timeout: 45_0
   }
 });
 
-// The 64 KiB capture cap falling inside a multi-byte character.
+// The 64 KiB capture cap falling inside a multi-byte character: the tail then
+// starts inside one too (the marker is between head and tail).
 test('raw stream: the capture cap splitting a UTF-8 character', { timeout: 45_000 }, async () => {
   const s = new RawServer();
   try {
@@ -100,8 +101,15 @@ test('raw stream: the capture cap splitting a UTF-8 character', { timeout: 45_00
     assert.equal(sc.status, 'completed', `status ${sc.status}; stderr ${sc.stderr.slice(0, 200)}`);
     assert.equal(sc.stdout_truncated, true);
     assert.equal(sc.stderr_truncated, true);
-    assert.ok(sc.stdout.startsWith('x'.repeat(65535)));
-    assert.ok(sc.stderr.startsWith('y'.repeat(65534)));
+    assert.ok(sc.stdout.startsWith('x'.repeat(30000)));
+    assert.ok(sc.stderr.startsWith('y'.repeat(30000)));
+    assert.ok(sc.stdout.endsWith('\u20ac'.repeat(10)));
+    assert.ok(sc.stderr.endsWith('\u{1F600}'.repeat(4)));
+    for (const [name, text] of [['stdout', sc.stdout], ['stderr', sc.stderr]]) {
+      assert.ok(Buffer.byteLength(text) <= 65536, `${name} is ${Buffer.byteLength(text)} bytes`);
+      assert.ok(!text.includes('\ufffd'), `${name} has a U+FFFD for a character the cap split`);
+      assert.match(text, new RegExp(`\\n\\[throwbox: ${sc[`${name}_cut_bytes`]} bytes cut here \\(${name} over its 65536-byte cap\\)\\]\\n`));
+    }
     assert.deepEqual(await s.call(3, 'ping'), { jsonrpc: '2.0', id: 3, result: {} });
     assert.deepEqual(s.messages().filter((m) => m.unparsed !== undefined), [], 'every line the server wrote parses');
   } finally {

@@ -169,7 +169,14 @@ test('strict.json: python only; bash and a markdown artifact are refused; output
   const sc = result.structuredContent;
   assert.equal(sc.status, 'completed', `stderr: ${sc?.stderr} ${textOf(result)}`);
   assert.equal(sc.stdout_truncated, true);
-  assert.equal(Buffer.byteLength(sc.stdout), 16384);
+  // The strict cap, not the default's: head and tail of the 20001 bytes with
+  // the marker (and a newline before it: one line of x) between them.
+  const kept = Buffer.byteLength(sc.stdout);
+  assert.ok(kept <= 16384 && kept > 16384 - 16, `stdout is ${kept} bytes`);
+  const marker = `[throwbox: ${sc.stdout_cut_bytes} bytes cut here (stdout over its 16384-byte cap)]\n`;
+  assert.ok(sc.stdout.includes(`x\n${marker}x`), sc.stdout.slice(8000, 8300));
+  assert.ok(sc.stdout.endsWith('x\n'));
+  assert.equal(sc.stdout_cut_bytes, 20001 - (kept - marker.length - 1));
 
   const verdict = (name) => findArtifact(sc.artifacts, name);
   assert.equal(verdict('dot.png').verdict, 'accepted', verdict('dot.png').reason);

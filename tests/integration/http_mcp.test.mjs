@@ -275,7 +275,7 @@ test('bad requests get their exact status', { timeout: 45_000 }, async (t) => {
     assert.equal(ok.status, 200, ok.text);
   });
   await t.test('oversized body: 413', async () => {
-    const big = JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping', params: { pad: 'x'.repeat(4 * 1024 * 1024 + 1024) } });
+    const big = JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping', params: { pad: 'x'.repeat(11 * 1024 * 1024 + 1024) } });  // over the derived 10.7 MiB cap
     const r = await rawRequest(server.url, { body: big, headers: {
       'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
       Authorization: `Bearer ${ALICE}`, 'Mcp-Session-Id': session.sessionId, 'MCP-Protocol-Version': '2025-06-18',

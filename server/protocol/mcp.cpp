@@ -230,10 +230,8 @@ std::string Session::version() {
   return version_;
 }
 
-void Session::handle_oversized(size_t bytes) {
-  outbox_.send(make_error(nullptr, jsonrpc::kInvalidRequest,
-                          "Invalid Request: message of " + std::to_string(bytes) + " bytes exceeds " +
-                              std::to_string(limits_.max_message_bytes) + " bytes"));
+void Session::handle_oversized(size_t bytes, const json& id) {
+  outbox_.send(make_error(id, jsonrpc::kInvalidRequest, jsonrpc::oversized_message(bytes, limits_.max_message_bytes)));
 }
 
 void Session::handle_line(std::string_view line) { handle_parsed(jsonrpc::parse_line(line, limits_)); }

@@ -281,6 +281,11 @@ test('bad requests get their exact status', { timeout: 45_000 }, async (t) => {
       Authorization: `Bearer ${ALICE}`, 'Mcp-Session-Id': session.sessionId, 'MCP-Protocol-Version': '2025-06-18',
     } }).catch((e) => ({ status: `error ${e.code ?? e.message}` }));
     assert.equal(r.status, 413, r.text);
+    // A JSON-RPC error; id null: cpp-httplib refuses the Content-Length before the body is read.
+    const body = JSON.parse(r.text);
+    assert.equal(body.error.code, -32600, r.text);
+    assert.equal(body.id, null);
+    assert.match(body.error.message, new RegExp(`message of ${big.length} bytes exceeds the cap of \\d+ bytes`));
   });
   await t.test('unsupported MCP-Protocol-Version: 400', async () => {
     for (const v of ['1999-01-01', '2024-11-05x', 'latest']) {

@@ -23,6 +23,11 @@ using util::make_error;
 constexpr double kTimeoutCeilingS = 3600;
 constexpr uint64_t kBytesCeiling = 4ULL * 1024 * 1024 * 1024;
 constexpr uint64_t kMessageCeilingBytes = 64 * 1024 * 1024;
+// The largest input whose base64 upload, with the envelope, fits a message of
+// kMessageCeilingBytes (the body cap of POST /inputs is the same cap).
+constexpr uint64_t kInputCeilingBytes = (kMessageCeilingBytes - kMessageEnvelopeBytes) / 4 * 3;
+static_assert(kCodeEscapeFactor * (16 << 20) + kMessageEnvelopeBytes <= kMessageCeilingBytes,
+              "the largest limits.code_max_bytes must fit the largest message");
 constexpr uint64_t kImagePixelsCeiling = uint64_t{1} << 34;  // 17 gigapixels: above any real image
 
 // Why x cannot be an entry of artifacts.allowed_extensions; nullopt when it can.
@@ -194,6 +199,12 @@ bool parse_network(Reader& r, const json& n, Network& out) {
 
 }  // namespace
 
+uint64_t message_bytes_needed(const Limits& limits) {
+  const uint64_t base64_input = (limits.input_max_bytes + 2) / 3 * 4;
+  const uint64_t escaped_code = limits.code_max_bytes * kCodeEscapeFactor;
+  return std::max(base64_input, escaped_code) + kMessageEnvelopeBytes;
+}
+
 const Runtime* Policy::find_runtime(const std::string& name) const {
   auto it = runtimes.find(name);
   if (it == runtimes.end() || !it->second.available) return nullptr;
@@ -246,10 +257,16 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         return make_error(util::ErrorCode::kPolicy, source + ": limits.timeout_s.default: exceeds limits.timeout_s.max");
     }
     const std::string k = "limits";
+    if (l.contains("input_max_bytes") && l["input_max_bytes"].is_number_unsigned() &&
+        l["input_max_bytes"].get<uint64_t>() > kInputCeilingBytes)
+      return make_error(util::ErrorCode::kPolicy,
+                        source + ": limits.input_max_bytes: must be between 1 and " + std::to_string(kInputCeilingBytes) +
+                            ": a larger upload, as base64 in one message, would not fit the largest "
+                            "server.message_max_bytes (" + std::to_string(kMessageCeilingBytes) + ")");
     if (!r.u64(l, k, "stdout_max_bytes", o.stdout_max_bytes, 1024, 64 << 20) ||
         !r.u64(l, k, "stderr_max_bytes", o.stderr_max_bytes, 1024, 64 << 20) ||
         !r.u64(l, k, "code_max_bytes", o.code_max_bytes, 1024, 16 << 20) ||
-        !r.u64(l, k, "input_max_bytes", o.input_max_bytes, 1, kBytesCeiling) ||
+        !r.u64(l, k, "input_max_bytes", o.input_max_bytes, 1, kInputCeilingBytes) ||
         !r.u64(l, k, "inputs_per_job_max", o.inputs_per_job_max, 0, 1024) ||
         !r.u64(l, k, "work_max_bytes", o.work_max_bytes, 1 << 20, kBytesCeiling) ||
         !r.u64(l, k, "tmp_max_bytes", o.tmp_max_bytes, 1 << 20, kBytesCeiling) ||
@@ -268,6 +285,8 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
     }
   }
 
+  const bool message_cap_set = doc.contains("server") && doc["server"].is_object() &&
+                               doc["server"].contains("message_max_bytes");
   if (doc.contains("server")) {
     const json& s = doc["server"];
     uint64_t depth = static_cast<uint64_t>(p.server.json_max_depth);
@@ -283,6 +302,19 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
       return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     p.server.json_max_depth = static_cast<int>(depth);
     p.server.concurrent_calls_max = static_cast<int>(calls);
+  }
+  // An input or a program the limits allow must be able to arrive: the
+  // message cap follows from them unless set, and a set one must hold them.
+  {
+    const uint64_t needed = message_bytes_needed(p.limits);
+    if (!message_cap_set) p.server.message_max_bytes = std::max(p.server.message_max_bytes, needed);
+    else if (p.server.message_max_bytes < needed)
+      return make_error(util::ErrorCode::kPolicy,
+                        source + ": server.message_max_bytes: must be at least " + std::to_string(needed) +
+                            ": an upload of limits.input_max_bytes (" + std::to_string(p.limits.input_max_bytes) +
+                            ") as base64 and a run_code of limits.code_max_bytes (" +
+                            std::to_string(p.limits.code_max_bytes) +
+                            ") with JSON escapes must fit in one message; leave the key out to have it derived");
   }
 
   if (!doc.contains("sandbox")) return make_error(util::ErrorCode::kPolicy, source + ": sandbox: is required");

@@ -74,7 +74,21 @@ struct Pool {
 // cpp-httplib uses select() and answers 500 on a descriptor above it).
 constexpr uint64_t kHttpConnectionsMax = 512;
 
+// What one JSON-RPC message must hold beside its payload: the envelope,
+// method, tool name, input name and encoding, with room to spare.
+constexpr uint64_t kMessageEnvelopeBytes = 64 * 1024;
+// A JSON encoder writes each byte of code as at most three: \n, \" and \\ are
+// two, and a non-ASCII character as \uXXXX (ensure_ascii) is 6 bytes for its
+// 2-3 UTF-8 bytes, 12 for 4. Only raw control characters other than
+// \b \f \n \r \t grow more (\u0001 is 6): no source text is made of them.
+constexpr uint64_t kCodeEscapeFactor = 3;
+// The smallest server.message_max_bytes that carries an upload of
+// limits.input_max_bytes as base64 and a run_code of limits.code_max_bytes.
+uint64_t message_bytes_needed(const Limits& limits);
+
 struct Server {
+  // Without server.message_max_bytes in the policy: the larger of this and
+  // message_bytes_needed(limits) (the loader fills it in).
   uint64_t message_max_bytes = 4 * 1024 * 1024;
   int json_max_depth = 64;
   int concurrent_calls_max = 8;

@@ -3,6 +3,8 @@
 // (deep JSON overflows the stack in nlohmann's recursive copy and dump).
 #include "server/protocol/jsonrpc.h"
 
+#include "server/protocol/id_scan.h"
+
 namespace protocol::jsonrpc {
 
 int nesting_depth(std::string_view text, int limit) {
@@ -72,6 +74,11 @@ Item classify(const json& m) {
   return Failure{kInvalidRequest, "Invalid Request: missing method", id};
 }
 
+std::string oversized_message(size_t bytes, size_t max_bytes) {
+  return "Invalid Request: message of " + std::to_string(bytes) + " bytes exceeds the cap of " +
+         std::to_string(max_bytes) + " bytes (server.message_max_bytes)";
+}
+
 Parsed parse_line(std::string_view line, const Limits& limits) {
   Parsed out;
   auto whole = [&](int code, std::string msg) {
@@ -79,9 +86,13 @@ Parsed parse_line(std::string_view line, const Limits& limits) {
     out.items.push_back(Failure{code, std::move(msg), nullptr});
     return out;
   };
-  if (line.size() > limits.max_message_bytes)
-    return whole(kInvalidRequest, "Invalid Request: message exceeds " +
-                                      std::to_string(limits.max_message_bytes) + " bytes");
+  if (line.size() > limits.max_message_bytes) {
+    id_scan::IdScanner scan;
+    scan.feed(line);
+    whole(kInvalidRequest, oversized_message(line.size(), limits.max_message_bytes));
+    std::get<Failure>(out.items.front()).id = scan.finish();
+    return out;
+  }
   if (nesting_depth(line, limits.max_depth) > limits.max_depth)
     return whole(kInvalidRequest, "Invalid Request: JSON nesting deeper than " +
                                       std::to_string(limits.max_depth) + " levels");

@@ -51,7 +51,11 @@ struct Parsed {
 // Deepest nesting of arrays/objects in text, stopping early past `limit`.
 int nesting_depth(std::string_view text, int limit);
 
+// A line over limits.max_message_bytes fails whole, answered with its
+// top-level id where protocol::id_scan reads one.
 Parsed parse_line(std::string_view line, const Limits& limits);
+// The -32600 text for a message of `bytes` over the cap, in every transport.
+std::string oversized_message(size_t bytes, size_t max_bytes);
 Item classify(const json& envelope);
 
 json make_result(const json& id, json result);

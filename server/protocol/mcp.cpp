@@ -104,7 +104,11 @@ json resource_templates_result() {
   return {{"resourceTemplates",
            {{{"uriTemplate", "throwbox://artifacts/{artifact_id}"},
              {"name", "artifact"},
-             {"description", "A file a run_code job wrote to /outputs"}}}}};
+             {"description", "A file a run_code job wrote to /outputs"}},
+            {{"uriTemplate", "throwbox://artifacts/{artifact_id}/parts/{part}"},
+             {"name", "artifact part"},
+             {"description",
+              "Part k (from 0) of an artifact above the inline limit, as a base64 blob; fetch_artifact says how many"}}}}};
 }
 
 }  // namespace
@@ -230,10 +234,8 @@ std::string Session::version() {
   return version_;
 }
 
-void Session::handle_oversized(size_t bytes) {
-  outbox_.send(make_error(nullptr, jsonrpc::kInvalidRequest,
-                          "Invalid Request: message of " + std::to_string(bytes) + " bytes exceeds " +
-                              std::to_string(limits_.max_message_bytes) + " bytes"));
+void Session::handle_oversized(size_t bytes, const json& id) {
+  outbox_.send(make_error(id, jsonrpc::kInvalidRequest, jsonrpc::oversized_message(bytes, limits_.max_message_bytes)));
 }
 
 void Session::handle_line(std::string_view line) { handle_parsed(jsonrpc::parse_line(line, limits_)); }
@@ -639,16 +641,36 @@ void Session::handle_resources_read(const jsonrpc::Message& m, const Reply& repl
   if (!p.is_object() || !p.contains("uri") || !p["uri"].is_string())
     return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: resources/read needs a string \"uri\""));
   std::string uri = p["uri"].get<std::string>();
-  std::string id = store::artifact_id_from_uri(uri);
-  // Unknown, malformed and foreign URIs give one and the same answer.
+  const std::optional<store::ArtifactPart> part = store::artifact_part_from_uri(uri);
+  std::string id = part ? part->artifact_id : store::artifact_id_from_uri(uri);
+  const uint64_t max = server_.policy.limits.artifact_inline_max_bytes;
+  // Unknown, malformed and foreign URIs give one and the same answer, and so
+  // does a part beyond the last (or of an artifact small enough to read whole).
   auto rec = id.empty() ? util::Result<store::ArtifactRecord>(util::make_error(util::ErrorCode::kNotFound, ""))
                         : server_.store.get_artifact(tenant_, id);
-  if (!rec) return reply(make_error(m.id, not_found_code, "Resource not found", {{"uri", uri}}));
-  const uint64_t max = server_.policy.limits.artifact_inline_max_bytes;
-  if (rec->size > max)
+  const uint64_t parts = rec && rec->size > max ? store::artifact_parts(rec->size, max) : 0;
+  if (!rec || (part && part->index >= parts))
+    return reply(make_error(m.id, not_found_code, "Resource not found", {{"uri", uri}}));
+  if (part) {
+    // Exactly `max` raw bytes from k * max, read from there; always a blob,
+    // so a cut through a UTF-8 character of a text artifact is harmless.
+    auto bytes = server_.store.read_blob_range(rec->blob_path, part->index * max, max);
+    if (!bytes) {
+      spdlog::error("resources/read {}: {}", uri, bytes.error().message);
+      return reply(make_error(m.id, jsonrpc::kInternalError, "Internal error reading the resource"));
+    }
+    json item{{"uri", uri}, {"mimeType", rec->media_type}, {"blob", util::base64_encode(*bytes)}};
+    return reply(make_result(m.id, {{"contents", json::array({item})}}));
+  }
+  if (rec->size > max) {
+    const std::string pattern = store::artifact_uri(rec->artifact_id) + "/parts/<k>";
     return reply(make_error(m.id, jsonrpc::kInvalidParams,
                             "resource is " + std::to_string(rec->size) + " bytes, above the inline limit of " +
-                                std::to_string(max) + " bytes"));
+                                std::to_string(max) + " bytes: read it in " + std::to_string(parts) + " parts at " +
+                                pattern + " for k = 0 to " + std::to_string(parts - 1),
+                            {{"uri", uri}, {"size", rec->size}, {"parts", parts}, {"part_bytes", max},
+                             {"part_uri_template", store::artifact_uri(rec->artifact_id) + "/parts/{part}"}}));
+  }
   auto bytes = server_.store.read_blob(rec->blob_path, max);
   if (!bytes) {
     spdlog::error("resources/read {}: {}", uri, bytes.error().message);

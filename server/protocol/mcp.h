@@ -94,7 +94,8 @@ class Session {
   void handle_line(std::string_view line);
   // The same for a message the transport already parsed (with the same limits).
   void handle_parsed(jsonrpc::Parsed parsed);
-  void handle_oversized(size_t bytes);
+  // A message over the cap, dropped unread; id as the transport's scan read it (else null).
+  void handle_oversized(size_t bytes, const json& id = nullptr);
   // Waits for every in-flight tools/call to answer.
   void drain();
   // Cancels every in-flight tools/call (the server is stopping); each still answers.

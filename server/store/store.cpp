@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <fcntl.h>
 #include <set>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/util/crypto.h"
+#include "server/util/fd.h"
 #include "server/util/fs.h"
 #include "server/util/text.h"
 
@@ -75,6 +77,25 @@ std::string artifact_id_from_uri(const std::string& uri) {
   if (uri.rfind(kPrefix, 0) != 0) return "";
   std::string id = uri.substr(kPrefix.size());
   return is_handle(id) ? id : "";
+}
+
+std::string artifact_part_uri(const std::string& artifact_id, uint64_t index) {
+  return artifact_uri(artifact_id) + "/parts/" + std::to_string(index);
+}
+
+std::optional<ArtifactPart> artifact_part_from_uri(const std::string& uri) {
+  static const std::string kPrefix = "throwbox://artifacts/";
+  static const std::string kParts = "/parts/";
+  if (uri.rfind(kPrefix, 0) != 0) return std::nullopt;
+  const size_t slash = uri.find('/', kPrefix.size());
+  if (slash == std::string::npos || uri.compare(slash, kParts.size(), kParts) != 0) return std::nullopt;
+  std::string id = uri.substr(kPrefix.size(), slash - kPrefix.size());
+  std::string k = uri.substr(slash + kParts.size());
+  // One spelling per part: "7", never "07", "+7" or "7 "; 18 digits at most (no overflow).
+  if (!is_handle(id) || k.empty() || k.size() > 18 || k.find_first_not_of("0123456789") != std::string::npos ||
+      (k.size() > 1 && k[0] == '0'))
+    return std::nullopt;
+  return ArtifactPart{id, std::stoull(k)};
 }
 
 Store::Store(std::string state_dir) : state_dir_(std::move(state_dir)) {}
@@ -259,6 +280,27 @@ size_t Store::expire(uint64_t inputs_ttl_s, uint64_t artifacts_ttl_s) {
 
 util::Result<std::string> Store::read_blob(const std::string& blob_path, uint64_t max_bytes) const {
   return util::read_file(blob_path, max_bytes);
+}
+
+util::Result<std::string> Store::read_blob_range(const std::string& blob_path, uint64_t offset,
+                                                 uint64_t length) const {
+  util::UniqueFd fd(::open(blob_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) return util::make_error(util::ErrorCode::kIo, util::call_error("open", blob_path, errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return util::make_error(util::ErrorCode::kIo, util::call_error("fstat", blob_path, errno));
+  if (!S_ISREG(st.st_mode)) return util::make_error(util::ErrorCode::kIo, blob_path + ": not a regular file");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  std::string data(offset >= size ? 0 : std::min(length, size - offset), '\0');
+  size_t got = 0;
+  while (got < data.size()) {
+    ssize_t n = ::pread(fd.get(), data.data() + got, data.size() - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return util::make_error(util::ErrorCode::kIo, util::call_error("pread", blob_path, errno));
+    if (n == 0) break;  // shorter than fstat said: what is there
+    got += static_cast<size_t>(n);
+  }
+  data.resize(got);
+  return data;
 }
 
 }  // namespace store

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,18 @@ std::string artifact_uri(const std::string& artifact_id);
 // The id inside such a URI, or "" when it is not one.
 std::string artifact_id_from_uri(const std::string& uri);
 
+// An artifact above limits.artifact_inline_max_bytes is read in parts of
+// exactly part_bytes (the last one shorter): throwbox://artifacts/<id>/parts/<k>.
+struct ArtifactPart {
+  std::string artifact_id;
+  uint64_t index = 0;
+};
+std::string artifact_part_uri(const std::string& artifact_id, uint64_t index);
+// The id and index inside such a URI (k in decimal without leading zeros), or
+// nullopt when it is not one.
+std::optional<ArtifactPart> artifact_part_from_uri(const std::string& uri);
+inline uint64_t artifact_parts(uint64_t size, uint64_t part_bytes) { return (size + part_bytes - 1) / part_bytes; }
+
 class Store {
  public:
   explicit Store(std::string state_dir);
@@ -62,6 +75,9 @@ class Store {
   // by a new record is never taken). Returns how many files were removed.
   size_t expire(uint64_t inputs_ttl_s, uint64_t artifacts_ttl_s);
   util::Result<std::string> read_blob(const std::string& blob_path, uint64_t max_bytes) const;
+  // Bytes [offset, offset + length) of a blob, read from there (pread) rather
+  // than the whole file; fewer at its end.
+  util::Result<std::string> read_blob_range(const std::string& blob_path, uint64_t offset, uint64_t length) const;
 
   const std::string& state_dir() const { return state_dir_; }
 

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -557,7 +558,7 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
   jsonrpc::Parsed parsed = jsonrpc::parse_line(req.body, limits);
   if (parsed.whole_line_failed) {
     auto& f = std::get<jsonrpc::Failure>(parsed.items.front());
-    res.status = 400;
+    res.status = req.body.size() > limits.max_message_bytes ? 413 : 400;
     res.set_content(jsonrpc::make_error(f.id, f.code, f.message).dump(), "application/json");
     return;
   }
@@ -954,6 +955,27 @@ util::Status HttpServer::run() {
     return httplib::Server::HandlerResponse::Unhandled;
   });
   srv->set_post_routing_handler([](const httplib::Request&, httplib::Response& res) { IntakeServer::say_if_closing(res); });
+  // cpp-httplib 0.11.4 refuses a Content-Length above set_payload_max_length
+  // with a bare 413 before any handler runs, reading the body only to discard
+  // it: no id can be read there, so the JSON-RPC error has id null (the 413
+  // itself answers the POST, no client waits on). A chunked body is not
+  // capped by httplib and reaches post(), which answers 413 with the id.
+  srv->set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    if (res.status != 413 || !res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    const size_t cap = ctx_.policy.server.message_max_bytes;
+    const std::string length = req.get_header_value("Content-Length");
+    size_t bytes = 0;
+    std::from_chars(length.data(), length.data() + length.size(), bytes);
+    if (req.path == kPath) {
+      json_error(res, 413, jsonrpc::kInvalidRequest, jsonrpc::oversized_message(bytes, cap));
+    } else {
+      res.set_header("Cache-Control", "no-store");
+      res.set_content(json{{"error", "body: " + std::to_string(bytes) + " bytes, larger than " + std::to_string(cap) +
+                                         " bytes (server.message_max_bytes)"}}.dump(),
+                      "application/json");
+    }
+    return httplib::Server::HandlerResponse::Handled;
+  }));
   srv->Post(kPath, [this](const httplib::Request& req, httplib::Response& res) { post(req, res); });
   srv->Get(kPath, [this](const httplib::Request& req, httplib::Response& res) { get(req, res); });
   srv->Delete(kPath, [this](const httplib::Request& req, httplib::Response& res) { del(req, res); });

@@ -36,7 +36,9 @@ void Writer::send(const nlohmann::json& message) {
 void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd, int stop_fd) {
   LineFramer framer(max_message_bytes);
   const LineFramer::OnLine on_line = [&](std::string_view line) { session.handle_line(line); };
-  const LineFramer::OnOversized on_oversized = [&](size_t bytes) { session.handle_oversized(bytes); };
+  const LineFramer::OnOversized on_oversized = [&](size_t bytes, const nlohmann::json& id) {
+    session.handle_oversized(bytes, id);
+  };
   char buf[65536];
   for (;;) {
     if (stop_fd >= 0) {

@@ -275,12 +275,17 @@ test('bad requests get their exact status', { timeout: 45_000 }, async (t) => {
     assert.equal(ok.status, 200, ok.text);
   });
   await t.test('oversized body: 413', async () => {
-    const big = JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping', params: { pad: 'x'.repeat(4 * 1024 * 1024 + 1024) } });
+    const big = JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping', params: { pad: 'x'.repeat(11 * 1024 * 1024 + 1024) } });  // over the derived 10.7 MiB cap
     const r = await rawRequest(server.url, { body: big, headers: {
       'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
       Authorization: `Bearer ${ALICE}`, 'Mcp-Session-Id': session.sessionId, 'MCP-Protocol-Version': '2025-06-18',
     } }).catch((e) => ({ status: `error ${e.code ?? e.message}` }));
     assert.equal(r.status, 413, r.text);
+    // A JSON-RPC error; id null: cpp-httplib refuses the Content-Length before the body is read.
+    const body = JSON.parse(r.text);
+    assert.equal(body.error.code, -32600, r.text);
+    assert.equal(body.id, null);
+    assert.match(body.error.message, new RegExp(`message of ${big.length} bytes exceeds the cap of \\d+ bytes`));
   });
   await t.test('unsupported MCP-Protocol-Version: 400', async () => {
     for (const v of ['1999-01-01', '2024-11-05x', 'latest']) {

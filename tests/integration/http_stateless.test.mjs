@@ -180,7 +180,7 @@ test('header rules and their errors', async (t) => {
     assert.equal((await call('tools/list', {}, { token: 'x'.repeat(32) })).status, 401);
     assert.equal((await call('tools/list', {}, { headers: { Origin: 'http://evil.example.com' } })).status, 403);
     const big = await call('tools/call', { name: 'upload_input',
-      arguments: { name: 'big.txt', content: 'x'.repeat(4 * 1024 * 1024 + 1024) } })
+      arguments: { name: 'big.txt', content: 'x'.repeat(11 * 1024 * 1024 + 1024) } })  // over the derived 10.7 MiB message cap
       .catch((e) => ({ status: `error ${e.message}` }));
     assert.equal(big.status, 413);
   });

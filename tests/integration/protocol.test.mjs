@@ -182,9 +182,10 @@ test('JSON-RPC envelope, limits and stdout hygiene', { timeout: 30_000 }, async 
     await s.expectError(JSON.stringify(deepObject), { codes: [-32600, -32700], ids: [null, 11] });
     await s.assertAlive(12);
 
-    // A 5 MiB line, over the 4 MiB message cap.
-    const huge = JSON.stringify({ jsonrpc: '2.0', id: 13, method: 'ping', params: { pad: 'x'.repeat(5 * 1024 * 1024) } });
-    await s.expectError(huge, { ids: [null, 13], timeoutMs: 15_000 });
+    // A 12 MiB line, over the message cap the bundled policy derives (10.7 MiB):
+    // answered with its own id, read as the line streamed by.
+    const huge = JSON.stringify({ jsonrpc: '2.0', id: 13, method: 'ping', params: { pad: 'x'.repeat(12 * 1024 * 1024) } });
+    await s.expectError(huge, { ids: [13], codes: [-32600], timeoutMs: 15_000 });
     await s.assertAlive(14);
 
     await s.expectError(JSON.stringify({ jsonrpc: '2.0', id: 15, method: 'tools/call', params: 'x' }), { codes: [-32602], ids: [15] });

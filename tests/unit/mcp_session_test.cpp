@@ -411,13 +411,17 @@ TEST_CASE("malformed lines get the right JSON-RPC errors through the session") {
   check_error(f.one("[]"), nullptr, -32600);
 }
 
-TEST_CASE("handle_oversized answers -32600 with a null id") {
+TEST_CASE("handle_oversized answers -32600 with the id the transport read, else null") {
   Fixture f;
   f.session->handle_oversized(123456789);
   auto msgs = f.out.take();
   REQUIRE(msgs.size() == 1);
   check_error(msgs[0], nullptr, -32600);
   CHECK(msgs[0]["error"]["message"].get<std::string>().find("123456789 bytes") != std::string::npos);
+  f.session->handle_oversized(123456789, 42);
+  msgs = f.out.take();
+  REQUIRE(msgs.size() == 1);
+  check_error(msgs[0], 42, -32600);
 }
 
 TEST_CASE("resources/read of an unknown or foreign uri is -32002") {
@@ -720,7 +724,7 @@ TEST_CASE("stdio: an oversized line is discarded and answered, the next line sti
                     "\"}}";
   auto msgs = serve_input(f, big + "\n" + request(2, "ping") + "\n", 4096);
   REQUIRE(msgs.size() == 2);
-  check_error(msgs[0], nullptr, -32600);
+  check_error(msgs[0], 1, -32600);  // its id, read as the line streamed by
   CHECK(msgs[1]["id"] == 2);
   CHECK(msgs[1]["result"] == json::object());
 }

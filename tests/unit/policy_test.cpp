@@ -86,7 +86,7 @@ TEST_CASE("bundled default policy parses with python and bash available") {
   CHECK(p.limits.timeout_s_max == 60);
   CHECK(p.limits.stdout_max_bytes == 65536);
   CHECK(p.server.json_max_depth == 64);
-  CHECK(p.server.message_max_bytes == 4194304);
+  CHECK(p.server.message_max_bytes == 11250348);  // derived: 8 MiB as base64 + 64 KiB
   CHECK(p.server.http_connections_per_address_max == 128);
   CHECK(p.sandbox.uid_first == 1879048192);
   CHECK(p.sandbox.uid_count == 65536);
@@ -138,6 +138,64 @@ TEST_CASE("unknown key in limits.timeout_s, server, sandbox and a runtime") {
   d = minimal_doc();
   d["runtimes"]["sh"]["args"] = json::array();
   CHECK(error_of(d) == "test.json: runtimes.sh.args: unknown key");
+}
+
+TEST_CASE("server.message_max_bytes follows from the input and code caps") {
+  // Left out: the larger of 4 MiB and what the caps need.
+  auto m = policy::parse(minimal_doc(), kSource);
+  REQUIRE(m.ok());
+  CHECK(m->limits.input_max_bytes == 8388608);
+  CHECK(policy::message_bytes_needed(m->limits) == 2796203ull * 4 + 65536);  // ceil(8 MiB / 3) * 4 + 64 KiB
+  CHECK(m->server.message_max_bytes == 11250348);
+  json d = minimal_doc();
+  d["limits"] = {{"input_max_bytes", 1000u}};
+  CHECK(policy::parse(d, kSource)->server.message_max_bytes == 4194304);
+  // The code cap counts at 3 bytes per byte (JSON escapes).
+  d["limits"] = {{"input_max_bytes", 1000u}, {"code_max_bytes", 16u << 20}};
+  CHECK(policy::parse(d, kSource)->server.message_max_bytes == 3 * (16u << 20) + 65536);
+  // An input cap that is not a multiple of 3 rounds its base64 up.
+  d["limits"] = {{"input_max_bytes", 3145729u}};
+  CHECK(policy::parse(d, kSource)->server.message_max_bytes == 1048577ull * 4 + 65536);
+
+  // Set: at least what the caps need, and the message says why.
+  d = minimal_doc();
+  d["server"] = {{"message_max_bytes", 4194304u}};
+  CHECK(error_of(d) ==
+        "test.json: server.message_max_bytes: must be at least 11250348: an upload of limits.input_max_bytes "
+        "(8388608) as base64 and a run_code of limits.code_max_bytes (262144) with JSON escapes must fit in one "
+        "message; leave the key out to have it derived");
+  d["server"] = {{"message_max_bytes", 11250347u}};
+  CHECK(error_of(d).find("server.message_max_bytes: must be at least 11250348") != std::string::npos);
+  d["server"] = {{"message_max_bytes", 11250348u}};
+  CHECK(policy::parse(d, kSource).ok());
+  d["limits"] = {{"input_max_bytes", 1000u}};
+  d["server"] = {{"message_max_bytes", 4096u}};
+  CHECK(error_of(d).find("server.message_max_bytes: must be at least 851968") != std::string::npos);
+  d["limits"] = {{"input_max_bytes", 1000u}, {"code_max_bytes", 1024u}};
+  d["server"] = {{"message_max_bytes", 3072u + 65536}};
+  CHECK(policy::parse(d, kSource).ok());
+  d["server"] = {{"message_max_bytes", 3072u + 65535}};
+  CHECK(error_of(d).find("server.message_max_bytes: must be at least 68608") != std::string::npos);
+
+  // The largest input whose base64 fits the largest message; one byte more is refused, saying why.
+  d = minimal_doc();
+  d["limits"] = {{"input_max_bytes", 50282496u}};
+  auto top = policy::parse(d, kSource);
+  REQUIRE(top.ok());
+  CHECK(top->server.message_max_bytes == 67108864);
+  d["limits"] = {{"input_max_bytes", 50282497u}};
+  CHECK(error_of(d) ==
+        "test.json: limits.input_max_bytes: must be between 1 and 50282496: a larger upload, as base64 in one "
+        "message, would not fit the largest server.message_max_bytes (67108864)");
+}
+
+TEST_CASE("every bundled policy's message cap holds its own input and code caps") {
+  for (const char* name : {"default", "strict", "data"}) {
+    CAPTURE(std::string(name));
+    auto r = policy::load_file(std::string(THROWBOX_SOURCE_DIR "/policies/") + name + ".json");
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+    CHECK(r->server.message_max_bytes >= policy::message_bytes_needed(r->limits));
+  }
 }
 
 TEST_CASE("version must be 1") {

@@ -325,6 +325,57 @@ TEST_CASE("artifact URI round trip; other schemes and paths are rejected") {
   }
 }
 
+TEST_CASE("artifact part URIs: one spelling per part, nothing else") {
+  std::string id = "0123456789abcdef0123456789abcdef";
+  CHECK(store::artifact_part_uri(id, 0) == "throwbox://artifacts/" + id + "/parts/0");
+  auto p = store::artifact_part_from_uri(store::artifact_part_uri(id, 12));
+  REQUIRE(p);
+  CHECK(p->artifact_id == id);
+  CHECK(p->index == 12);
+  CHECK(store::artifact_part_from_uri("throwbox://artifacts/" + id + "/parts/999999999999999999")->index ==
+        999999999999999999ull);
+  for (std::string tail : {"/parts/"s, "/parts/01"s, "/parts/-1"s, "/parts/+1"s, "/parts/1 "s, "/parts/1/"s,
+                           "/parts/1x"s, "/parts/0x1"s, "/parts/1000000000000000000"s, "/part/1"s, "/PARTS/1"s,
+                           "/parts//1"s, ""s, "/x"s}) {
+    CAPTURE(tail);
+    CHECK_FALSE(store::artifact_part_from_uri("throwbox://artifacts/" + id + tail));
+  }
+  CHECK_FALSE(store::artifact_part_from_uri("throwbox://artifacts/0123456789ABCDEF0123456789ABCDEF/parts/0"));
+  CHECK_FALSE(store::artifact_part_from_uri("throwbox://artifacts/../parts/0"));
+  // The whole URI is not a part, and a part URI is not the whole.
+  CHECK_FALSE(store::artifact_part_from_uri(store::artifact_uri(id)));
+  CHECK(store::artifact_id_from_uri(store::artifact_part_uri(id, 0)) == "");
+  CHECK(store::artifact_parts(2600, 1024) == 3);
+  CHECK(store::artifact_parts(2048, 1024) == 2);
+  CHECK(store::artifact_parts(2049, 1024) == 3);
+}
+
+TEST_CASE("read_blob_range reads from an offset, shorter at the end") {
+  TempDir dir;
+  store::Store st(dir.path);
+  store::ArtifactRecord rec;
+  rec.job_id = "job-1";
+  rec.name = "data.bin";
+  rec.media_type = "application/octet-stream";
+  rec.verdict = "accepted";
+  std::string content;
+  for (int i = 0; i < 2600; ++i) content += static_cast<char>(i * 7);
+  auto put = st.put_artifact("alice", rec, content);
+  REQUIRE(put.ok());
+  std::string joined;
+  for (uint64_t k = 0; k < 3; ++k) {
+    auto part = st.read_blob_range(put->blob_path, k * 1024, 1024);
+    REQUIRE(part.ok());
+    CHECK(part->size() == (k < 2 ? 1024u : 552u));
+    joined += *part;
+  }
+  CHECK(joined == content);
+  auto past = st.read_blob_range(put->blob_path, 4096, 1024);
+  REQUIRE(past.ok());
+  CHECK(past->empty());
+  CHECK_FALSE(st.read_blob_range(dir.path + "/no-such-blob", 0, 10).ok());
+}
+
 TEST_CASE("input names with C1 controls or bidi overrides are refused") {
   for (const char* bad : {"a\xC2\x85" "b.csv", "invoice\xE2\x80\xAE" "vsc.exe", "x\xE2\x81\xA6" "y", "l\xE2\x80\x8F" "r"}) {
     CAPTURE(std::string(bad));

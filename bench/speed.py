@@ -11,13 +11,18 @@ Start-up (interleaved, python printing 1, --runs each):
   bare+site    /usr/bin/python3 -I -c 'print(1)'           (the default runtime's command)
   cold+site    run_code, the bundled default policy with the pool off
   warm+site    run_code, the bundled default policy (pool on)
+Every variant (bwrap too) is timed in two patterns, interleaved round by round:
+after waiting for the warm pools to refill and the last sandbox to be torn
+down, "gap" sleeps --gap seconds (default 0.3, chat pace: the CPUs are idle
+when the call arrives) before the call, "b2b" calls at once. Each pattern has
+its own table, with ratios against bare measured in the same pattern.
 Throughput: jobs per second, 1 and 2 requests in flight, cold and warm.
 Memory: server RSS after the runs, an idle warm sandbox (PSS of its processes),
 peak memory of a job as its cgroup reports it.
 Protocol: ping and tools/list round trips over stdio, against the TypeScript
 SDK's reference server (@modelcontextprotocol/server-everything, installed
 into bench/node_modules with `npm ci --prefix bench`), whose echo tool is timed too.
-Usage: bench/speed.py [--runs N] [--jobs N] [--bin build/throwbox]
+Usage: bench/speed.py [--runs N] [--jobs N] [--gap S] [--bin build/throwbox]
 """
 import argparse
 import copy
@@ -29,43 +34,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from mcp_stdio import Stdio, children, is_spare, stats, tree_pss_kib, wait_quiet
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE = "print(1)"
 
 
-def stats(samples):
-    s = sorted(samples)
-    p95 = s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))]
-    return statistics.median(s), p95
-
-
-class Stdio:
-    """A line-delimited JSON-RPC client for a server on stdio."""
-
-    def __init__(self, argv, version="2025-06-18", env=None, stderr=subprocess.DEVNULL):
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
-        self.next_id = 0
-        self.lock = threading.Lock()
-        self.call("initialize", {"protocolVersion": version, "capabilities": {},
-                                 "clientInfo": {"name": "throwbox-bench", "version": "1"}})
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def send(self, msg):
-        self.p.stdin.write((json.dumps(msg) + "\n").encode())
-        self.p.stdin.flush()
-
-    def call(self, method, params):
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        while True:
-            msg = json.loads(self.p.stdout.readline())
-            if msg.get("id") == self.next_id:
-                if "error" in msg:
-                    sys.exit("%s: %s" % (method, msg["error"]))
-                return msg["result"]
+class Client(Stdio):
+    """The shared client with the calls this benchmark times."""
 
     def run_code(self):
         r = self.call("tools/call", {"name": "run_code", "arguments": {"runtime": "python", "code": CODE}})
@@ -91,42 +69,6 @@ class Stdio:
                     sys.exit("run_code: " + json.dumps(sc))
                 done += 1
         return n / (time.perf_counter() - t0)
-
-    def rss_kib(self):
-        with open("/proc/%d/status" % self.p.pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        return 0
-
-    def close(self):
-        self.p.stdin.close()
-        self.p.wait(timeout=60)
-
-
-def tree_pss_kib(pid):
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open("/proc/%d/smaps_rollup" % p) as f:
-                total += next(int(l.split()[1]) for l in f if l.startswith("Pss:"))
-        except (OSError, StopIteration):
-            pass
-        todo += children(p)
-    return total
-
-
-def children(pid):
-    """Children of every thread of pid (each thread lists the ones it forked)."""
-    out = []
-    try:
-        for tid in os.listdir("/proc/%d/task" % pid):
-            with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
-                out += [int(c) for c in f.read().split()]
-    except OSError:
-        pass
-    return out
 
 
 def idle_warm_sandboxes(server_pid):
@@ -157,63 +99,13 @@ def write_policy(work, name, no_site, pool):
     return path
 
 
-def is_spare(runner):
-    """The runner the server starts ahead of the next cold job: no sandbox
-    yet, blocked reading its spec; its one child, the zygote that will make
-    pid 1, blocked reading the spec from the runner."""
-    kids = children(runner)
-    try:
-        with open("/proc/%d/wchan" % runner) as f:
-            if "pipe_read" not in f.read():
-                return False
-        for z in kids:
-            with open("/proc/%d/comm" % z) as f:
-                if f.read().strip() != "throwbox-zygote" or children(z):
-                    return False
-            with open("/proc/%d/wchan" % z) as f:
-                if "read" not in f.read():
-                    return False
-    except OSError:
-        return False
-    return len(kids) <= 1  # none: a build from before the zygote, kept for A/B runs
-
-
-def wait_quiet(server, want=0, timeout=20):
-    """Until the server's children are its spare runner and `want` idle warm
-    sandboxes whose loaders have finished their start-up (each sleeps on its
-    go pipe): nothing is being built or torn down."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        runners = children(server.p.pid)
-        spares = [r for r in runners if is_spare(r)]
-        sandboxes = [r for r in runners if r not in spares]
-        if len(spares) == 1 and len(sandboxes) == want and all(idle_and_ready(r) for r in sandboxes):
-            return
-        time.sleep(0.002)
-
-
-def idle_and_ready(runner):
-    inits = children(runner)
-    if len(inits) != 1:
-        return False
-    loaders = children(inits[0])
-    if len(loaders) != 1:
-        return len(loaders) == 0  # an "exec" warm sandbox has no program yet
-    try:
-        with open("/proc/%d/stat" % loaders[0]) as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        with open("/proc/%d/wchan" % loaders[0]) as f:
-            wchan = f.read()
-    except OSError:
-        return False
-    return state == "S" and "pipe" in wchan
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=60)
     ap.add_argument("--jobs", type=int, default=200, help="jobs per throughput measurement")
     ap.add_argument("--bin", default=os.path.join(REPO, "build", "throwbox"))
+    ap.add_argument("--gap", type=float, default=0.3,
+                    help="idle seconds before each timed start-up call in the gap pattern (0: back to back only)")
     args = ap.parse_args()
     if shutil.which("bwrap") is None:
         sys.exit("bwrap not found: apt-get install bubblewrap")
@@ -223,7 +115,7 @@ def main():
 
     def server(name, no_site, pool):
         policy = write_policy(work, name, no_site, pool)
-        return Stdio([binary, "serve", "--state-dir", os.path.join(work, name), "--policy", policy,
+        return Client([binary, "serve", "--state-dir", os.path.join(work, name), "--policy", policy,
                       "--log-level", "warn"])
 
     servers = {"cold": server("cold", True, False), "warm": server("warm", True, True),
@@ -247,31 +139,42 @@ def main():
         ("cold+site", servers["cold+site"].run_code),
         ("warm+site", servers["warm+site"].run_code),
     ]
-    starts = {"warm": [], "warm+site": []}
+    # Two patterns, interleaved round by round (which goes first alternates):
+    # "gap" sleeps --gap seconds after the refill wait, so the CPUs are idle
+    # when the call arrives, as at chat pace; "b2b" calls right after it.
+    patterns = [("gap", args.gap), ("b2b", 0.0)] if args.gap > 0 else [("b2b", 0.0)]
     for name, fn in variants:  # warm caches once
         fn()
-    samples = {name: [] for name, _ in variants}
-    for _ in range(args.runs):
-        for name, fn in variants:
-            quiesce()
-            t0 = time.perf_counter()
-            r = fn()
-            samples[name].append((time.perf_counter() - t0) * 1000)
-            if name in starts:
-                starts[name].append(r["start"])
+    samples = {(pat, name): [] for pat, _ in patterns for name, _ in variants}
+    starts = {(pat, name): [] for pat, _ in patterns for name in ("warm", "warm+site")}
+    for run in range(args.runs):
+        for pat, gap in (patterns if run % 2 == 0 else patterns[::-1]):
+            for name, fn in variants:
+                quiesce()
+                if gap:
+                    time.sleep(gap)
+                t0 = time.perf_counter()
+                r = fn()
+                samples[(pat, name)].append((time.perf_counter() - t0) * 1000)
+                if (pat, name) in starts:
+                    starts[(pat, name)].append(r["start"])
 
     print("throwbox speed benchmark: %d interleaved runs each, uid %d, %d cores, %s" %
           (args.runs, os.geteuid(), os.cpu_count(), time.strftime("%Y-%m-%d")))
-    print("\nstart-up, python printing 1 (ratios against bare python in the same run)")
-    print("%-10s %10s %10s %8s" % ("variant", "median ms", "p95 ms", "ratio"))
-    base = {"": stats(samples["bare"])[0], "+site": stats(samples["bare+site"])[0]}
-    for name, _ in variants:
-        med, p95 = stats(samples[name])
-        ref = base["+site"] if name.endswith("+site") else base[""]
-        against = "bare+site" if name.endswith("+site") else "bare"
-        print("%-10s %10.2f %10.2f %7.2fx  (vs %s)" % (name, med, p95, med / ref, against))
-    for name, s in starts.items():
-        print("%s: %d of %d calls ran in a warm sandbox" % (name, s.count("warm"), len(s)))
+    for pat, gap in patterns:
+        how = ("with a %.2f s idle gap before each call" % gap) if gap else "back to back"
+        print("\nstart-up, python printing 1, %s, after the refill wait (ratios against bare python "
+              "in the same pattern and run)" % how)
+        print("%-10s %10s %10s %8s" % ("variant", "median ms", "p95 ms", "ratio"))
+        base = {"": stats(samples[(pat, "bare")])[0], "+site": stats(samples[(pat, "bare+site")])[0]}
+        for name, _ in variants:
+            med, p95 = stats(samples[(pat, name)])
+            ref = base["+site"] if name.endswith("+site") else base[""]
+            against = "bare+site" if name.endswith("+site") else "bare"
+            print("%-10s %10.2f %10.2f %7.2fx  (vs %s)" % (name, med, p95, med / ref, against))
+        for name in ("warm", "warm+site"):
+            s = starts[(pat, name)]
+            print("%s: %d of %d calls ran in a warm sandbox" % (name, s.count("warm"), len(s)))
 
     print("\nthroughput, %d jobs each (python printing 1)" % args.jobs)
     for name in ("cold", "warm"):
@@ -348,7 +251,7 @@ def cold_breakdown(binary, work, runs):
     log_path = os.path.join(work, "trace.log")
     with open(log_path, "w") as log:
         env = dict(os.environ, THROWBOX_RUNNER_TRACE="1")
-        s = Stdio([binary, "serve", "--state-dir", os.path.join(work, "trace"), "--policy", policy,
+        s = Client([binary, "serve", "--state-dir", os.path.join(work, "trace"), "--policy", policy,
                    "--log-level", "debug"], env=env, stderr=log)
         for _ in range(runs):
             wait_quiet(s, want=0)

@@ -1,0 +1,148 @@
+"""Shared by the benchmarks: a line-delimited JSON-RPC client for an MCP server
+on stdio, and the /proc checks that tell when a throwbox server is quiet (its
+warm pool refilled, the last sandbox torn down) so no background work lands
+inside a timed call.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+
+def stats(samples):
+    """(median, p95) of a list of numbers."""
+    s = sorted(samples)
+    p95 = s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))]
+    return statistics.median(s), p95
+
+
+class Stdio:
+    """A line-delimited JSON-RPC client for a server on stdio."""
+
+    def __init__(self, argv, version="2025-06-18", env=None, stderr=subprocess.DEVNULL):
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
+        self.next_id = 0
+        self.lock = threading.Lock()
+        self.call("initialize", {"protocolVersion": version, "capabilities": {},
+                                 "clientInfo": {"name": "throwbox-bench", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, msg):
+        self.p.stdin.write((json.dumps(msg) + "\n").encode())
+        self.p.stdin.flush()
+
+    def call(self, method, params):
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                sys.exit("%s: the server closed its stdout (exit status %s)" % (method, self.p.poll()))
+            msg = json.loads(line)
+            if msg.get("id") == self.next_id:
+                if "error" in msg:
+                    sys.exit("%s: %s" % (method, msg["error"]))
+                return msg["result"]
+
+    def tool(self, name, arguments):
+        """tools/call; returns (structuredContent, wall ms from writing the
+        request to reading the reply). An isError result ends the bench."""
+        t0 = time.perf_counter()
+        r = self.call("tools/call", {"name": name, "arguments": arguments})
+        ms = (time.perf_counter() - t0) * 1000
+        if r.get("isError"):
+            text = " ".join(c.get("text", "") for c in r.get("content", []))
+            sys.exit("%s: isError: %s" % (name, text or json.dumps(r)))
+        return r["structuredContent"], ms
+
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.p.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=60)
+
+
+def children(pid):
+    """Children of every thread of pid (each thread lists the ones it forked)."""
+    out = []
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                out += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def tree_pss_kib(pid):
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open("/proc/%d/smaps_rollup" % p) as f:
+                total += next(int(l.split()[1]) for l in f if l.startswith("Pss:"))
+        except (OSError, StopIteration):
+            pass
+        todo += children(p)
+    return total
+
+
+def is_spare(runner):
+    """The runner the server starts ahead of the next cold job: no sandbox
+    yet, blocked reading its spec; its one child, the zygote that will make
+    pid 1, blocked reading the spec from the runner."""
+    kids = children(runner)
+    try:
+        with open("/proc/%d/wchan" % runner) as f:
+            if "pipe_read" not in f.read():
+                return False
+        for z in kids:
+            with open("/proc/%d/comm" % z) as f:
+                if f.read().strip() != "throwbox-zygote" or children(z):
+                    return False
+            with open("/proc/%d/wchan" % z) as f:
+                if "read" not in f.read():
+                    return False
+    except OSError:
+        return False
+    return len(kids) <= 1  # none: a build from before the zygote, kept for A/B runs
+
+
+def idle_and_ready(runner):
+    inits = children(runner)
+    if len(inits) != 1:
+        return False
+    loaders = children(inits[0])
+    if len(loaders) != 1:
+        return len(loaders) == 0  # an "exec" warm sandbox has no program yet
+    try:
+        with open("/proc/%d/stat" % loaders[0]) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        with open("/proc/%d/wchan" % loaders[0]) as f:
+            wchan = f.read()
+    except OSError:
+        return False
+    return state == "S" and "pipe" in wchan
+
+
+def wait_quiet(server, want=0, timeout=20):
+    """Until the server's children are its spare runner and `want` idle warm
+    sandboxes whose loaders have finished their start-up (each sleeps on its
+    go pipe): nothing is being built or torn down. False if it timed out."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        runners = children(server.p.pid)
+        spares = [r for r in runners if is_spare(r)]
+        sandboxes = [r for r in runners if r not in spares]
+        if len(spares) == 1 and len(sandboxes) == want and all(idle_and_ready(r) for r in sandboxes):
+            return True
+        time.sleep(0.002)
+    return False

@@ -45,8 +45,8 @@ sandbox::LaunchSpec base_spec(const policy::Policy& policy, const SpecHost& host
   return spec;
 }
 
-// kPythonLoader with the proxy variables as a Python dict literal.
-std::string python_loader() {
+// kPythonLoader with the runtime's preload and the proxy variables as a Python dict literal.
+std::string python_loader(const policy::Runtime& rt) {
   std::string env = "{";
   for (const char* var : sandbox::kProxyEnv) {
     const std::string v(var);
@@ -56,10 +56,40 @@ std::string python_loader() {
   env += "}";
   std::string loader = kPythonLoader;
   loader.replace(loader.find("__THROWBOX_PROXY_ENV__"), sizeof "__THROWBOX_PROXY_ENV__" - 1, env);
+  loader.replace(loader.find("__THROWBOX_PRELOAD__"), sizeof "__THROWBOX_PRELOAD__" - 1, preload_statement(rt));
   return loader;
 }
 
 }  // namespace
+
+std::string preload_statement(const policy::Runtime& rt) {
+  if (rt.preload.empty()) return "pass";
+  // Policy load checked each is a dotted identifier: nothing here needs quoting.
+  std::string s = "import ";
+  for (size_t i = 0; i < rt.preload.size(); ++i) s += (i ? ", " : "") + rt.preload[i];
+  return s;
+}
+
+void apply_cache(const policy::Policy& policy, const policy::Runtime& rt, const RuntimeCache& cache,
+                 sandbox::LaunchSpec& spec) {
+  auto it = policy.sandbox.env.find(rt.cache_env);
+  if (rt.cache_code.empty() || cache.dir.empty() || it == policy.sandbox.env.end()) return;
+  spec.cache_dir = cache.dir;
+  spec.cache_link_dir = it->second;
+  spec.cache_files = cache.files;
+}
+
+sandbox::LaunchSpec build_cache_spec(const policy::Policy& policy, const SpecHost& host, const policy::Runtime& rt,
+                                     const std::string& sandbox_id) {
+  sandbox::LaunchSpec spec = base_spec(policy, host, rt, sandbox_id);
+  const std::string prefix = rt.cache_env + "=";
+  for (auto& e : spec.env)
+    if (e.rfind(prefix, 0) == 0) e = prefix + "/outputs";
+  spec.argv.push_back(spec.code_path);
+  spec.code = rt.cache_code;
+  spec.timeout_ms = static_cast<uint64_t>(std::llround(policy.limits.timeout_s_max * 1000));
+  return spec;
+}
 
 UserShares user_shares(const UserShares& host, uint64_t sandboxes) {
   const uint64_t parts = sandboxes + 1;
@@ -156,7 +186,7 @@ sandbox::LaunchSpec build_warm_spec(const policy::Policy& policy, const SpecHost
   if (rt.loader == "python") {
     spec.warm = sandbox::Warm::preload;
     spec.argv.push_back("-c");
-    spec.argv.push_back(python_loader());
+    spec.argv.push_back(python_loader(rt));
   } else {
     spec.warm = sandbox::Warm::exec;
   }

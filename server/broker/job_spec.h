@@ -53,6 +53,21 @@ util::Result<sandbox::LaunchSpec> build_job_spec(const policy::Policy& policy, c
                                                  const JobRequest& request,
                                                  const std::vector<util::Result<store::InputRecord>>& inputs,
                                                  const std::string& job_id);
+// A runtime's cache as built (Jobs): a host directory of plain files.
+struct RuntimeCache {
+  std::string dir;
+  std::vector<std::string> files;
+};
+// The cache shown to a sandbox of rt: dir bound read-only, linked from the
+// directory rt.cache_env names (policy load checked it is /tmp/<name>).
+void apply_cache(const policy::Policy& policy, const policy::Runtime& rt, const RuntimeCache& cache,
+                 sandbox::LaunchSpec& spec);
+// The sandbox that builds rt's cache: cold, rt.cache_code as its program, no
+// inputs, no network, rt.cache_env pointing at /outputs (harvested, then the cache).
+sandbox::LaunchSpec build_cache_spec(const policy::Policy& policy, const SpecHost& host, const policy::Runtime& rt,
+                                     const std::string& sandbox_id);
+// The Python statement that imports rt.preload ("pass" for none).
+std::string preload_statement(const policy::Runtime& rt);
 // A warm sandbox's spec: no code, no inputs; its job's deadline comes with the claim.
 sandbox::LaunchSpec build_warm_spec(const policy::Policy& policy, const SpecHost& host, const policy::Runtime& rt,
                                     const std::string& sandbox_id);

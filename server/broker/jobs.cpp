@@ -9,8 +9,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <spdlog/spdlog.h>
 #include <stdexcept>
@@ -23,6 +26,7 @@
 #include "server/util/crypto.h"
 #include "server/util/fs.h"
 #include "server/util/random.h"
+#include "server/util/text.h"
 
 namespace broker {
 namespace {
@@ -106,8 +110,129 @@ Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner
 }
 
 Jobs::~Jobs() {
+  {
+    std::lock_guard lock(caches_mu_);
+    caches_stopping_ = true;
+  }
+  caches_cv_.notify_all();
+  cache_builder_ = std::jthread();  // (no new one: cache_for sees caches_stopping_)
   pool_.reset();  // its idle runners go to the fleet's reaper, which is still running
   janitor_.stop();
+  // The caches are this server's: built at its start, gone with it.
+  if (auto s = util::remove_tree(store_.state_dir() + "/cache"); !s) spdlog::warn("runtime caches: {}", s.error().message);
+}
+
+std::string Jobs::cache_key(const policy::Runtime& rt) {
+  std::string key;
+  for (auto& a : rt.command) key += a + '\0';
+  return key + '\1' + rt.cache_code + '\1' + rt.cache_env;
+}
+
+util::Result<RuntimeCache> Jobs::build_cache(const policy::Runtime& rt) {
+  const std::string id = util::random_id();
+  sandbox::LaunchSpec spec = build_cache_spec(policy_, spec_host_, rt, id);
+  auto lease = identities_.lease();
+  if (!lease) return lease.error();
+  set_identity(spec, lease->identity());
+  JobRequest req;
+  req.runtime = rt.name;
+  std::unique_ptr<FinishedRunner> finished;
+  auto outcome = start_cold(fleet_, release_, spec, std::move(*lease), req, {}, finished);
+  // Whatever happened, the sandbox goes; what it harvested is moved out first.
+  struct Retire {
+    RunnerFleet& fleet;
+    std::unique_ptr<FinishedRunner>& finished;
+    const std::string& scratch;
+    ~Retire() {
+      if (finished) fleet.retire(std::move(*finished));
+      else (void)util::remove_tree(scratch);
+    }
+  } retire{fleet_, finished, spec.scratch_dir};
+  if (!outcome) return outcome.error();
+  if (outcome->status != sandbox::Status::completed)
+    return util::make_error(util::ErrorCode::kSandbox, std::string("the cache's program ended ") +
+                                                           sandbox::to_string(outcome->status) + ": " +
+                                                           util::to_valid_utf8(outcome->stderr_text.substr(0, 512)) +
+                                                           outcome->error);
+  RuntimeCache cache;
+  cache.dir = store_.state_dir() + "/cache/" + id;
+  if (auto s = util::make_dirs(store_.state_dir() + "/cache", 0700); !s) return s.error();
+  if (::mkdir(cache.dir.c_str(), 0755) != 0)
+    return util::make_error(util::ErrorCode::kInternal, util::call_error("mkdir", cache.dir, errno));
+  // 0755 whatever the umask: the sandbox user reads it through its bind.
+  (void)::chmod(cache.dir.c_str(), 0755);
+  uint64_t total = 0;
+  for (const sandbox::HarvestedFile& f : outcome->files) {
+    // Plain files at the top of /outputs only: they are linked by name.
+    if (f.host_path.empty() || f.name.find('/') != std::string::npos || util::file_name_problem(f.name)) continue;
+    // Each sandbox gets its own copy: bounded, so a copy costs little.
+    constexpr uint64_t kCacheBytesMax = 4 << 20;
+    total += f.size;
+    if (cache.files.size() >= sandbox::kCacheFilesMax || total > kCacheBytesMax) {
+      (void)util::remove_tree(cache.dir);
+      return util::make_error(util::ErrorCode::kSandbox, "the cache is over " + std::to_string(sandbox::kCacheFilesMax) +
+                                                             " files or " + std::to_string(kCacheBytesMax) + " bytes");
+    }
+    const std::string to = cache.dir + "/" + f.name;
+    if (::rename(f.host_path.c_str(), to.c_str()) != 0 || ::chmod(to.c_str(), 0444) != 0) {
+      const int err = errno;
+      (void)util::remove_tree(cache.dir);
+      return util::make_error(util::ErrorCode::kInternal, util::call_error("rename", to, err));
+    }
+    cache.files.push_back(f.name);
+  }
+  return cache;
+}
+
+void Jobs::build_caches(std::stop_token stop) {
+  std::unique_lock lock(caches_mu_);
+  for (;;) {
+    caches_cv_.wait(lock, [&] { return caches_stopping_ || stop.stop_requested() || !caches_queue_.empty(); });
+    if (caches_stopping_ || stop.stop_requested()) return;
+    const policy::Runtime* rt = caches_queue_.front();
+    caches_queue_.pop_front();
+    lock.unlock();
+    const int64_t t0 = now_us();
+    auto built = build_cache(*rt);
+    lock.lock();
+    const std::string key = cache_key(*rt);
+    caches_tried_.insert(key);
+    if (built) {
+      spdlog::info("runtime {}: cache built in {} ms ({} files), read-only to its sandboxes", rt->name,
+                   (now_us() - t0) / 1000, built->files.size());
+      caches_[key] = std::move(*built);
+    } else {
+      // Asked for again by the next job of the runtime once kCacheRetry has passed.
+      spdlog::warn("runtime {}: building its cache failed: {}; its jobs run without it", rt->name,
+                   built.error().message);
+      caches_failed_at_[key] = std::chrono::steady_clock::now();
+      caches_requested_.erase(key);
+    }
+    caches_cv_.notify_all();
+  }
+}
+
+std::optional<RuntimeCache> Jobs::cache_for(const policy::Runtime& rt, bool wait) {
+  constexpr auto kCacheRetry = std::chrono::seconds(60);
+  if (rt.cache_code.empty()) return std::nullopt;
+  const std::string key = cache_key(rt);
+  std::unique_lock lock(caches_mu_);
+  if (caches_stopping_) return std::nullopt;
+  // Built on the first job of a runtime that has one, on the builder thread.
+  auto failed = caches_failed_at_.find(key);
+  const bool may_retry = failed == caches_failed_at_.end() || std::chrono::steady_clock::now() - failed->second > kCacheRetry;
+  if (!caches_.count(key) && may_retry && caches_requested_.insert(key).second) {
+    caches_queue_.push_back(&rt);
+    if (!cache_builder_.joinable()) cache_builder_ = std::jthread([this](std::stop_token stop) { build_caches(stop); });
+    caches_cv_.notify_all();
+  }
+  if (wait)
+    caches_cv_.wait_for(lock, std::chrono::minutes(5), [&] {
+      return caches_stopping_ || caches_.count(key) || (caches_tried_.count(key) && !caches_requested_.count(key));
+    });
+  auto it = caches_.find(key);
+  if (it == caches_.end()) return std::nullopt;
+  return it->second;
 }
 
 void Jobs::start_pool() {
@@ -116,10 +241,13 @@ void Jobs::start_pool() {
   pool_ = std::make_unique<Pool>(
       policy_, fleet_.runner_exe(),
       [this](const policy::Runtime& rt, IdentityLease& lease) -> util::Result<sandbox::LaunchSpec> {
+        // Built with the cache it will read, never before the cache's first try.
+        std::optional<RuntimeCache> cache = cache_for(rt, true);
         auto held = identities_.lease();
         if (!held) return held.error();
         lease = std::move(*held);
         sandbox::LaunchSpec spec = build_warm_spec(policy_, spec_host_, rt, util::random_id());
+        if (cache) apply_cache(policy_, rt, *cache, spec);
         set_identity(spec, lease.identity());
         return spec;
       },
@@ -141,6 +269,11 @@ PoolStats Jobs::pool_stats() { return pool_ ? pool_->stats() : PoolStats{}; }
 
 size_t Jobs::reclaim_leftovers() {
   size_t removed = fleet_.reclaim_leftovers();
+  // Runtime caches are rebuilt by every server start (fonts and packages may have changed).
+  if (std::filesystem::exists(store_.state_dir() + "/cache")) {
+    if (auto s = util::remove_tree(store_.state_dir() + "/cache"); s) ++removed;
+    else spdlog::warn("reclaim: {}", s.error().message);
+  }
   removed += workspaces_.reclaim();
   if (size_t failed = ledger_->fail_interrupted("the server stopped while the job ran"); failed) {
     spdlog::warn("{} job(s) were running when the server last stopped: recorded as failed", failed);
@@ -159,12 +292,14 @@ util::Result<std::shared_ptr<WorkspaceUse>> Jobs::hold_workspace(const std::stri
 
 util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std::string& job_id,
                                                 std::vector<InputRef>& inputs) {
-  if (auto rt = check_request(policy_, req); !rt) return rt.error();
+  auto rt = check_request(policy_, req);
+  if (!rt) return rt.error();
   std::vector<util::Result<store::InputRecord>> found;
   found.reserve(req.input_ids.size());
   for (const std::string& id : req.input_ids) found.push_back(store_.get_input(req.tenant, id));
   auto spec = build_job_spec(policy_, spec_host_, req, found, job_id);
   if (!spec) return spec.error();
+  if (auto cache = cache_for(**rt, false)) apply_cache(policy_, **rt, *cache, *spec);
   for (auto& in : found) inputs.push_back({in->input_id, in->name, in->sha256});
   // Artifacts as inputs: under their base name, read-only, like an upload.
   std::map<std::string, std::string> taken;  // name -> "input <id>" / "artifact <id>"

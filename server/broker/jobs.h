@@ -7,6 +7,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "server/artifacts/gate.h"
@@ -64,6 +70,15 @@ class Jobs {
 
  private:
   util::Result<JobResult> run_once(const JobRequest& request, const std::string& request_sha256);
+  // Runtime caches (policy runtimes.<name>.cache), built once per server on
+  // cache_builder_ in a sandbox of their own when the runtime is first asked
+  // for, keyed by what builds them (runtimes with the same interpreter and
+  // cache share one).
+  static std::string cache_key(const policy::Runtime& rt);
+  util::Result<RuntimeCache> build_cache(const policy::Runtime& rt);
+  void build_caches(std::stop_token stop);
+  // The runtime's cache if built (asks for it to be built). wait: until that build ended.
+  std::optional<RuntimeCache> cache_for(const policy::Runtime& rt, bool wait);
   // The job's spec, with its inputs as the ledger row names them.
   util::Result<sandbox::LaunchSpec> resolve(const JobRequest& request, const std::string& job_id,
                                             std::vector<InputRef>& inputs);
@@ -85,6 +100,15 @@ class Jobs {
   util::WorkerPool release_{1, 256};
   // The egress proxy: null when the policy has no network profiles.
   std::unique_ptr<network::Proxy> proxy_;
+  std::mutex caches_mu_;
+  std::condition_variable caches_cv_;
+  std::map<std::string, RuntimeCache> caches_;  // by cache_key
+  std::set<std::string> caches_tried_;      // built, or failed at least once
+  std::set<std::string> caches_requested_;  // queued or being built
+  std::map<std::string, std::chrono::steady_clock::time_point> caches_failed_at_;
+  std::deque<const policy::Runtime*> caches_queue_;
+  bool caches_stopping_ = false;
+  std::jthread cache_builder_;  // stopped before the pool, which may wait for it
   std::unique_ptr<Pool> pool_;  // null when the policy's pool is off; destroyed first
 };
 

@@ -5,6 +5,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,9 @@ namespace broker {
 namespace {
 
 constexpr int kBuildTimeoutMs = 15000;  // set-up plus the loader's start-up, far above the measured cost
+// A loader that imports modules first (numpy, pandas, matplotlib: 3-5 s on a
+// busy 2-core host, several times that in an emulated guest).
+constexpr int kPreloadBuildTimeoutMs = 120000;
 constexpr auto kBackoffMin = std::chrono::milliseconds(500);
 constexpr auto kBackoffMax = std::chrono::seconds(30);
 
@@ -91,6 +95,7 @@ std::unique_ptr<WarmSandbox> Pool::claim(const std::string& runtime) {
   {
     std::unique_lock lock(mu_);
     ++claims_;
+    wanted_.insert(runtime);  // a first_use runtime is built from now on
     cv_.notify_all();  // the filler may be asleep: this is demand
     auto& queue = idle_[runtime];
     if (queue.empty() && policy_.pool.claim_wait_ms)
@@ -144,8 +149,13 @@ util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt
     return util::make_error(util::ErrorCode::kSandbox, why);
   };
   if (!w->runner->write_line(to_json(w->spec).dump())) return fail("writing the warm spec to the runner failed");
-  if (util::Status ready = read_warm_ready(*w->runner, kBuildTimeoutMs); !ready) return fail(ready.error().message);
+  const int timeout_ms = rt.preload.empty() ? kBuildTimeoutMs : kPreloadBuildTimeoutMs;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (util::Status ready = read_warm_ready(*w->runner, timeout_ms); !ready) return fail(ready.error().message);
   w->memory_bytes = tree_memory_bytes(w->runner->pid());
+  spdlog::debug("warm pool: {} sandbox {} ready in {} ms, {} KiB (PSS)", rt.name, w->spec.job_id,
+                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count(),
+                w->memory_bytes / 1024);
   return w;
 }
 
@@ -162,9 +172,12 @@ void Pool::fill_loop(std::stop_token stop) {
       for (auto& [_, queue] : idle_)
         for (auto& w : queue) memory += w->memory_bytes;
       if (memory < policy_.pool.idle_memory_max_bytes)
-        for (const policy::Runtime* rt : pooled)
+        for (const policy::Runtime* rt : pooled) {
+          const auto& lazy = policy_.pool.first_use;
+          if (std::find(lazy.begin(), lazy.end(), rt->name) != lazy.end() && !wanted_.count(rt->name)) continue;
           if (idle_[rt->name].size() < policy_.pool.size && (!next || idle_[rt->name].size() < idle_[next->name].size()))
             next = rt;
+        }
       if (!next) {
         // Full (or at the memory bound): sleep until a claim.
         const uint64_t seen = claims_;

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -66,6 +67,7 @@ class Pool {
   std::map<std::string, std::deque<std::unique_ptr<WarmSandbox>>> idle_;
   PoolStats counters_;
   uint64_t claims_ = 0;  // wakes the filler
+  std::set<std::string> wanted_;  // runtimes claimed at least once (policy pool.first_use)
   bool stopping_ = false;
   std::jthread filler_;
 };

@@ -2,6 +2,9 @@
 // `python3 <flags> -c <loader> /work/main.py` ahead of demand, it does the
 // interpreter's start-up, says so on fd 4, blocks on fd 3 until a job's code
 // is in place, then runs it as __main__ the way `python3 /work/main.py` would.
+// Before it says so it imports the runtime's preload modules (build_warm_spec
+// puts the import statement in place of __THROWBOX_PRELOAD__; `pass` for none):
+// that runs before any job exists, so there is no job data to keep.
 // Go byte 'n': a job with a network profile; the loader's environment gains
 // the proxy variables first (build_warm_spec puts sandbox::kProxyEnv in place
 // of __THROWBOX_PROXY_ENV__), as a cold job's would have them from execve.
@@ -14,6 +17,7 @@ namespace broker {
 // left in __main__. SystemExit passes through (exit codes are the program's).
 inline constexpr const char* kPythonLoader = R"py(def _throwbox_loader():
     import os, sys
+    __THROWBOX_PRELOAD__
     os.write(4, b'r')
     os.close(4)
     go = os.read(3, 1)

@@ -107,9 +107,28 @@ struct Reader {
   }
 };
 
+bool is_module_name(const std::string& m) {
+  if (m.empty() || m.size() > 128) return false;
+  bool start = true;
+  for (char c : m) {
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    const bool digit = c >= '0' && c <= '9';
+    if (c == '.') {
+      if (start) return false;
+      start = true;
+    } else if (alpha || (digit && !start)) {
+      start = false;
+    } else {
+      return false;
+    }
+  }
+  return !start;
+}
+
 bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& rt) {
   std::string key = "runtimes." + name;
-  if (!r.only_keys(v, key, {"description", "command", "code_file", "optional", "loader"})) return false;
+  if (!r.only_keys(v, key, {"description", "command", "code_file", "optional", "loader", "preload", "cache"}))
+    return false;
   rt.name = name;
   if (name.empty() || name.size() > 32 ||
       name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos)
@@ -138,6 +157,26 @@ bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& r
     if (v["loader"] != "python" && v["loader"] != "")
       return r.fail(key + ".loader", "must be \"python\" (start the interpreter ahead in a warm sandbox) or \"\"");
     rt.loader = v["loader"].get<std::string>();
+  }
+  if (v.contains("preload")) {
+    if (!r.string_list(v["preload"], key + ".preload", rt.preload, false)) return false;
+    if (!rt.preload.empty() && rt.loader != "python")
+      return r.fail(key + ".preload", "needs \"loader\": \"python\" (the loader imports them)");
+    if (rt.preload.size() > 64) return r.fail(key + ".preload", "at most 64 modules");
+    for (auto& m : rt.preload)
+      if (!is_module_name(m))
+        return r.fail(key + ".preload", "\"" + m + "\" is not a module name (dotted identifiers such as matplotlib.pyplot)");
+  }
+  if (v.contains("cache")) {
+    const json& c = v["cache"];
+    if (!r.only_keys(c, key + ".cache", {"code", "env"})) return false;
+    if (!c.contains("code") || !c["code"].is_string() || c["code"].get<std::string>().empty() ||
+        c["code"].get<std::string>().size() > 65536)
+      return r.fail(key + ".cache.code", "is required: the program (1 to 65536 bytes) that builds the cache");
+    if (!c.contains("env") || !c["env"].is_string() || c["env"].get<std::string>().empty())
+      return r.fail(key + ".cache.env", "is required: the sandbox.env variable naming the cache's directory");
+    rt.cache_code = c["code"].get<std::string>();
+    rt.cache_env = c["env"].get<std::string>();
   }
   rt.available = ::access(rt.command[0].c_str(), X_OK) == 0;
   if (!rt.available && !rt.optional)
@@ -358,8 +397,9 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
       return make_error(util::ErrorCode::kPolicy, source + ": " + (r.error.empty() ? "sandbox.readonly_paths: is required" : r.error));
     for (auto& path : p.sandbox.readonly_paths) {
       // The in-sandbox contract paths are owned by the launcher, never by a bind.
-      for (const char* reserved : {"/inputs", "/outputs", "/work", "/tmp", "/proc", "/dev"})
-        if (path == reserved || path.rfind(std::string(reserved) + "/", 0) == 0 || path == "/")
+      for (const char* reserved : {"/inputs", "/outputs", "/work", "/tmp", "/proc", "/dev", kCacheMount})
+        if (path == reserved || path.rfind(std::string(reserved) + "/", 0) == 0 || path == "/" ||
+            std::string(reserved).rfind(path + "/", 0) == 0)
           return make_error(util::ErrorCode::kPolicy, source + ": sandbox.readonly_paths: \"" + path +
                                           "\" overlaps a path the sandbox owns");
     }
@@ -377,6 +417,21 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         p.sandbox.env[k] = v.get<std::string>();
       }
     }
+  }
+  // A runtime's cache is linked from a directory of the sandbox's own /tmp,
+  // named by one of its environment variables: never a shared writable place.
+  for (auto& [name, rt] : p.runtimes) {
+    if (rt.cache_code.empty()) continue;
+    const std::string key = source + ": runtimes." + name + ".cache.env: ";
+    auto it = p.sandbox.env.find(rt.cache_env);
+    if (it == p.sandbox.env.end())
+      return make_error(util::ErrorCode::kPolicy, key + "\"" + rt.cache_env + "\" is not set in sandbox.env");
+    const std::string& dir = it->second;
+    const std::string leaf = dir.rfind("/tmp/", 0) == 0 ? dir.substr(5) : "";
+    if (leaf.empty() || leaf.size() > 64 || leaf[0] == '.' ||
+        leaf.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != std::string::npos)
+      return make_error(util::ErrorCode::kPolicy, key + "sandbox.env." + rt.cache_env + " is \"" + dir +
+                                                      "\"; a cache's directory must be /tmp/<plain name>");
   }
   if (doc.contains("admission")) {
     const json& a = doc["admission"];
@@ -482,7 +537,7 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   if (doc.contains("pool")) {
     const json& a = doc["pool"];
     Pool& o = p.pool;
-    if (!r.only_keys(a, "pool", {"enabled", "runtimes", "size", "idle_memory_max_bytes", "claim_wait_ms"}) ||
+    if (!r.only_keys(a, "pool", {"enabled", "runtimes", "size", "idle_memory_max_bytes", "claim_wait_ms", "first_use"}) ||
         !r.u64(a, "pool", "claim_wait_ms", o.claim_wait_ms, 0, 60000) ||
         !r.u64(a, "pool", "size", o.size, 1, 16) ||
         !r.u64(a, "pool", "idle_memory_max_bytes", o.idle_memory_max_bytes, 1 << 20, kBytesCeiling))
@@ -496,6 +551,11 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
     for (auto& name : o.runtimes)
       if (!p.runtimes.count(name))
         return make_error(util::ErrorCode::kPolicy, source + ": pool.runtimes: \"" + name + "\" is not a runtime of this policy");
+    if (a.contains("first_use") && !r.string_list(a["first_use"], "pool.first_use", o.first_use, false))
+      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
+    for (auto& name : o.first_use)
+      if (std::find(o.runtimes.begin(), o.runtimes.end(), name) == o.runtimes.end())
+        return make_error(util::ErrorCode::kPolicy, source + ": pool.first_use: \"" + name + "\" is not in pool.runtimes");
   }
   if (doc.contains("network") && !parse_network(r, doc["network"], p.network))
     return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
@@ -541,6 +601,10 @@ nlohmann::json effective_json(const Policy& p) {
   for (auto& [name, rt] : p.runtimes)
     runtimes[name] = {{"description", rt.description}, {"command", rt.command}, {"code_file", rt.code_file},
                       {"optional", rt.optional}, {"loader", rt.loader}};
+  for (auto& [name, rt] : p.runtimes) {
+    runtimes[name]["preload"] = rt.preload;
+    if (!rt.cache_code.empty()) runtimes[name]["cache"] = {{"code", rt.cache_code}, {"env", rt.cache_env}};
+  }
   const Limits& l = p.limits;
   const Sandbox& s = p.sandbox;
   return {
@@ -573,7 +637,7 @@ nlohmann::json effective_json(const Policy& p) {
         {"tasks_ttl_s", p.retention.tasks_ttl_s}, {"tasks_ttl_max_s", p.retention.tasks_ttl_max_s}}},
       {"pool",
        {{"enabled", p.pool.enabled}, {"runtimes", p.pool.runtimes}, {"size", p.pool.size},
-        {"idle_memory_max_bytes", p.pool.idle_memory_max_bytes}, {"claim_wait_ms", p.pool.claim_wait_ms}}},
+        {"idle_memory_max_bytes", p.pool.idle_memory_max_bytes}, {"claim_wait_ms", p.pool.claim_wait_ms}, {"first_use", p.pool.first_use}}},
       {"artifacts",
        {{"allowed_media_types", p.artifacts.allowed_media_types}, {"file_max_bytes", p.artifacts.file_max_bytes},
         {"csv_formulas", p.artifacts.csv_reject ? "reject" : "neutralise"},

@@ -23,7 +23,19 @@ struct Runtime {
   // python loader (it then waits for the code). "": warm sandboxes of this
   // runtime are built ahead and the interpreter starts when a job claims one.
   std::string loader;
+  // Loader "python" only: modules the warm sandbox imports before its claim
+  // (before any job's data exists), so a job's own imports are look-ups.
+  std::vector<std::string> preload;
+  // A cache built once per server in a sandbox of this runtime with no job
+  // data (cache_code run with cache_env set to a writable directory), then
+  // shown read-only to every sandbox of the runtime at kCacheMount, and
+  // linked from the directory cache_env names in sandbox.env (under /tmp).
+  std::string cache_code;
+  std::string cache_env;
 };
+
+// Where a runtime's cache is mounted in its sandboxes (read-only).
+inline constexpr const char* kCacheMount = "/var/cache/throwbox";
 
 struct Limits {
   double timeout_s_default = 10;
@@ -68,6 +80,9 @@ struct Pool {
   uint64_t size = 2;                           // idle warm sandboxes kept per runtime
   uint64_t idle_memory_max_bytes = 256ull << 20;  // measured memory of all idle ones; beyond: no refill
   uint64_t claim_wait_ms = 0;                  // a job waits this long for one being built, then goes cold
+  // Of runtimes: built only after the first claim of the runtime (that job runs
+  // cold), so a server whose jobs never use it holds none idle.
+  std::vector<std::string> first_use;
 };
 
 // Open HTTP connections the server holds in all (below FD_SETSIZE: Debian's

@@ -149,6 +149,27 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
     p.input_copies.push_back({in.host_path, O_NOFOLLOW, {}, -1, p.inputs + "/" + in.name, false});
   }
 
+  if (!spec.cache_dir.empty()) {
+    const std::string mount = kCacheMountPath;
+    p.cache = mount.substr(1);
+    add_parent_dirs(mount, seen, p.dirs);
+    if (seen.insert(p.cache).second) p.dirs.push_back(p.cache);
+    uint64_t bytes = 0;
+    for (const std::string& f : spec.cache_files) {
+      const std::string host = spec.cache_dir + "/" + f;
+      bool is_dir = false;
+      if (auto st = check_source(host, O_NOFOLLOW, is_dir); !st) return st.error();
+      if (is_dir) return util::make_error(util::ErrorCode::kSandbox, host + ": a cache file must be a regular file");
+      struct stat st {};
+      if (::lstat(host.c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_size) + 4096;
+      p.cache_copies.push_back({host, O_NOFOLLOW, {}, -1, p.cache + "/" + f, false});
+    }
+    p.cache_opts = tmpfs_opts(bytes + kInputsSlackBytes, spec.cache_files.size() + kInputsSlackInodes, "0755", false);
+    const std::string dir = spec.cache_link_dir.substr(1);  // "tmp/<name>" (spec.cpp checked it)
+    p.tmp_dirs.push_back(dir);
+    for (const std::string& f : spec.cache_files) p.tmp_links.push_back({mount + "/" + f, dir + "/" + f});
+  }
+
   if (spec.code_path.rfind("/work/", 0) != 0)
     return util::make_error(util::ErrorCode::kSandbox, "code_path must be under /work");
   p.code_file = spec.code_path.substr(1);

@@ -50,6 +50,12 @@ struct Plan {
   // Inputs are copied into the /inputs tmpfs, not bound: a bind would show the
   // host path of the stored blob (state dir, tenant) in /proc/self/mountinfo.
   std::vector<Bind> input_copies;
+  // The runtime's cache (spec.cache_dir): copied, like the inputs, into a
+  // tmpfs at `cache` (kCacheMountPath), then read-only, nodev, noexec; "" when none.
+  std::string cache, cache_opts;
+  std::vector<Bind> cache_copies;
+  std::vector<std::string> tmp_dirs;  // made in /tmp once it is mounted (the cache's link directory)
+  std::vector<Link> tmp_links;        // in those: one symlink per cache file
   std::string code_file;              // relative to the new root
 };
 

@@ -105,7 +105,8 @@ void mount_root_in_child(const Plan& p, int sock) {
     fail_in_child(sock, "mount(MS_PRIVATE)", "/", errno);
   for (const auto* group : {&p.readonly_binds, &p.device_binds})
     for (const Bind& b : *group) open_source_in_child(b, sock);
-  for (const Bind& b : p.input_copies) open_input_in_child(b, sock);
+  for (const auto* group : {&p.input_copies, &p.cache_copies})
+    for (const Bind& b : *group) open_input_in_child(b, sock);
   // The new root is a tmpfs owned by this mount namespace: it vanishes with it.
   mount_tmpfs(p.root, p.root_opts, MS_NOSUID | MS_NODEV, sock);
   if (::chdir(p.root.c_str()) != 0) fail_in_child(sock, "chdir", p.root.c_str(), errno);
@@ -151,6 +152,16 @@ void build_root_in_child(const Plan& p, const LaunchSpec& spec, int sock) {
   mount_tmpfs(p.work, p.work_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
   mount_tmpfs(p.tmp, p.tmp_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
   mount_tmpfs(p.outputs, p.outputs_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
+  // The runtime's cache: this sandbox's own read-only copy, and its links in
+  // this sandbox's own /tmp (the sandbox user owns the directory and links).
+  if (!p.cache.empty()) {
+    mount_tmpfs(p.cache, p.cache_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
+    for (const Bind& b : p.cache_copies) copy_input_in_child(b, sock);
+    remount_readonly(p.cache.c_str(), MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
+  }
+  for (const std::string& d : p.tmp_dirs)
+    if (::mkdir(d.c_str(), 0755) != 0) fail_in_child(sock, "mkdir", d.c_str(), errno);
+  for (const Link& l : p.tmp_links) make_symlink(l, sock);
 
   // Warm: the code arrives with the claim (the runner writes it).
   if (spec.warm == Warm::cold) {

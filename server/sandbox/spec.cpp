@@ -2,6 +2,8 @@
 // runner still validates: a malformed spec is a sandbox_error, never a guess.
 #include "server/sandbox/spec.h"
 
+#include "server/util/text.h"
+
 namespace sandbox {
 
 using nlohmann::json;
@@ -54,6 +56,21 @@ std::optional<std::string> workspace_paths_problem(const std::string& in, const 
   return std::nullopt;
 }
 
+// A cache's paths: a host directory, one /tmp/<name> and plain file names
+// (each becomes a symlink made by the sandbox user in its own /tmp).
+std::optional<std::string> cache_problem(const LaunchSpec& s) {
+  if (s.cache_dir.empty() && s.cache_link_dir.empty() && s.cache_files.empty()) return std::nullopt;
+  if (s.cache_dir.empty() || s.cache_dir[0] != '/' || s.cache_dir.find('\0') != std::string::npos)
+    return std::string("cache_dir must be an absolute host path");
+  const std::string leaf = s.cache_link_dir.rfind("/tmp/", 0) == 0 ? s.cache_link_dir.substr(5) : "";
+  if (util::file_name_problem(leaf)) return std::string("cache_link_dir must be /tmp/<plain name>");
+  if (s.cache_files.size() > kCacheFilesMax)
+    return "cache_files: more than " + std::to_string(kCacheFilesMax) + " files";
+  for (auto& f : s.cache_files)
+    if (util::file_name_problem(f)) return "cache_files: \"" + util::to_valid_utf8(f) + "\" is not a plain file name";
+  return std::nullopt;
+}
+
 template <class E, size_t N>
 std::optional<E> from_names(const char* const (&names)[N], std::string_view text) {
   for (size_t i = 0; i < N; ++i)
@@ -89,7 +106,8 @@ json to_json(const LaunchSpec& s) {
           {"progress", s.progress}, {"warm", to_string(s.warm)}, {"inputs_max_bytes", s.inputs_max_bytes},
           {"inputs_max_files", s.inputs_max_files}, {"network", s.network},
           {"workspace_in", s.workspace_in}, {"workspace_out", s.workspace_out},
-          {"workspace_max_bytes", s.workspace_max_bytes}};
+          {"workspace_max_bytes", s.workspace_max_bytes}, {"cache_dir", s.cache_dir},
+          {"cache_link_dir", s.cache_link_dir}, {"cache_files", s.cache_files}};
 }
 
 json to_json(const Claim& c) {
@@ -195,6 +213,10 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     if (s.warm == Warm::cold && s.workspace_max_bytes != 0)
       return util::make_error(util::ErrorCode::kSpec,
                               "workspace_max_bytes is a warm spec's (a cold workspace job's /work is work_max_bytes)");
+    s.cache_dir = j.value("cache_dir", "");
+    s.cache_link_dir = j.value("cache_link_dir", "");
+    if (j.contains("cache_files")) j.at("cache_files").get_to(s.cache_files);
+    if (auto why = cache_problem(s)) return util::make_error(util::ErrorCode::kSpec, "launch spec: " + *why);
     if (s.argv.empty() || s.argv[0].empty() || s.argv[0][0] != '/')
       return util::make_error(util::ErrorCode::kSpec, "argv[0] must be an absolute path");
     if (s.scratch_dir.empty() || s.scratch_dir[0] != '/' || s.harvest_dir.empty())

@@ -100,7 +100,19 @@ struct LaunchSpec {
   // Warm only: the /work size a claim with a workspace gets (pid 1 remounts
   // /work to it before the copy-in); 0: this sandbox takes no workspace job.
   uint64_t workspace_max_bytes = 0;
+  // A runtime cache (policy runtimes.<name>.cache): cache_files, plain files
+  // of cache_dir (a host directory built once per server), are copied into a
+  // tmpfs at kCacheMountPath that is then read-only, nodev and noexec (a copy,
+  // not a bind: mountinfo would show the host path); cache_link_dir ("/tmp/<name>") is made
+  // in the sandbox's own /tmp, owned by the sandbox user, holding a symlink to
+  // each of cache_files there. All three set, or all empty.
+  std::string cache_dir;
+  std::string cache_link_dir;
+  std::vector<std::string> cache_files;
 };
+
+inline constexpr const char* kCacheMountPath = "/var/cache/throwbox";
+inline constexpr size_t kCacheFilesMax = 256;
 
 // Where a job's proxy listens, in the job's own network namespace (each has
 // its own loopback, so every job can use the same port).

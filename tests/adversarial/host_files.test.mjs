@@ -27,11 +27,21 @@ test('host secrets, homes and the state directory are absent', { timeout: 45_000
 paths = json.loads(${JSON.stringify(JSON.stringify(paths))})
 res = {p: try_os(lambda q: os.stat(q).st_mode, p) for p in paths}
 opened = {p: try_os(lambda q: len(open(q, 'rb').read()), p) for p in ['/etc/shadow', '/etc/gshadow']}
-emit({"stat": res, "open": opened, "etc": sorted(os.listdir('/etc')),
+# A runtime with a cache has a skeleton /var holding only the cache's own tmpfs.
+var = {"var": sorted(os.listdir('/var')), "cache": sorted(os.listdir('/var/cache'))} if os.path.isdir('/var') else None
+if var:
+    var["fs"] = [l.split(" - ")[1].split()[0] for l in open('/proc/self/mountinfo') if l.split()[4] == '/var/cache/throwbox']
+emit({"stat": res, "open": opened, "etc": sorted(os.listdir('/etc')), "var_view": var,
       "passwd": open('/etc/passwd').read(), "reached": True})
 `);
   assert.equal(out.reached, true);
+  const cached = Object.values(loadPolicy().runtimes).some((rt) => rt.cache) && loadPolicy().runtimes.python?.cache;
+  if (cached) {
+    // Not the host's /var: only the mount point of the cache's read-only copy.
+    assert.deepEqual(out.var_view, { var: ['cache'], cache: ['throwbox'], fs: ['tmpfs'] });
+  }
   for (const p of paths) {
+    if (cached && p === '/var') continue;
     assert.deepEqual({ path: p, errno: out.stat[p].errno }, { path: p, errno: ERRNO.ENOENT },
       `stat(${p}) inside: ${JSON.stringify(out.stat[p])}`);
   }

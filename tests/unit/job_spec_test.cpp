@@ -4,6 +4,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -211,4 +212,86 @@ TEST_CASE("a warm spec has no code and no inputs, and the longest deadline a job
   sandbox::LaunchSpec exec = broker::build_warm_spec(p, test_host(p), *p.find_runtime("sh"), "w2");
   CHECK(exec.warm == sandbox::Warm::exec);
   CHECK(exec.argv == std::vector<std::string>{"/bin/sh", "-e", "/work/main.sh"});
+}
+
+TEST_CASE("a preloading runtime's loader imports its modules before it says ready; none: pass") {
+  json doc{{"version", 1},
+           {"runtimes",
+            {{"py", {{"command", json::array({"/bin/sh"})}, {"code_file", "main.py"}, {"loader", "python"}}},
+             {"data",
+              {{"command", json::array({"/bin/sh"})},
+               {"code_file", "main.py"},
+               {"loader", "python"},
+               {"preload", json::array({"numpy", "matplotlib.pyplot"})},
+               {"cache", {{"code", "import matplotlib.font_manager"}, {"env", "MPLCONFIGDIR"}}}}}}},
+           {"sandbox",
+            {{"readonly_paths", json::array({"/usr"})},
+             {"env", {{"MPLCONFIGDIR", "/tmp/matplotlib"}, {"LANG", "C.UTF-8"}}}}}};
+  auto p = policy::parse(doc, "test.json");
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  const policy::Runtime& data = *p->find_runtime("data");
+  CHECK(broker::preload_statement(data) == "import numpy, matplotlib.pyplot");
+  CHECK(broker::preload_statement(*p->find_runtime("py")) == "pass");
+  sandbox::LaunchSpec warm = broker::build_warm_spec(*p, test_host(*p), data, "w1");
+  REQUIRE(warm.argv.size() == 4);
+  const std::string& loader = warm.argv[2];
+  // The imports come before the ready byte, so they are done before any claim.
+  const size_t imports = loader.find("import numpy, matplotlib.pyplot");
+  const size_t ready = loader.find("os.write(4, b'r')");
+  REQUIRE(imports != std::string::npos);
+  REQUIRE(ready != std::string::npos);
+  CHECK(imports < ready);
+  CHECK(loader.find("__THROWBOX_") == std::string::npos);
+  sandbox::LaunchSpec plain = broker::build_warm_spec(*p, test_host(*p), *p->find_runtime("py"), "w2");
+  CHECK(plain.argv[2].find("    pass\n    os.write(4, b'r')") != std::string::npos);
+
+  SUBCASE("the cache: bound read-only, linked from the env's /tmp directory; none until built") {
+    CHECK(warm.cache_dir.empty());
+    broker::RuntimeCache cache{"/state/cache/c1", {"fontlist-v330.json"}};
+    broker::apply_cache(*p, data, cache, warm);
+    CHECK(warm.cache_dir == "/state/cache/c1");
+    CHECK(warm.cache_link_dir == "/tmp/matplotlib");
+    CHECK(warm.cache_files == std::vector<std::string>{"fontlist-v330.json"});
+    // A runtime without a cache block never gets one.
+    broker::apply_cache(*p, *p->find_runtime("py"), cache, plain);
+    CHECK(plain.cache_dir.empty());
+    // The spec survives the runner's validation.
+    auto back = sandbox::spec_from_json(sandbox::to_json(warm));
+    REQUIRE_MESSAGE(back.ok(), (back.ok() ? "" : back.error().message));
+    CHECK(back->cache_files == warm.cache_files);
+  }
+  SUBCASE("the sandbox that builds it: cold, the cache's code, its env pointing at /outputs") {
+    sandbox::LaunchSpec build = broker::build_cache_spec(*p, test_host(*p), data, "c1");
+    CHECK(build.warm == sandbox::Warm::cold);
+    CHECK(build.code == "import matplotlib.font_manager");
+    CHECK(build.argv == std::vector<std::string>{"/bin/sh", "/work/main.py"});
+    CHECK(build.inputs.empty());
+    CHECK_FALSE(build.network);
+    CHECK(std::find(build.env.begin(), build.env.end(), "MPLCONFIGDIR=/outputs") != build.env.end());
+    CHECK(std::find(build.env.begin(), build.env.end(), "LANG=C.UTF-8") != build.env.end());
+    CHECK(build.cache_dir.empty());
+  }
+}
+
+TEST_CASE("the runner refuses a cache spec it could be misled by") {
+  const policy::Policy p = test_policy();
+  sandbox::LaunchSpec spec = broker::build_warm_spec(p, test_host(p), *p.find_runtime("py"), "w1");
+  auto refused = [&](auto change) {
+    sandbox::LaunchSpec s = spec;
+    s.cache_dir = "/state/cache/c1";
+    s.cache_link_dir = "/tmp/matplotlib";
+    s.cache_files = {"fontlist.json"};
+    change(s);
+    auto r = sandbox::spec_from_json(sandbox::to_json(s));
+    return !r.ok() && r.error().message.find("cache") != std::string::npos;
+  };
+  CHECK_FALSE(refused([](sandbox::LaunchSpec&) {}));
+  CHECK(refused([](sandbox::LaunchSpec& s) { s.cache_dir = "relative/dir"; }));
+  CHECK(refused([](sandbox::LaunchSpec& s) { s.cache_dir = ""; }));
+  CHECK(refused([](sandbox::LaunchSpec& s) { s.cache_link_dir = "/work/x"; }));
+  CHECK(refused([](sandbox::LaunchSpec& s) { s.cache_link_dir = "/tmp/a/b"; }));
+  CHECK(refused([](sandbox::LaunchSpec& s) { s.cache_link_dir = "/tmp/.."; }));
+  CHECK(refused([](sandbox::LaunchSpec& s) { s.cache_files = {"../../etc/passwd"}; }));
+  CHECK(refused([](sandbox::LaunchSpec& s) { s.cache_files = {".."}; }));
+  CHECK(refused([](sandbox::LaunchSpec& s) { s.cache_files.assign(sandbox::kCacheFilesMax + 1, "f"); }));
 }

@@ -515,6 +515,85 @@ TEST_CASE("pool: off unless enabled; runtimes must exist; size and memory bounde
   CHECK(error_of(d).find("pool") != std::string::npos);
 }
 
+TEST_CASE("runtime preload: module names, only with the python loader") {
+  json d = minimal_doc();
+  d["runtimes"]["sh"]["preload"] = {"numpy"};
+  CHECK(error_of(d) == "test.json: runtimes.sh.preload: needs \"loader\": \"python\" (the loader imports them)");
+  d["runtimes"]["sh"]["loader"] = "python";
+  d["runtimes"]["sh"]["preload"] = {"numpy", "matplotlib.pyplot", "_x1.y_2"};
+  auto p = policy::parse(d, kSource);
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  CHECK(p->runtimes.at("sh").preload == std::vector<std::string>{"numpy", "matplotlib.pyplot", "_x1.y_2"});
+  // Anything but dotted identifiers would be Python code in the loader.
+  for (const char* bad : {"os; import x", "a..b", ".a", "a.", "1abc", "a.1b", "numpy\n", "", "a b", "a-b", "__import__('os')"}) {
+    CAPTURE(bad);
+    d["runtimes"]["sh"]["preload"] = {bad};
+    CHECK(error_of(d).find("runtimes.sh.preload") != std::string::npos);
+  }
+  d["runtimes"]["sh"]["preload"] = "numpy";
+  CHECK(error_of(d).find("runtimes.sh.preload") != std::string::npos);
+  d["runtimes"]["sh"]["preload"] = json::array();
+  for (int i = 0; i < 65; ++i) d["runtimes"]["sh"]["preload"].push_back("m" + std::to_string(i));
+  CHECK(error_of(d) == "test.json: runtimes.sh.preload: at most 64 modules");
+}
+
+TEST_CASE("runtime cache: code and env, env a sandbox.env directory under /tmp") {
+  json d = minimal_doc();
+  d["runtimes"]["sh"]["cache"] = {{"code", "true"}, {"env", "XDG_CACHE_HOME"}};
+  CHECK(error_of(d) == "test.json: runtimes.sh.cache.env: \"XDG_CACHE_HOME\" is not set in sandbox.env");
+  for (const char* bad : {"/work/cache", "/tmp", "/tmp/", "/tmp/a/b", "/tmp/..", "/tmp/.hidden", "/var/tmp/x", "/tmp/a b"}) {
+    CAPTURE(bad);
+    d["sandbox"]["env"]["XDG_CACHE_HOME"] = bad;
+    CHECK(error_of(d).find("a cache's directory must be /tmp/<plain name>") != std::string::npos);
+  }
+  d["sandbox"]["env"]["XDG_CACHE_HOME"] = "/tmp/cache";
+  auto p = policy::parse(d, kSource);
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  CHECK(p->runtimes.at("sh").cache_code == "true");
+  CHECK(p->runtimes.at("sh").cache_env == "XDG_CACHE_HOME");
+  d["runtimes"]["sh"]["cache"] = {{"code", ""}, {"env", "XDG_CACHE_HOME"}};
+  CHECK(error_of(d).find("runtimes.sh.cache.code: is required") != std::string::npos);
+  d["runtimes"]["sh"]["cache"] = {{"code", "true"}};
+  CHECK(error_of(d).find("runtimes.sh.cache.env: is required") != std::string::npos);
+  d["runtimes"]["sh"]["cache"] = {{"code", "true"}, {"env", "XDG_CACHE_HOME"}, {"dir", "/x"}};
+  CHECK(error_of(d).find("runtimes.sh.cache") != std::string::npos);
+}
+
+TEST_CASE("readonly_paths may not cover the cache mount, above or below it") {
+  json d = minimal_doc();
+  for (const char* bad : {"/var", "/var/cache", "/var/cache/throwbox", "/var/cache/throwbox/x"}) {
+    CAPTURE(bad);
+    d["sandbox"]["readonly_paths"] = {"/usr", bad};
+    CHECK(error_of(d).find("overlaps a path the sandbox owns") != std::string::npos);
+  }
+  d["sandbox"]["readonly_paths"] = {"/usr", "/var/lib/x", "/var/cache/fontconfig"};
+  CHECK(policy::parse(d, kSource).ok());
+}
+
+TEST_CASE("pool.first_use: runtimes of pool.runtimes") {
+  json d = minimal_doc();
+  d["pool"] = {{"enabled", true}, {"runtimes", json::array({"sh"})}, {"first_use", json::array({"sh"})}};
+  auto p = policy::parse(d, kSource);
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  CHECK(p->pool.first_use == std::vector<std::string>{"sh"});
+  d["pool"]["first_use"] = {"bash"};
+  CHECK(error_of(d) == "test.json: pool.first_use: \"bash\" is not in pool.runtimes");
+}
+
+TEST_CASE("bundled default.json: python-data preloads the data stack and has the font cache; built on first use") {
+  auto r = policy::load_file(kDefaultPolicy);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  const policy::Runtime* d = r->find_runtime("python-data");
+  REQUIRE(d != nullptr);
+  CHECK(d->loader == "python");
+  CHECK(d->preload == std::vector<std::string>{"numpy", "pandas", "matplotlib", "matplotlib.pyplot"});
+  CHECK(d->cache_env == "MPLCONFIGDIR");
+  CHECK(r->sandbox.env.at("MPLCONFIGDIR") == "/tmp/matplotlib");
+  CHECK(r->pool.runtimes == std::vector<std::string>{"python", "python-data"});
+  CHECK(r->pool.first_use == std::vector<std::string>{"python-data"});
+  CHECK(r->find_runtime("python")->cache_code.empty());
+}
+
 TEST_CASE("runtime loader is \"python\" or empty") {
   json d = minimal_doc();
   d["runtimes"]["sh"]["loader"] = "perl";
@@ -642,6 +721,15 @@ TEST_CASE("docs/policy.md documents exactly the keys the loader accepts, with th
   json effective = policy::effective_json(*m);
   std::set<std::string> accepted;
   flatten_keys(effective, "", accepted);
+  {
+    // And a runtime cache, so its keys count too.
+    json cached = base;
+    cached["runtimes"]["sh"]["cache"] = {{"code", "true"}, {"env", "XDG_CACHE_HOME"}};
+    cached["sandbox"]["env"]["XDG_CACHE_HOME"] = "/tmp/cache";
+    auto c = policy::parse(cached, kSource);
+    REQUIRE(c.ok());
+    flatten_keys(policy::effective_json(*c), "", accepted);
+  }
   accepted.insert("$comment");  // the one key that is not a setting: parse() accepts and ignores it
 
   auto rows = policy_doc_rows();

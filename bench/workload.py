@@ -185,6 +185,16 @@ def pool_size(policy, runtime):
     return int(pool.get("size", 0))
 
 
+def idle_sandboxes(policy, runtime):
+    """Idle warm sandboxes of every runtime once the pool has refilled: a
+    pool.first_use runtime only once it was asked for (this bench asks only for `runtime`)."""
+    pool = policy.get("pool", {})
+    if not pool.get("enabled", False):
+        return 0
+    lazy = pool.get("first_use", [])
+    return sum(pool_size(policy, r) for r in pool.get("runtimes", []) if r not in lazy or r == runtime)
+
+
 def sha256_file(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -274,7 +284,7 @@ def main():
     policy_path = os.path.abspath(args.policy)
     policy = load_policy(policy_path)
     runtime = args.runtime or default_runtime(policy)
-    want_idle = pool_size(policy, runtime)
+    want_idle = idle_sandboxes(policy, runtime)
     log = sys.stderr
 
     work = tempfile.mkdtemp(prefix="throwbox-workload-")

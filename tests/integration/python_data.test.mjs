@@ -169,6 +169,27 @@ print(json.dumps(s.to_dict()))`);
   assert.deepEqual(data.artifacts.map((a) => a.name).sort(), ['sums.csv', 'sums.png']);
   assert.ok(data.artifacts.every((a) => a.artifact_id), JSON.stringify(data.artifacts));
 
+  // The preloaded interpreter exits as any: the job's own cycles are
+  // collected, and a file it never closes is still flushed at exit. (gc.freeze()
+  // after the preload cut the exit from 240 to 24 ms but lost exactly this file.)
+  const gcjob = await job(c, `
+import gc, json
+class Node:
+    pass
+collected = []
+class Probe:
+    def __del__(self):
+        collected.append(1)
+a, b = Node(), Node(); a.other, b.other = b, a; a.probe = Probe()
+del a, b
+n = gc.collect()
+f = open("/outputs/unclosed.txt", "w"); f.write("written but never closed\\n")
+print(json.dumps({"collected": len(collected), "frozen": gc.get_freeze_count()}))`);
+  assert.equal(gcjob.out.collected, 1);
+  assert.equal(gcjob.out.frozen, 0);
+  const unclosed = gcjob.artifacts.find((a) => a.name === 'unclosed.txt');
+  assert.equal(unclosed?.size, 'written but never closed\n'.length);
+
   // A traceback reads as a cold one's: no loader frame.
   const r = await runCode(c.client, { runtime: 'python-data', code: 'import pandas\nraise KeyError("k")\n' });
   assert.equal(r.structuredContent.status, 'failed');

@@ -288,13 +288,15 @@ void Session::handle_parsed(jsonrpc::Parsed parsed) {
       continue;
     }
     auto& m = std::get<jsonrpc::Message>(item);
-    if (m.method == "initialize") {
-      reply(make_error(m.id, jsonrpc::kInvalidRequest, "Invalid Request: initialize must not be batched"));
-      continue;
-    }
+    // Notifications and responses get no answer, whatever their method: a
+    // notification named initialize has no id to answer with.
     if (m.kind != jsonrpc::Message::Kind::kRequest) {
       handle_message(m, [](json) {});
-      reply(nullptr);  // notifications and responses get no answer
+      reply(nullptr);
+      continue;
+    }
+    if (m.method == "initialize") {
+      reply(make_error(m.id, jsonrpc::kInvalidRequest, "Invalid Request: initialize must not be batched"));
       continue;
     }
     handle_message(m, reply);

@@ -393,6 +393,20 @@ TEST_CASE("initialize inside a batch is refused") {
   check_error(msgs[0][0], 3, -32600);
 }
 
+TEST_CASE("a notification named initialize inside a batch gets no answer") {
+  // Found by fuzz.mcp_session: it was answered with id null, an answer no
+  // request asked for.
+  Fixture f;
+  f.initialize("2025-03-26");
+  auto msgs = f.exchange(R"([{"jsonrpc":"2.0","method":"initialize","params":{}},)" + request(4, "ping", json::object()) + "]");
+  REQUIRE(msgs.size() == 1);
+  REQUIRE(msgs[0].is_array());
+  REQUIRE(msgs[0].size() == 1);
+  CHECK(msgs[0][0]["id"] == 4);
+  CHECK(msgs[0][0].contains("result"));
+  CHECK(f.exchange(R"([{"jsonrpc":"2.0","method":"initialize"}])").empty());
+}
+
 TEST_CASE("notifications and responses produce no output") {
   Fixture f;
   CHECK(f.exchange(R"({"jsonrpc":"2.0","method":"notifications/initialized"})").empty());

@@ -58,8 +58,9 @@ struct RuntimeCache {
   std::string dir;
   std::vector<std::string> files;
 };
-// The cache shown to a sandbox of rt: dir bound read-only, linked from the
-// directory rt.cache_env names (policy load checked it is /tmp/<name>).
+// The cache shown to a sandbox of rt: its files copied read-only into the
+// sandbox, linked from the directory rt.cache_env names (policy load checked
+// it is /tmp/<name>).
 void apply_cache(const policy::Policy& policy, const policy::Runtime& rt, const RuntimeCache& cache,
                  sandbox::LaunchSpec& spec);
 // The sandbox that builds rt's cache: cold, rt.cache_code as its program, no

@@ -157,14 +157,14 @@ util::Result<RuntimeCache> Jobs::build_cache(const policy::Runtime& rt) {
   RuntimeCache cache;
   cache.dir = store_.state_dir() + "/cache/" + id;
   if (auto s = util::make_dirs(store_.state_dir() + "/cache", 0700); !s) return s.error();
-  if (::mkdir(cache.dir.c_str(), 0755) != 0)
+  // The server's own: a sandbox's pid 1 opens the files with the host
+  // identity, before it becomes the sandbox user, and copies them in.
+  if (::mkdir(cache.dir.c_str(), 0700) != 0)
     return util::make_error(util::ErrorCode::kInternal, util::call_error("mkdir", cache.dir, errno));
-  // 0755 whatever the umask: the sandbox user reads it through its bind.
-  (void)::chmod(cache.dir.c_str(), 0755);
   uint64_t total = 0;
   for (const sandbox::HarvestedFile& f : outcome->files) {
     // Plain files at the top of /outputs only: they are linked by name.
-    if (f.host_path.empty() || f.name.find('/') != std::string::npos || util::file_name_problem(f.name)) continue;
+    if (f.host_path.empty() || util::file_name_problem(f.name)) continue;
     // Each sandbox gets its own copy: bounded, so a copy costs little.
     constexpr uint64_t kCacheBytesMax = 4 << 20;
     total += f.size;
@@ -196,7 +196,6 @@ void Jobs::build_caches(std::stop_token stop) {
     auto built = build_cache(*rt);
     lock.lock();
     const std::string key = cache_key(*rt);
-    caches_tried_.insert(key);
     if (built) {
       spdlog::info("runtime {}: cache built in {} ms ({} files), read-only to its sandboxes", rt->name,
                    (now_us() - t0) / 1000, built->files.size());
@@ -228,7 +227,7 @@ std::optional<RuntimeCache> Jobs::cache_for(const policy::Runtime& rt, bool wait
   }
   if (wait)
     caches_cv_.wait_for(lock, std::chrono::minutes(5), [&] {
-      return caches_stopping_ || caches_.count(key) || (caches_tried_.count(key) && !caches_requested_.count(key));
+      return caches_stopping_ || caches_.count(key) || (caches_failed_at_.count(key) && !caches_requested_.count(key));
     });
   auto it = caches_.find(key);
   if (it == caches_.end()) return std::nullopt;

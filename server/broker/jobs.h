@@ -103,7 +103,6 @@ class Jobs {
   std::mutex caches_mu_;
   std::condition_variable caches_cv_;
   std::map<std::string, RuntimeCache> caches_;  // by cache_key
-  std::set<std::string> caches_tried_;      // built, or failed at least once
   std::set<std::string> caches_requested_;  // queued or being built
   std::map<std::string, std::chrono::steady_clock::time_point> caches_failed_at_;
   std::deque<const policy::Runtime*> caches_queue_;

@@ -11,6 +11,7 @@
 
 #include "server/artifacts/names.h"
 #include "server/network/address.h"
+#include "server/sandbox/spec.h"
 #include "server/util/fs.h"
 
 namespace policy {
@@ -397,7 +398,7 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
       return make_error(util::ErrorCode::kPolicy, source + ": " + (r.error.empty() ? "sandbox.readonly_paths: is required" : r.error));
     for (auto& path : p.sandbox.readonly_paths) {
       // The in-sandbox contract paths are owned by the launcher, never by a bind.
-      for (const char* reserved : {"/inputs", "/outputs", "/work", "/tmp", "/proc", "/dev", kCacheMount})
+      for (const char* reserved : {"/inputs", "/outputs", "/work", "/tmp", "/proc", "/dev", sandbox::kCacheMountPath})
         if (path == reserved || path.rfind(std::string(reserved) + "/", 0) == 0 || path == "/" ||
             std::string(reserved).rfind(path + "/", 0) == 0)
           return make_error(util::ErrorCode::kPolicy, source + ": sandbox.readonly_paths: \"" + path +

@@ -28,14 +28,11 @@ struct Runtime {
   std::vector<std::string> preload;
   // A cache built once per server in a sandbox of this runtime with no job
   // data (cache_code run with cache_env set to a writable directory), then
-  // shown read-only to every sandbox of the runtime at kCacheMount, and
+  // copied read-only into every sandbox of the runtime (sandbox::kCacheMountPath), and
   // linked from the directory cache_env names in sandbox.env (under /tmp).
   std::string cache_code;
   std::string cache_env;
 };
-
-// Where a runtime's cache is mounted in its sandboxes (read-only).
-inline constexpr const char* kCacheMount = "/var/cache/throwbox";
 
 struct Limits {
   double timeout_s_default = 10;

@@ -106,7 +106,16 @@ def main():
     ap.add_argument("--bin", default=os.path.join(REPO, "build", "throwbox"))
     ap.add_argument("--gap", type=float, default=0.3,
                     help="idle seconds before each timed start-up call in the gap pattern (0: back to back only)")
+    ap.add_argument("--trace-only", action="store_true",
+                    help="only the whole-call step traces (warm and cold), --runs calls each")
     args = ap.parse_args()
+    if args.trace_only:
+        work = tempfile.mkdtemp(prefix="throwbox-bench-")
+        os.chmod(work, 0o711)
+        for pool in (True, False):
+            call_breakdown(os.path.abspath(args.bin), work, args.runs, args.gap if args.gap > 0 else 0.3, pool)
+        shutil.rmtree(work, ignore_errors=True)
+        return
     if shutil.which("bwrap") is None:
         sys.exit("bwrap not found: apt-get install bubblewrap")
     binary = os.path.abspath(args.bin)
@@ -234,10 +243,68 @@ def main():
         s.close()
 
     cold_breakdown(binary, work, args.runs)
+    for pool in (True, False):
+        call_breakdown(binary, work, args.runs, args.gap if args.gap > 0 else 0.3, pool)
     shutil.rmtree(work, ignore_errors=True)
 
 
 TRACE_LINE = re.compile(r"runner trace: (.+?)\s+pid \S+\s+([\d.]+) ms")
+# Both halves carry CLOCK_MONOTONIC ("at N ms"), the clock of time.monotonic_ns().
+RUNNER_AT = re.compile(r"runner trace: (.+?)\s+pid \S+\s+[\d.]+ ms\s+\(\+[\d.]+\) at ([\d.]+) ms")
+CALL_AT = re.compile(r"call trace: (.+?)\s{2,}\S*\s+at ([\d.]+) ms")
+
+
+def call_breakdown(binary, work, runs, gap, pool):
+    """Where a whole run_code call's time goes, from the client's write of the
+    request to its read of the reply: the server's marks (util/call_trace.h:
+    stdin read, the call on a worker, the job admitted, ledger, claim or spec
+    written, outcome read, artifacts stored, reply written) and the runner's
+    (sandbox/trace.h), all on CLOCK_MONOTONIC, each call's marks being those
+    inside its window. Chat-paced: `gap` idle seconds before each call."""
+    policy = write_policy(work, "calltrace-%s" % ("warm" if pool else "cold"), True, pool)
+    log_path = os.path.join(work, "calltrace.log")
+    windows = []
+    with open(log_path, "w") as log:
+        env = dict(os.environ, THROWBOX_RUNNER_TRACE="1")
+        s = Client([binary, "serve", "--state-dir", os.path.join(work, "calltrace"), "--policy", policy],
+                   env=env, stderr=log)
+        for _ in range(runs):
+            wait_quiet(s, want=2 if pool else 0)
+            time.sleep(gap)
+            t0 = time.monotonic_ns() / 1e6
+            sc = s.run_code()
+            t1 = time.monotonic_ns() / 1e6
+            if pool and sc.get("start") != "warm":
+                continue
+            windows.append((t0, t1))
+        s.close()
+    marks = []
+    with open(log_path) as f:
+        for line in f:
+            m = RUNNER_AT.search(line) or CALL_AT.search(line)
+            if m:
+                marks.append((float(m.group(2)), m.group(1).strip()))
+    marks.sort()
+    per_step = {}
+    order = {}
+    for t0, t1 in windows:
+        seen = set()
+        for at, step in marks:
+            if t0 <= at <= t1 and step not in seen:
+                seen.add(step)
+                per_step.setdefault(step, []).append(at - t0)
+        per_step.setdefault("reply read by the client", []).append(t1 - t0)
+    if not windows or len(per_step) < 3:
+        print("\n(no call trace captured)")
+        return
+    print("\n%s run_code, the whole call step by step (%d calls, %.2f s idle gap before each; median ms after "
+          "the client wrote the request)" % ("warm" if pool else "cold", len(windows), gap))
+    prev = 0.0
+    for step, offsets in sorted(per_step.items(), key=lambda kv: statistics.median(kv[1])):
+        med = statistics.median(offsets)
+        print("  %-36s %8.3f  (+%.3f)%s" % (step, med, med - prev,
+                                            "" if len(offsets) == len(windows) else "  [%d calls]" % len(offsets)))
+        prev = med
 TIMINGS_LINE = re.compile(r"timings \(us\): resolve\+admit (\d+) ledger_start (\d+) runner (\d+) store (\d+) "
                           r"ledger_end\+cleanup (\d+)")
 

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/broker/runner_protocol.h"
+#include "server/util/call_trace.h"
 #include "server/util/text.h"
 
 namespace broker {
@@ -51,6 +52,7 @@ util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& 
     finished = std::make_unique<FinishedRunner>(FinishedRunner{std::move(*runner), spec.scratch_dir, spec.job_id});
     return util::make_error(util::ErrorCode::kInternal, util::call_error("write", "launch spec to the runner", err));
   }
+  util::call_mark("spec written", spec.job_id);
   if (!before_start) {
     (*runner)->close_stdin();
     return read_and_finish(std::move(*runner), spec.scratch_dir, spec.job_id, spec.timeout_ms, request, finished);
@@ -117,6 +119,7 @@ WarmStart start_warm(Pool& pool, RunnerFleet& fleet, const sandbox::LaunchSpec& 
     return out;
   }
   warm->runner->close_stdin();
+  util::call_mark("claim written", spec.job_id);
   spdlog::debug("job {}: warm sandbox {}", spec.job_id, warm->spec.job_id);
   out.started = true;
   out.outcome = read_and_finish(std::move(warm->runner), warm->spec.scratch_dir, spec.job_id, spec.timeout_ms,

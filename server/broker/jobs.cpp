@@ -22,6 +22,7 @@
 #include "server/broker/job_launch.h"
 #include "server/sandbox/seccomp.h"
 #include "server/util/base64.h"
+#include "server/util/call_trace.h"
 #include "server/util/clock.h"
 #include "server/util/crypto.h"
 #include "server/util/fs.h"
@@ -365,6 +366,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   } slot{admission_, req.tenant};
 
   const int64_t t_admitted = now_us();
+  util::call_mark("job admitted", result.job_id);
   // The ledger knows of the job before it starts. What recording needs and
   // leaves is owned by the record_start closure: on the cold path it runs on
   // the release thread.
@@ -379,6 +381,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   std::function<util::Status()> record_start = [start]() -> util::Status {
     auto s = start->ledger.record_start(start->row);
     start->t_recorded = now_us();
+    util::call_mark("ledger start recorded", start->row.job_id);
     if (s) return util::ok_status();
     start->error = util::make_error(util::ErrorCode::kInternal, s.error().message);
     return util::make_error(util::ErrorCode::kInternal, s.error().message);
@@ -460,6 +463,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   if (outcome) {
     result.outcome = std::move(*outcome);
     t_outcome = now_us();
+    util::call_mark("outcome read", result.job_id);
     result.artifacts = store_artifacts(gate_, store_, policy_.limits.outputs_max_bytes, req.tenant, result.job_id,
                                        result.outcome);
   } else {
@@ -478,9 +482,11 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   slot.cpu_ms = result.outcome.cpu_ms;
   const nlohmann::json recorded = recorded_result(result);
   const int64_t t_stored = now_us();
+  util::call_mark("artifacts stored", result.job_id);
   if (auto s = ledger_->record_end(result.job_id, sandbox::to_string(result.outcome.status), recorded); !s)
     spdlog::error("job {}: ledger: {}", result.job_id, s.error().message);
   const int64_t t_end = now_us();
+  util::call_mark("ledger end recorded", result.job_id);
   metrics_.job_ended(sandbox::to_string(result.outcome.status), static_cast<double>(t_end - t_admitted) / 1e6);
   for (auto& a : result.artifacts) metrics_.artifact_judged(std::string(to_string(a.verdict)));
   spdlog::debug("job {} timings (us): resolve+admit {} ledger_start {} runner {} store {} ledger_end+cleanup {}",

@@ -25,6 +25,11 @@ constexpr int kBuildTimeoutMs = 15000;  // set-up plus the loader's start-up, fa
 // busy 2-core host, several times that in an emulated guest).
 constexpr int kPreloadBuildTimeoutMs = 120000;
 constexpr auto kBackoffMin = std::chrono::milliseconds(500);
+// How long a refill waits for the job that claimed to end. Building a sandbox
+// (a runner's exec, namespaces, mounts, a loader's start-up) beside a short
+// job on 2 vCPUs cost it 3-4 ms of a 7 ms warm call (bench/speed.py
+// --trace-only); a job that runs longer than this gains nothing from waiting.
+constexpr auto kRefillHold = std::chrono::milliseconds(100);
 constexpr auto kBackoffMax = std::chrono::seconds(30);
 
 // A warm runner says nothing until it is claimed: anything readable on its
@@ -98,14 +103,27 @@ std::unique_ptr<WarmSandbox> Pool::claim(const std::string& runtime) {
     wanted_.insert(runtime);  // a first_use runtime is built from now on
     cv_.notify_all();  // the filler may be asleep: this is demand
     auto& queue = idle_[runtime];
-    if (queue.empty() && policy_.pool.claim_wait_ms)
+    if (queue.empty() && policy_.pool.claim_wait_ms) {
+      ++waiting_claims_;
+      cv_.notify_all();  // a held refill goes now
       cv_.wait_until(lock, deadline, [&] { return !queue.empty() || stopping_; });
+      --waiting_claims_;
+    }
     while (!queue.empty()) {
       auto w = std::move(queue.front());
       queue.pop_front();
       if (still_idle(*w->runner)) {
         got = std::move(w);
         ++counters_.claimed;
+        ++running_;
+        hold_until_ = std::chrono::steady_clock::now() + kRefillHold;
+        got->on_end = [this] {
+          {
+            std::lock_guard end_lock(mu_);
+            --running_;
+          }
+          cv_.notify_all();
+        };
         break;
       }
       spdlog::warn("warm sandbox {} ({}) died while idle; discarded", w->spec.job_id, runtime);
@@ -182,6 +200,11 @@ void Pool::fill_loop(std::stop_token stop) {
         // Full (or at the memory bound): sleep until a claim.
         const uint64_t seen = claims_;
         cv_.wait(lock, stop, [&] { return claims_ != seen; });
+        continue;
+      }
+      if (running_ > 0 && waiting_claims_ == 0 && std::chrono::steady_clock::now() < hold_until_) {
+        // A job that claimed is running: let it have the CPUs first.
+        cv_.wait_until(lock, stop, hold_until_, [&] { return running_ == 0 || waiting_claims_ > 0; });
         continue;
       }
     }

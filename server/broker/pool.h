@@ -3,6 +3,7 @@
 // interpreter started), kept idle per runtime and refilled in the background.
 // A job claims one and it is destroyed after that job: never reused, never shared.
 #pragma once
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -28,6 +29,13 @@ struct WarmSandbox {
   std::unique_ptr<RunnerProcess> runner;  // waiting for a claim line on its stdin
   sandbox::LaunchSpec spec;               // the warm spec it was built from
   uint64_t memory_bytes = 0;              // measured once ready (PSS of its processes)
+  std::function<void()> on_end;           // set by claim: the pool learns its job is over
+  WarmSandbox() = default;
+  WarmSandbox(const WarmSandbox&) = delete;
+  WarmSandbox& operator=(const WarmSandbox&) = delete;
+  ~WarmSandbox() {
+    if (on_end) on_end();
+  }
 };
 
 struct PoolStats {
@@ -50,7 +58,10 @@ class Pool {
   Pool& operator=(const Pool&) = delete;
 
   // An idle, live warm sandbox of the runtime, or null (the caller runs cold).
-  // Waits up to policy pool.claim_wait_ms for one being built.
+  // Waits up to policy pool.claim_wait_ms for one being built. Its job counts
+  // as running until the sandbox is destroyed (the caller keeps it until the
+  // outcome is read): refilling waits for that, up to kRefillHold, so the
+  // build of the next sandbox does not take CPU from the job that claimed.
   std::unique_ptr<WarmSandbox> claim(const std::string& runtime);
   PoolStats stats();
 
@@ -67,6 +78,9 @@ class Pool {
   std::map<std::string, std::deque<std::unique_ptr<WarmSandbox>>> idle_;
   PoolStats counters_;
   uint64_t claims_ = 0;  // wakes the filler
+  int running_ = 0;            // claimed sandboxes whose job has not ended
+  int waiting_claims_ = 0;     // claims waiting for a sandbox (claim_wait_ms): never held back
+  std::chrono::steady_clock::time_point hold_until_{};
   std::set<std::string> wanted_;  // runtimes claimed at least once (policy pool.first_use)
   bool stopping_ = false;
   std::jthread filler_;

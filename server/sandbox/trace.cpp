@@ -30,9 +30,9 @@ void dump(int fd) {
   std::sort(sorted, sorted + n, [](const Mark& a, const Mark& b) { return a.ns < b.ns; });
   int64_t prev = page->start_ns;
   for (int i = 0; i < n; ++i) {
-    ::dprintf(fd, "runner trace: %-34s pid %-6d %8.3f ms  (+%.3f)\n", sorted[i].step, sorted[i].pid,
+    ::dprintf(fd, "runner trace: %-34s pid %-6d %8.3f ms  (+%.3f) at %.3f ms\n", sorted[i].step, sorted[i].pid,
               static_cast<double>(sorted[i].ns - page->start_ns) / 1e6,
-              static_cast<double>(sorted[i].ns - prev) / 1e6);
+              static_cast<double>(sorted[i].ns - prev) / 1e6, static_cast<double>(sorted[i].ns) / 1e6);
     prev = sorted[i].ns;
   }
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "server/transport/stdio_framing.h"
+#include "server/util/call_trace.h"
 #include "server/util/fd.h"
 
 namespace transport::stdio {
@@ -31,6 +32,8 @@ void Writer::send(const nlohmann::json& message) {
   std::lock_guard lock(mu_);
   if (!util::write_all(fd_, line.data(), line.size()))
     spdlog::warn("stdout write failed (errno {}); client gone?", errno);
+  if (util::call_trace_on() && message.is_object() && message.contains("id"))
+    util::call_mark("reply written", message["id"].dump());
 }
 
 void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd, int stop_fd) {
@@ -61,6 +64,7 @@ void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd,
       break;
     }
     if (n == 0) break;
+    util::call_mark("stdin read", "");
     framer.feed(std::string_view(buf, static_cast<size_t>(n)), on_line, on_oversized);
   }
   framer.finish(on_line, on_oversized);

@@ -67,7 +67,8 @@ std::string preload_statement(const policy::Runtime& rt) {
   // Policy load checked each is a dotted identifier: nothing here needs quoting.
   std::string s = "import ";
   for (size_t i = 0; i < rt.preload.size(); ++i) s += (i ? ", " : "") + rt.preload[i];
-  return s;
+  // Everything alive now is the preload's: no collection or exit walks it.
+  return s + "; import gc; gc.freeze()";
 }
 
 void apply_cache(const policy::Policy& policy, const policy::Runtime& rt, const RuntimeCache& cache,

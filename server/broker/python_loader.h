@@ -4,7 +4,10 @@
 // is in place, then runs it as __main__ the way `python3 /work/main.py` would.
 // Before it says so it imports the runtime's preload modules (build_warm_spec
 // puts the import statement in place of __THROWBOX_PRELOAD__; `pass` for none):
-// that runs before any job exists, so there is no job data to keep.
+// that runs before any job exists, so there is no job data to keep. After a
+// preload it calls gc.freeze(): the preloaded objects are left out of every
+// collection, so the exit does not walk them (240 ms of teardown with numpy,
+// pandas and matplotlib loaded, 20-40 ms frozen).
 // Go byte 'n': a job with a network profile; the loader's environment gains
 // the proxy variables first (build_warm_spec puts sandbox::kProxyEnv in place
 // of __THROWBOX_PROXY_ENV__), as a cold job's would have them from execve.
@@ -27,11 +30,18 @@ inline constexpr const char* kPythonLoader = R"py(def _throwbox_loader():
     if go == b'n':
         os.environ.update(__THROWBOX_PROXY_ENV__)
     path = sys.argv[1]
-    main = sys.modules['__main__']
-    builtins = main.__dict__['__builtins__']
-    main.__dict__.clear()
-    main.__dict__.update(__name__='__main__', __doc__=None, __file__=path, __builtins__=builtins,
-                         __loader__=None, __spec__=None, __package__=None)
+    # The job's __main__ is a module made after the preload (and its freeze):
+    # its globals and their cycles are the job's own, collected and torn down
+    # at exit as a cold run's. The loader's module keeps only __builtins__
+    # (imports made from the loader's frame, the traceback's source lines
+    # among them, look it up there).
+    loader_main = sys.modules['__main__']
+    builtins = loader_main.__dict__['__builtins__']
+    loader_main.__dict__.clear()
+    loader_main.__dict__['__builtins__'] = builtins
+    main = type(sys)('__main__')
+    main.__dict__.update(__annotations__={}, __builtins__=builtins, __file__=path, __cached__=None)
+    sys.modules['__main__'] = main
     sys.argv[:] = [path]
     try:
         with open(path, 'rb') as f:

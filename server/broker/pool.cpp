@@ -27,8 +27,8 @@ constexpr int kPreloadBuildTimeoutMs = 120000;
 constexpr auto kBackoffMin = std::chrono::milliseconds(500);
 // How long a refill waits for the job that claimed to end. Building a sandbox
 // (a runner's exec, namespaces, mounts, a loader's start-up) beside a short
-// job on 2 vCPUs cost it 3-4 ms of a 7 ms warm call (bench/speed.py
-// --trace-only); a job that runs longer than this gains nothing from waiting.
+// job on 2 vCPUs cost it 1.7 ms of a 7.7 ms warm call (bench/speed.py
+// --trace-only, 0.3 s gaps); a job that runs longer gains nothing from waiting.
 constexpr auto kRefillHold = std::chrono::milliseconds(100);
 constexpr auto kBackoffMax = std::chrono::seconds(30);
 

@@ -109,18 +109,17 @@ def main():
     ap.add_argument("--trace-only", action="store_true",
                     help="only the whole-call step traces (warm and cold), --runs calls each")
     args = ap.parse_args()
-    if args.trace_only:
-        work = tempfile.mkdtemp(prefix="throwbox-bench-")
-        os.chmod(work, 0o711)
-        for pool in (True, False):
-            call_breakdown(os.path.abspath(args.bin), work, args.runs, args.gap if args.gap > 0 else 0.3, pool)
-        shutil.rmtree(work, ignore_errors=True)
-        return
-    if shutil.which("bwrap") is None:
+    if not args.trace_only and shutil.which("bwrap") is None:
         sys.exit("bwrap not found: apt-get install bubblewrap")
     binary = os.path.abspath(args.bin)
     work = tempfile.mkdtemp(prefix="throwbox-bench-")
     os.chmod(work, 0o711)
+    trace_gap = args.gap if args.gap > 0 else 0.3  # the whole-call trace is always chat-paced
+    if args.trace_only:
+        for pool in (True, False):
+            call_breakdown(binary, work, args.runs, trace_gap, pool)
+        shutil.rmtree(work, ignore_errors=True)
+        return
 
     def server(name, no_site, pool):
         policy = write_policy(work, name, no_site, pool)
@@ -244,7 +243,7 @@ def main():
 
     cold_breakdown(binary, work, args.runs)
     for pool in (True, False):
-        call_breakdown(binary, work, args.runs, args.gap if args.gap > 0 else 0.3, pool)
+        call_breakdown(binary, work, args.runs, trace_gap, pool)
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -286,7 +285,6 @@ def call_breakdown(binary, work, runs, gap, pool):
                 marks.append((float(m.group(2)), m.group(1).strip()))
     marks.sort()
     per_step = {}
-    order = {}
     for t0, t1 in windows:
         seen = set()
         for at, step in marks:

@@ -472,9 +472,9 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
     std::lock_guard lock(mu_);
     in_flight_[id.dump()] = cancel;
   }
-  util::call_mark("tools/call read", id.dump());
+  util::call_mark_id("tools/call read", id);
   auto task = [this, tool, args = std::move(args), id, reply, name, cancel, progress]() {
-    util::call_mark("call on worker", id.dump());
+    util::call_mark_id("call on worker", id);
     tools::CallContext ctx{tenant_, server_.policy, server_.store, server_.jobs, cancel, progress};
     const auto started = std::chrono::steady_clock::now();
     tools::ToolResult result;
@@ -488,7 +488,7 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
       std::lock_guard lock(mu_);
       in_flight_.erase(id.dump());
     }
-    util::call_mark("tool returned", id.dump());
+    util::call_mark_id("tool returned", id);
     json wire = result.to_json();
     audit_call(server_.audit, tenant_, name, args, wire, started, cancel->requested());
     // A request the client cancelled gets no response (MCP spec, cancellation);

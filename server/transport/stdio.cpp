@@ -33,7 +33,7 @@ void Writer::send(const nlohmann::json& message) {
   if (!util::write_all(fd_, line.data(), line.size()))
     spdlog::warn("stdout write failed (errno {}); client gone?", errno);
   if (util::call_trace_on() && message.is_object() && message.contains("id"))
-    util::call_mark("reply written", message["id"].dump());
+    util::call_mark_id("reply written", message["id"]);
 }
 
 void serve(protocol::mcp::Session& session, size_t max_message_bytes, int in_fd, int stop_fd) {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "server/util/clock.h"
@@ -23,6 +24,11 @@ inline bool call_trace_on() {
 inline void call_mark(const char* step, std::string_view what) {
   if (!call_trace_on()) return;
   spdlog::info("call trace: {:<22} {:<24} at {:.3f} ms", step, what, static_cast<double>(now_us()) / 1000.0);
+}
+
+// A request id: serialised only when tracing is on (the calls are on every request's path).
+inline void call_mark_id(const char* step, const nlohmann::json& id) {
+  if (call_trace_on()) call_mark(step, std::string_view(id.dump()));
 }
 
 }  // namespace util

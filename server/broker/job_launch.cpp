@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "server/broker/job_spec.h"
 #include "server/broker/runner_protocol.h"
 #include "server/util/call_trace.h"
 #include "server/util/text.h"
@@ -29,33 +30,37 @@ util::Result<sandbox::Outcome> read_and_finish(std::unique_ptr<RunnerProcess> ru
 }  // namespace
 
 util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& release,
-                                          const sandbox::LaunchSpec& spec, IdentityLease identity,
+                                          sandbox::LaunchSpec& spec, IdentityLease identity,
                                           const JobRequest& request,
                                           const std::function<util::Status()>& before_start,
                                           std::unique_ptr<FinishedRunner>& finished) {
   auto runner = fleet.take();
   if (!runner) return runner.error();
-  const std::string line = to_json(spec).dump();
-  bool wrote = (*runner)->write_line(line);
+  const std::string own_id = spec.job_id;  // names the job in log lines and traces
+  if (!(*runner)->prepared_id().empty()) move_to_sandbox(spec, (*runner)->prepared_id());
+  bool wrote = (*runner)->write_line(to_json(spec).dump());
   if (!wrote) {
-    // A spare that died just now (its end of the pipe closed): once more, fresh.
+    // A spare that died just now (its end of the pipe closed): once more, fresh,
+    // in a sandbox of the spec's own id (the spare's goes with the spare).
     (*runner)->close_stdin();
-    fleet.retire(FinishedRunner{std::move(*runner), "", "dead runner"});
+    std::string dead_dir = fleet.scratch_dir_of(**runner);
+    fleet.retire(FinishedRunner{std::move(*runner), std::move(dead_dir), "dead runner"});
+    move_to_sandbox(spec, own_id);
     runner = fleet.spawn();
     if (!runner) return runner.error();
-    wrote = (*runner)->write_line(line);
+    wrote = (*runner)->write_line(to_json(spec).dump());
   }
   (*runner)->hold(std::move(identity));
   if (!wrote) {
     const int err = errno;  // before the signal call
     (*runner)->signal(SIGTERM);
-    finished = std::make_unique<FinishedRunner>(FinishedRunner{std::move(*runner), spec.scratch_dir, spec.job_id});
+    finished = std::make_unique<FinishedRunner>(FinishedRunner{std::move(*runner), spec.scratch_dir, own_id});
     return util::make_error(util::ErrorCode::kInternal, util::call_error("write", "launch spec to the runner", err));
   }
-  util::call_mark("spec written", spec.job_id);
+  util::call_mark("spec written", own_id);
   if (!before_start) {
     (*runner)->close_stdin();
-    return read_and_finish(std::move(*runner), spec.scratch_dir, spec.job_id, spec.timeout_ms, request, finished);
+    return read_and_finish(std::move(*runner), spec.scratch_dir, own_id, spec.timeout_ms, request, finished);
   }
   // The runner builds the sandbox now, and starts the program only at EOF on
   // its stdin: what must happen first (the ledger record) happens meanwhile,
@@ -92,7 +97,7 @@ util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& 
     }
   } await_release{ready};
   if (!release.submit(release_runner)) release_runner();
-  auto outcome = read_and_finish(std::move(*runner), spec.scratch_dir, spec.job_id, spec.timeout_ms, request, finished);
+  auto outcome = read_and_finish(std::move(*runner), spec.scratch_dir, own_id, spec.timeout_ms, request, finished);
   if (util::Status s = ready.get(); !s) return s.error();
   return outcome;
 }

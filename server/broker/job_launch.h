@@ -17,11 +17,13 @@
 namespace broker {
 
 // identity: the spec's host uid, held by the runner until it is reaped.
+// spec: moved to the spare runner's sandbox when the spare is taken (its
+// job_id, scratch and harvest directories change; move_to_sandbox).
 // before_start (may be empty) runs on `release` while the runner builds the
 // sandbox, before the program may start; its error cancels the runner at the
 // start gate and is returned. It must own what it uses: it may outlive the call.
 util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& release,
-                                          const sandbox::LaunchSpec& spec, IdentityLease identity,
+                                          sandbox::LaunchSpec& spec, IdentityLease identity,
                                           const JobRequest& request,
                                           const std::function<util::Status()>& before_start,
                                           std::unique_ptr<FinishedRunner>& finished);

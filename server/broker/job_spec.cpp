@@ -34,6 +34,7 @@ sandbox::LaunchSpec base_spec(const policy::Policy& policy, const SpecHost& host
   spec.inotify_watches_max = host.shares.inotify_watches;
   spec.scratch_dir = host.state_dir + "/run/" + id;
   spec.harvest_dir = spec.scratch_dir + "/outputs";
+  // move_to_sandbox changes exactly these three.
   spec.memory_max_bytes = lim.memory_max_bytes;
   spec.pids_max = lim.pids_max;
   spec.nofile_max = lim.nofile_max;
@@ -44,6 +45,17 @@ sandbox::LaunchSpec base_spec(const policy::Policy& policy, const SpecHost& host
   spec.seccomp_bpf_base64 = host.seccomp_bpf_base64;
   return spec;
 }
+
+}  // namespace
+
+void move_to_sandbox(sandbox::LaunchSpec& spec, const std::string& sandbox_id) {
+  const size_t slash = spec.scratch_dir.rfind('/');
+  spec.scratch_dir = spec.scratch_dir.substr(0, slash + 1) + sandbox_id;
+  spec.harvest_dir = spec.scratch_dir + "/outputs";
+  spec.job_id = sandbox_id;
+}
+
+namespace {
 
 // kPythonLoader with the runtime's preload and the proxy variables as a Python dict literal.
 std::string python_loader(const policy::Runtime& rt) {

@@ -69,6 +69,9 @@ sandbox::LaunchSpec build_cache_spec(const policy::Policy& policy, const SpecHos
                                      const std::string& sandbox_id);
 // The Python statement that imports rt.preload ("pass" for none).
 std::string preload_statement(const policy::Runtime& rt);
+// The spec moved to another sandbox id: its job_id (which names the cgroup),
+// scratch and harvest directories (a prepared spare runner's, RunnerFleet).
+void move_to_sandbox(sandbox::LaunchSpec& spec, const std::string& sandbox_id);
 // A warm sandbox's spec: no code, no inputs; its job's deadline comes with the claim.
 sandbox::LaunchSpec build_warm_spec(const policy::Policy& policy, const SpecHost& host, const policy::Runtime& rt,
                                     const std::string& sandbox_id);

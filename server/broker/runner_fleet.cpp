@@ -11,17 +11,38 @@
 
 #include "server/sandbox/cgroups.h"
 #include "server/util/fs.h"
+#include "server/util/random.h"
 
 namespace broker {
-namespace {
 
-// A spare runner that gets no spec: EOF instead, it writes a sandbox_error line and exits.
-FinishedRunner unused_spare(std::unique_ptr<RunnerProcess> spare) {
+FinishedRunner RunnerFleet::unused_spare(std::unique_ptr<RunnerProcess> spare) const {
   spare->close_stdin();
-  return FinishedRunner{std::move(spare), "", "spare runner"};
+  std::string dir = scratch_dir_of(*spare);
+  return FinishedRunner{std::move(spare), std::move(dir), "spare runner"};
 }
 
-}  // namespace
+std::string RunnerFleet::scratch_dir_of(const RunnerProcess& runner) const {
+  return runner.prepared_id().empty() ? std::string() : run_dir_ + "/" + runner.prepared_id();
+}
+
+util::Result<std::unique_ptr<RunnerProcess>> RunnerFleet::spawn_prepared() {
+  // Made first: a server that crashes from here on leaves it for the next
+  // start's reclaim, which removes the cgroup named after it too.
+  const std::string id = util::random_id();
+  if (auto s = util::make_dirs(run_dir_ + "/" + id, 0700); !s) return s.error();
+  auto runner = spawn();
+  if (!runner) {
+    (void)util::remove_tree(run_dir_ + "/" + id);
+    return runner;
+  }
+  (*runner)->set_prepared_id(id);
+  const nlohmann::json line = {{"prepare", {{"sandbox_id", id}, {"cgroup_host", cgroup_host_}}}};
+  if (!(*runner)->write_line(line.dump())) {
+    retire(unused_spare(std::move(*runner)));
+    return util::make_error(util::ErrorCode::kInternal, "the spare runner exited before its prepare line");
+  }
+  return runner;
+}
 
 RunnerFleet::RunnerFleet(std::string runner_exe, std::string state_dir, nlohmann::json cgroup_host)
     : runner_exe_(std::move(runner_exe)), run_dir_(state_dir + "/run"), cgroup_host_(std::move(cgroup_host)) {
@@ -82,7 +103,7 @@ void RunnerFleet::reap_loop() {
         // set-up would slow it down more than the spare saves.
         spare_wanted_ = false;
         lock.unlock();
-        auto spare = spawn();
+        auto spare = spawn_prepared();
         if (!spare) spdlog::warn("spare runner: {}", spare.error().message);
         lock.lock();
         if (spare && !stopping_ && !spare_) spare_ = std::move(*spare);

@@ -36,9 +36,13 @@ class RunnerFleet {
   const std::string& runner_exe() const { return runner_exe_; }
   // From now on a spare runner is kept (start_pool).
   void keep_spare();
-  // The spare runner if there is one (another is then started), else a new one.
+  // The spare runner if there is one (another is then started), else a new
+  // one. A spare is prepared (prepared_id()): its sandbox's scratch directory
+  // and cgroup exist, and its spec must name that sandbox (rebase_on_runner).
   util::Result<std::unique_ptr<RunnerProcess>> take();
   util::Result<std::unique_ptr<RunnerProcess>> spawn() { return RunnerProcess::spawn(runner_exe_); }
+  // The scratch directory a prepared runner's sandbox has ("" for others).
+  std::string scratch_dir_of(const RunnerProcess& runner) const;
   // To the reaper: waited for off the caller's path, then its directory removed.
   void retire(FinishedRunner finished);
   // Scratch directories under <state>/run and their empty job cgroups; how many were removed.
@@ -46,6 +50,11 @@ class RunnerFleet {
 
  private:
   void reap_loop();
+  // A runner prepared for a sandbox of its own: scratch directory made, then
+  // the prepare line written (its zygote makes and joins the cgroup).
+  util::Result<std::unique_ptr<RunnerProcess>> spawn_prepared();
+  // A spare that gets no spec: EOF instead, it reports a sandbox_error and exits.
+  FinishedRunner unused_spare(std::unique_ptr<RunnerProcess> spare) const;
   // rmdir of the sandbox's (empty) job cgroups; how many were removed.
   size_t remove_cgroups(const std::string& sandbox_id) const;
 

@@ -42,6 +42,10 @@ class RunnerProcess {
   RunnerProcess(const RunnerProcess&) = delete;
   RunnerProcess& operator=(const RunnerProcess&) = delete;
 
+  // A spare's sandbox id, given in its prepare line (RunnerFleet): its
+  // cgroup exists and its zygote is in it. "" for a runner without one.
+  void set_prepared_id(std::string id) { prepared_id_ = std::move(id); }
+  const std::string& prepared_id() const { return prepared_id_; }
   // The sandbox's host identity: released with this object, after the reap.
   void hold(IdentityLease identity) { identity_ = std::move(identity); }
   bool write_line(const std::string& text);  // text and '\n'; false when the runner is gone
@@ -65,6 +69,7 @@ class RunnerProcess {
   std::unique_ptr<Impl> impl_;
   std::shared_ptr<RunnerControl> control_;  // the stdin pipe, the pid and whether it was reaped
   LineReader lines_;
+  std::string prepared_id_;
   IdentityLease identity_;  // destroyed after ~RunnerProcess waited for the runner
 };
 

@@ -59,58 +59,66 @@ std::string read_small(const std::string& path) {
 }
 
 util::Result<Job> Job::create_in_parent(const Host& host, const std::string& job_id, const Limits& lim) {
-  Job job;
-  job.mode_ = host.mode;
-  if (host.mode == Mode::none) return job;
-  auto fail = [&](util::Status s) -> util::Result<Job> {
-    job.destroy();
+  auto job = make_in_parent(host, job_id);
+  if (!job) return job;
+  if (auto s = job->limit_in_parent(lim); !s) {
+    job->destroy();
     return s.error();
-  };
-  if (host.mode == Mode::v2) {
-    std::string dir = host.v2_base + "/job-" + job_id;
-    if (::mkdir(dir.c_str(), 0755) != 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", dir, errno));
-    job.dirs_.push_back(dir);
-    job.by_ctl_["v2"] = dir;
+  }
+  return job;
+}
+
+util::Result<Job> Job::make_in_parent(const Host& host, const std::string& job_id) {
+  Job job = named_in_parent(host, job_id);
+  for (auto& dir : job.dirs_) {
+    if (::mkdir(dir.c_str(), 0755) != 0) {
+      const int e = errno;
+      Job made = job;  // only those before this one
+      made.dirs_.resize(static_cast<size_t>(&dir - job.dirs_.data()));
+      made.destroy();
+      return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", dir, e));
+    }
+  }
+  return job;
+}
+
+util::Status Job::limit_in_parent(const Limits& lim) const {
+  if (mode_ == Mode::none) return util::ok_status();
+  if (mode_ == Mode::v2) {
+    const std::string dir = dir_of("v2");
     // Memory: a hard cap, and no swap to spill into.
-    if (auto s = write_file(dir + "/memory.max", std::to_string(lim.memory_max_bytes)); !s) return fail(s);
+    if (auto s = write_file(dir + "/memory.max", std::to_string(lim.memory_max_bytes)); !s) return s;
     if (::access((dir + "/memory.swap.max").c_str(), F_OK) == 0)
-      if (auto s = write_file(dir + "/memory.swap.max", "0"); !s) return fail(s);
+      if (auto s = write_file(dir + "/memory.swap.max", "0"); !s) return s;
     // Fork bombs: a task count for the whole tree.
-    if (auto s = write_file(dir + "/pids.max", std::to_string(lim.pids_max)); !s) return fail(s);
+    if (auto s = write_file(dir + "/pids.max", std::to_string(lim.pids_max)); !s) return s;
     // CPU: a bandwidth quota, so one job cannot starve the host.
     if (lim.cpu_max_cores > 0) {
       auto quota = static_cast<uint64_t>(std::llround(lim.cpu_max_cores * kCpuPeriodUs));
       if (auto s = write_file(dir + "/cpu.max", std::to_string(quota) + " " + std::to_string(kCpuPeriodUs)); !s)
-        return fail(s);
+        return s;
     }
-    return job;
+    return util::ok_status();
   }
-  // Co-mounted controllers (systemd's cpu,cpuacct) share one directory: made once.
-  for (auto& [ctl, base] : host.v1_base) {
-    std::string dir = base + "/job-" + job_id;
-    job.by_ctl_[ctl] = dir;
-    if (std::find(job.dirs_.begin(), job.dirs_.end(), dir) != job.dirs_.end()) continue;
-    if (::mkdir(dir.c_str(), 0755) != 0) {
-      int e = errno;
-      job.destroy();
-      return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", dir, e));
-    }
-    job.dirs_.push_back(dir);
-  }
-  std::string mem = job.by_ctl_["memory"];
-  if (auto s = write_file(mem + "/memory.limit_in_bytes", std::to_string(lim.memory_max_bytes)); !s) return fail(s);
+  const std::string mem = dir_of("memory");
+  if (auto s = write_file(mem + "/memory.limit_in_bytes", std::to_string(lim.memory_max_bytes)); !s) return s;
   // memsw = mem: swap adds nothing (present only with swap accounting).
   if (::access((mem + "/memory.memsw.limit_in_bytes").c_str(), F_OK) == 0)
     if (auto s = write_file(mem + "/memory.memsw.limit_in_bytes", std::to_string(lim.memory_max_bytes)); !s)
-      return fail(s);
-  if (auto s = write_file(job.by_ctl_["pids"] + "/pids.max", std::to_string(lim.pids_max)); !s) return fail(s);
+      return s;
+  if (auto s = write_file(dir_of("pids") + "/pids.max", std::to_string(lim.pids_max)); !s) return s;
   if (lim.cpu_max_cores > 0) {
-    std::string cpu = job.by_ctl_["cpu"];
+    const std::string cpu = dir_of("cpu");
     auto quota = static_cast<uint64_t>(std::llround(lim.cpu_max_cores * kCpuPeriodUs));
-    if (auto s = write_file(cpu + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs)); !s) return fail(s);
-    if (auto s = write_file(cpu + "/cpu.cfs_quota_us", std::to_string(quota)); !s) return fail(s);
+    if (auto s = write_file(cpu + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs)); !s) return s;
+    if (auto s = write_file(cpu + "/cpu.cfs_quota_us", std::to_string(quota)); !s) return s;
   }
-  return job;
+  return util::ok_status();
+}
+
+std::string Job::dir_of(const std::string& ctl) const {
+  auto it = by_ctl_.find(ctl);
+  return it == by_ctl_.end() ? std::string() : it->second;  // a write under "" fails, naming the file
 }
 
 util::Status Job::attach_in_parent(pid_t pid) const {

@@ -47,6 +47,11 @@ class Job {
  public:
   // Creates the job's cgroup(s) and writes the limits (the runner's zygote).
   static util::Result<Job> create_in_parent(const Host& host, const std::string& job_id, const Limits& limits);
+  // The two halves of create_in_parent: the directories, then the limits. A
+  // spare runner's zygote makes its cgroup and joins it while it waits
+  // (zygote.h); the limits are written once the spec came, before pid 1.
+  static util::Result<Job> make_in_parent(const Host& host, const std::string& job_id);
+  util::Status limit_in_parent(const Limits& limits) const;
   // The job's cgroup as create_in_parent names it, made elsewhere (the zygote)
   // or not at all: for statistics, kill and destroy.
   static Job named_in_parent(const Host& host, const std::string& job_id);
@@ -61,6 +66,8 @@ class Job {
   Mode mode() const { return mode_; }
 
  private:
+  std::string dir_of(const std::string& ctl) const;  // "" when the host lacks it
+
   Mode mode_ = Mode::none;
   std::vector<std::string> dirs_;              // every directory made
   std::map<std::string, std::string> by_ctl_;  // controller (or "v2") -> directory

@@ -144,6 +144,12 @@ struct Build {
   pid1::UserLimit user_limits[pid1::kUserLimits]{};
   pid1::Context ctx{};
   pid_t pid = -1;
+  // A spare's sandbox id and cgroup host from its prepare line, the cgroup it
+  // made and joined then, and why that failed ("" when it did not).
+  std::string prepared_id;
+  cgroups::Host prepared_host;
+  cgroups::Job prepared_cgroup;
+  std::string prepared_error;
 
   [[noreturn]] void fail(std::string message) {
     report.error = std::move(message);
@@ -171,14 +177,14 @@ void zygote_warm_up(Build& b) {
   b.report.spec_text.clear();
 }
 
-// The spec is the first line (or all) of the runner's stdin, which only the
-// zygote reads until it reports. A cold job's release (EOF) and a warm
-// one's claim come later and are the runner's.
-void zygote_read_spec(Build& b) {
+// Reads the runner's stdin into report.spec_text until it holds a newline at
+// or after `from` (its position), or EOF (npos). Only the zygote reads there
+// until it reports.
+size_t zygote_read_line(Build& b, size_t from) {
   Report& report = b.report;
+  size_t nl = report.spec_text.find('\n', from);
   char buf[65536];
   std::memset(buf, 0, sizeof buf);
-  size_t nl = std::string::npos;
   while (nl == std::string::npos) {
     long n = util::read_some(0, buf, sizeof buf);
     if (n < 0) b.fail(util::call_error("read", "stdin", errno));
@@ -191,6 +197,46 @@ void zygote_read_spec(Build& b) {
     }
     nl = report.spec_text.find('\n', scanned);
   }
+  return nl;
+}
+
+// A spare runner's first line may be {"prepare":{"sandbox_id":..,
+// "cgroup_host":..}} (RunnerFleet): the zygote then makes that sandbox's
+// cgroup and joins it while it waits, and pid 1 is born in it. A v1 attach
+// (and a v2 one) waits out an RCU grace period when none ended recently: 5-6
+// ms on an idle machine here, off the job's path this way. The limits are
+// written once the spec came, before pid 1 exists; nothing but this process
+// runs in the cgroup until then. A failure is kept and fails the job.
+void zygote_prepare(Build& b) {
+  static constexpr std::string_view kPrefix = "{\"prepare\":";
+  const size_t nl = zygote_read_line(b, 0);
+  std::string& text = b.report.spec_text;
+  if (text.compare(0, kPrefix.size(), kPrefix) != 0) return;  // the spec itself (a runner started without one)
+  if (nl == std::string::npos) b.fail("the prepare line has no end");
+  auto doc = nlohmann::json::parse(text.substr(0, nl), nullptr, false);
+  text.erase(0, nl + 1);
+  nlohmann::json* p = doc.is_object() ? &doc["prepare"] : nullptr;  // doc is not const: a missing key is null
+  if (!p || !p->is_object() || !(*p)["sandbox_id"].is_string() || !(*p)["cgroup_host"].is_object())
+    b.fail("the prepare line is not {\"prepare\":{\"sandbox_id\":..,\"cgroup_host\":{..}}}");
+  b.prepared_id = (*p)["sandbox_id"].get<std::string>();
+  if (b.prepared_id.empty() || b.prepared_id.find_first_not_of("0123456789abcdef") != std::string::npos)
+    b.fail("the prepare line's sandbox_id is not lowercase hex");
+  b.prepared_host = cgroups::host_from_json((*p)["cgroup_host"]);
+  auto made = cgroups::Job::make_in_parent(b.prepared_host, b.prepared_id);
+  if (!made) {
+    b.prepared_error = made.error().message;
+    return;
+  }
+  b.prepared_cgroup = std::move(*made);
+  if (auto a = b.prepared_cgroup.attach_in_parent(::getpid()); !a) b.prepared_error = a.error().message;
+  trace::mark("zygote: prepared cgroup joined");
+}
+
+// The spec is the next line (or all) of the runner's stdin. A cold job's
+// release (EOF) and a warm one's claim come later and are the runner's.
+void zygote_read_spec(Build& b) {
+  Report& report = b.report;
+  const size_t nl = zygote_read_line(b, 0);
   trace::mark("spec read");
   if (nl != std::string::npos) {
     report.rest = report.spec_text.substr(nl + 1);
@@ -211,6 +257,13 @@ void zygote_parse_spec(Build& b) {
   if (!spec) b.fail(spec.error().message);
   b.spec = std::move(*spec);
   trace::mark("zygote: spec parsed");
+  if (!b.prepared_id.empty()) {
+    if (b.spec.job_id != b.prepared_id)
+      b.fail("the launch spec is for sandbox " + b.spec.job_id + ", this runner was prepared for " + b.prepared_id);
+    if (cgroups::to_json(cgroups::host_from_json(b.spec.cgroup_host)) != cgroups::to_json(b.prepared_host))
+      b.fail("the launch spec's cgroup host is not the one this runner was prepared with");
+    if (!b.prepared_error.empty()) b.fail(b.prepared_error);
+  }
   if (!b.report.rest.empty()) zygote_report_and_exit(b);
 }
 
@@ -392,16 +445,32 @@ void zygote_make_harvest_dir(Build& b) {
     b.fail(util::call_error("mkdir", b.spec.harvest_dir, errno));
 }
 
-// The job's cgroup with its limits, pid 1 in it (a v1 attach waits out an
-// RCU grace period, about 1 ms here), while pid 1 builds its root.
+// The job's cgroup with its limits, pid 1 in it, while pid 1 builds its
+// root; a prepared spare's zygote joined it before the spec, and its limits
+// are written before the clone (zygote_limit_prepared_cgroup).
 void zygote_attach_cgroup(Build& b) {
   const LaunchSpec& spec = b.spec;
+  if (!b.prepared_id.empty()) {
+    if (b.prepared_cgroup.mode() != cgroups::Mode::none) b.report.layers.add(Layer::cgroups);
+    return;
+  }
   auto made = cgroups::Job::create_in_parent(b.host, spec.job_id,
                                              {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
   if (!made) b.fail(made.error().message);
   if (auto a = made->attach_in_parent(b.pid); !a) b.fail(a.error().message);
   if (made->mode() != cgroups::Mode::none) b.report.layers.add(Layer::cgroups);
   trace::mark("cgroup attached");
+}
+
+// A prepared spare: the limits on the cgroup this process is in, so pid 1
+// is born under them. The zygote itself counts towards pids.max until it
+// exits, before the program starts.
+void zygote_limit_prepared_cgroup(Build& b) {
+  if (b.prepared_id.empty()) return;
+  const LaunchSpec& spec = b.spec;
+  if (auto s = b.prepared_cgroup.limit_in_parent({spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores}); !s)
+    b.fail(s.error().message);
+  trace::mark("prepared cgroup limited");
 }
 
 // One write of the report (the runner reads it all: a failed write only
@@ -424,16 +493,20 @@ void zygote_report_and_exit(const Build& b) {
 
 // The zygote's steps, in order; a failed step reports its error and exits:
 // 1 detach from the runner  2 warm up (while the job has not come)
-// 3 read the spec  4 parse it  5 subordinate ids: a user namespace of its
-// own  6 plan the mounts  7 prepare seccomp, Landlock, rlimits, the user
-// namespace's limits, capabilities, CPUs  8 scratch directory and root
-// mount point  9 hide the command line  10 clone pid 1 into its namespaces
-// (as root: owned by the sandbox's own uid)  11 id maps  12 go  13 harvest
-// directory  14 the job's cgroup, pid 1 in it  15 report, exit.
+// 3 a spare's prepare line: its cgroup made and joined  4 read the spec
+// 5 parse it (and check it against the prepare line)  6 subordinate ids: a
+// user namespace of its own  7 plan the mounts  8 prepare seccomp,
+// Landlock, rlimits, the user namespace's limits, capabilities, CPUs
+// 9 scratch directory and root mount point  10 hide the command line
+// 11 a prepared cgroup's limits  12 clone pid 1 into its namespaces (as
+// root: owned by the sandbox's own uid)  13 id maps  14 go  15 harvest
+// directory  16 the job's cgroup, pid 1 in it (unless born there)
+// 17 report, exit.
 // The runner sends pid 1 "start" only after it reaped the zygote.
 [[noreturn]] void zygote_main(Build& b) {
   zygote_detach_from_runner(b);
   zygote_warm_up(b);
+  zygote_prepare(b);
   zygote_read_spec(b);
   zygote_parse_spec(b);
   zygote_enter_subordinate_ns(b);
@@ -441,6 +514,7 @@ void zygote_report_and_exit(const Build& b) {
   zygote_prepare_layers(b);
   zygote_make_scratch(b);
   zygote_hide_command_line(b);
+  zygote_limit_prepared_cgroup(b);
   zygote_clone_pid1(b);
   zygote_write_id_maps(b);
   zygote_send_go(b);

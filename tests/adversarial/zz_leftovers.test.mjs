@@ -83,12 +83,12 @@ test('20 jobs leave no process, scratch directory, cgroup or mount behind', { ti
   const runDir = path.join(stateDir, 'run');
   const scratch = () => (fs.existsSync(runDir) ? fs.readdirSync(runDir) : []);
   // Settled: nothing of a job under the server, a scratch directory per idle
-  // sandbox, and the pool full (so no refill is about to start).
+  // sandbox and spare runner, and the pool full (so no refill is about to start).
   const policyPool = loadPolicy().pool ?? {};
   const poolSize = policyPool.enabled ? (policyPool.size ?? 0) : 0;
   let pool = poolAndLeftovers(serverPid);
   for (const end = Date.now() + scaled(5_000); Date.now() < end;) {
-    if (!pool.others.length && scratch().length === pool.warm.length && pool.warm.length >= poolSize) break;
+    if (!pool.others.length && scratch().length === pool.warm.length + pool.spare.length && pool.warm.length >= poolSize) break;
     await sleep(50);
     pool = poolAndLeftovers(serverPid);
   }
@@ -108,10 +108,11 @@ test('20 jobs leave no process, scratch directory, cgroup or mount behind', { ti
   const describe = (pid) => { try { return `${pid} ${fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ')}`; } catch { return `${pid} (gone)`; } };
   assert.deepEqual(leftover.map(describe).filter((d) => !d.endsWith('(gone)')), [],
     `new processes of host uid ${sandboxHostUid}`);
-  // Scratch directories.
+  // Scratch directories: one per idle warm sandbox and spare runner (a
+  // spare's zygote waits in its sandbox's cgroup, named like the directory).
   const runEntries = scratch();
-  assert.equal(runEntries.length, warm.length, `left under ${runDir}: ${runEntries}`);
-  // Job cgroups (one per idle warm sandbox and controller may exist).
+  assert.equal(runEntries.length, warm.length + spare.length, `left under ${runDir}: ${runEntries}`);
+  // Job cgroups (one per idle warm sandbox or spare and controller may exist).
   const newCgroups = cgroupJobDirs().filter((d) => !cgroupsBefore.includes(d));
   const poolIds = new Set(runEntries);
   assert.deepEqual(newCgroups.filter((d) => !poolIds.has(path.basename(d).slice('job-'.length))), [],

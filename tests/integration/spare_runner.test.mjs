@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
-import { REPO_ROOT, connect } from './lib/client.mjs';
+import { REPO_ROOT, connect, mkStateDir, scaled } from './lib/client.mjs';
 import { spawnSync } from 'node:child_process';
 import { childrenOf, isSpareRunner, poolAndLeftovers } from './lib/host.mjs';
 import { skipCase } from './lib/skip.mjs';
@@ -27,12 +27,12 @@ fs.chmodSync(work, 0o755);
 after(() => fs.rmSync(work, { recursive: true, force: true }));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function coldServer() {
+async function coldServer(stateDir) {
   const doc = JSON.parse(fs.readFileSync(process.env.THROWBOX_POLICY ?? path.join(REPO_ROOT, 'policies/default.json'), 'utf8'));
   doc.pool = { ...doc.pool, enabled: false };
   const file = path.join(work, `policy-${Math.random().toString(16).slice(2)}.json`);
   fs.writeFileSync(file, JSON.stringify(doc));
-  return connect({ policy: file });
+  return connect({ policy: file, stateDir });
 }
 
 async function spareOf(pid) {
@@ -88,6 +88,106 @@ test('a spare runner killed while idle costs nothing but a fresh start', { timeo
   } finally {
     await c.close();
   }
+});
+
+// The cgroup paths of a process, one per hierarchy ("0::/..." for v2, or
+// "<id>:memory:/..." and so on for v1), and those ending in job-<id>.
+function cgroupLines(pid) {
+  return fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().split('\n');
+}
+const inJobCgroup = (pid, id) => cgroupLines(pid).filter((l) => l.endsWith(`/job-${id}`));
+async function inJobCgroupSoon(pid, id) {
+  for (const end = Date.now() + scaled(2_000); Date.now() < end; await sleep(10)) {
+    const found = inJobCgroup(pid, id);
+    if (found.length) return found;
+  }
+  return [];
+}
+
+test('a spare waits in its own sandbox: scratch directory made, its zygote already in that sandbox\'s cgroup', { timeout: 60_000 }, async () => {
+  const stateDir = mkStateDir();
+  const c = await coldServer(stateDir);
+  try {
+    const server = c.transport.pid;
+    const spare = await spareOf(server);
+    const [zygote] = childrenOf(spare);
+    const runDir = path.join(stateDir, 'run');
+    const ids = fs.readdirSync(runDir);
+    assert.equal(ids.length, 1, `one scratch directory, the spare's: ${ids}`);
+    const [id] = ids;
+    // It joins the cgroup once its prepare line came (a v1 join may wait out
+    // an RCU grace period); where jobs get no cgroup this waits in vain.
+    const joined = await inJobCgroupSoon(zygote, id);
+    const zygoteCgroups = cgroupLines(zygote).join(' ');
+    // The next cold job is this spare's: it runs in that cgroup.
+    const job = py(c, 'import time\nprint("in", flush=True)\ntime.sleep(1.5)\nprint("out")');
+    let program = null;
+    for (let i = 0; i < 300 && program === null; i += 1) {
+      const kids = fs.existsSync(`/proc/${spare}`) ? childrenOf(spare) : [];
+      const init = kids.find((k) => comm(k) === 'throwbox-init');
+      const progs = init ? childrenOf(init).filter((p) => comm(p) === 'python3') : [];
+      if (progs.length === 1) program = progs[0];
+      else await sleep(10);
+    }
+    assert.ok(program, `no running job under the runner ${spare}`);
+    const programCgroups = cgroupLines(program);
+    const running = inJobCgroup(program, id);
+    const sc = await job;
+    assert.equal(sc.status, 'completed', JSON.stringify(sc));
+    assert.equal(sc.stdout, 'in\nout\n');
+    const layer = (sc.sandbox_layers ?? []).find((l) => l.startsWith('cgroups:')) ?? 'none';
+    if (layer === 'none') {
+      assert.deepEqual(joined, [], 'no cgroup where jobs get none');
+    } else {
+      // v2: one line; v1: memory, pids and cpu (cpuacct with cpu or apart).
+      const want = layer === 'cgroups:v2' ? 1 : 3;
+      assert.ok(joined.length >= want, `the idle zygote is in job-${id}: ${zygoteCgroups}`);
+      assert.deepEqual(running, joined, `the program runs in the spare's cgroup: ${running}`);
+      assert.ok(programCgroups.every((l) => !l.includes('/job-') || l.endsWith(`/job-${id}`)), programCgroups.join(' '));
+    }
+    // Its scratch directory and cgroup go with it; the next spare has its own.
+    const next = await spareOf(server);
+    let left = [];
+    for (let i = 0; i < scaled(200); i += 1) {
+      left = fs.readdirSync(runDir);
+      if (left.length === 1 && left[0] !== id) break;
+      await sleep(25);
+    }
+    assert.equal(left.length, 1, `only the next spare's scratch directory: ${left}`);
+    assert.notEqual(left[0], id);
+    const nextZygote = childrenOf(next)[0];
+    if (layer !== 'none') assert.ok((await inJobCgroupSoon(nextZygote, left[0])).length >= 1, cgroupLines(nextZygote).join(' '));
+    const gone = cgroupLines(nextZygote).map((l) => l.split(':').slice(2).join(':'));
+    assert.ok(gone.every((p) => !p.endsWith(`/job-${id}`)));
+  } finally {
+    await c.close();
+  }
+});
+
+test('a server stopped with an idle spare removes the spare\'s scratch directory and cgroup', { timeout: 60_000 }, async () => {
+  const stateDir = mkStateDir();
+  const c = await coldServer(stateDir);
+  const spare = await spareOf(c.transport.pid);
+  const [zygote] = childrenOf(spare);
+  const [id] = fs.readdirSync(path.join(stateDir, 'run'));
+  const joined = await inJobCgroupSoon(zygote, id);
+  // The cgroup directories it is in, on the host (v1: one per hierarchy).
+  const mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')
+    .map((l) => l.split(' ')).filter((f) => f.length > 9 && /^cgroup2?$/.test(f[f.indexOf('-') + 1]));
+  const dirs = [];
+  for (const line of joined) {
+    const [, ctl, rel] = line.split(':');
+    for (const f of mounts) {
+      const fstype = f[f.indexOf('-') + 1];
+      const opts = f[f.indexOf('-') + 3] ?? '';
+      if (ctl === '' ? fstype === 'cgroup2' : (fstype === 'cgroup' && ctl.split(',').every((k) => opts.split(',').includes(k))))
+        if (f[3] === '/') dirs.push(path.join(f[4], rel));
+    }
+  }
+  for (const d of dirs) assert.ok(fs.existsSync(d), `the spare's cgroup ${d}`);
+  await c.close();
+  assert.equal(fs.existsSync(path.join(stateDir, 'run', id)), false);
+  assert.deepEqual(dirs.filter((d) => fs.existsSync(d)), [], 'the spare\'s cgroup was removed');
 });
 
 // kcmp(KCMP_VM) of `pid` against every process on the host: the pids that
@@ -257,4 +357,44 @@ test('a runner cancelled at the gate reports cancelled and never starts the prog
   assert.equal(o.status, 'cancelled', JSON.stringify(o));
   assert.equal(o.stdout, '');
   p.stdin.destroy();
+});
+
+// A spare's prepare line, as RunnerFleet writes it before the spec.
+const prepare = (id, host) => `${JSON.stringify({ prepare: { sandbox_id: id, cgroup_host: host } })}\n`;
+
+test('a prepared runner runs the spec of its own sandbox', { timeout: 60_000 }, async (t) => {
+  if (gateSkip(t)) return;
+  const dir = fs.mkdtempSync(path.join(work, 'prep-'));
+  const s = spec(dir);
+  const { p, done } = startRunner();
+  p.stdin.write(prepare(s.job_id, s.cgroup_host));
+  await sleep(200);
+  p.stdin.write(`${JSON.stringify(s)}\n`);
+  p.stdin.end();
+  const o = await done;
+  assert.equal(o.status, 'completed', JSON.stringify(o));
+  assert.match(o.stdout, /^\d+\.\d+\n$/);
+});
+
+test('a prepared runner refuses a spec for another sandbox, another cgroup host, or a bad prepare line', { timeout: 60_000 }, async (t) => {
+  if (gateSkip(t)) return;
+  const dir = fs.mkdtempSync(path.join(work, 'prep-'));
+  const cases = [
+    [(s) => prepare('0'.repeat(32), s.cgroup_host), /launch spec is for sandbox [0-9a-f]+, this runner was prepared for 0{32}/],
+    [(s) => prepare(s.job_id, { ...s.cgroup_host, why_not: 'another host' }), /cgroup host is not the one this runner was prepared with/],
+    [(s) => prepare('../x', s.cgroup_host), /sandbox_id is not lowercase hex/],
+    [() => '{"prepare":{"sandbox_id":7}}\n', /the prepare line is not/],
+    [() => '{"prepare":[\n', /the prepare line is not/],
+  ];
+  for (const [line, error] of cases) {
+    const s = spec(dir);
+    const { p, done } = startRunner();
+    p.stdin.write(line(s));
+    p.stdin.write(`${JSON.stringify(s)}\n`);
+    p.stdin.end();
+    const o = await done;
+    assert.equal(o.status, 'sandbox_error', JSON.stringify(o));
+    assert.match(o.error, error);
+    assert.equal(o.stdout, '');
+  }
 });

@@ -75,11 +75,12 @@ std::string python_loader(const policy::Runtime& rt) {
 }  // namespace
 
 std::string preload_statement(const policy::Runtime& rt) {
-  if (rt.preload.empty()) return "pass";
+  // Everything alive after it is the interpreter's and the preload's: no
+  // collection walks it, nor the loader's search for files a job left open.
+  if (rt.preload.empty()) return "import gc; gc.freeze()";
   // Policy load checked each is a dotted identifier: nothing here needs quoting.
   std::string s = "import ";
   for (size_t i = 0; i < rt.preload.size(); ++i) s += (i ? ", " : "") + rt.preload[i];
-  // Everything alive now is the preload's: no collection or exit walks it.
   return s + "; import gc; gc.freeze()";
 }
 

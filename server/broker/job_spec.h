@@ -67,7 +67,7 @@ void apply_cache(const policy::Policy& policy, const policy::Runtime& rt, const 
 // inputs, no network, rt.cache_env pointing at /outputs (harvested, then the cache).
 sandbox::LaunchSpec build_cache_spec(const policy::Policy& policy, const SpecHost& host, const policy::Runtime& rt,
                                      const std::string& sandbox_id);
-// The Python statement that imports rt.preload ("pass" for none).
+// The Python statement that imports rt.preload, then gc.freeze().
 std::string preload_statement(const policy::Runtime& rt);
 // The spec moved to another sandbox id: its job_id (which names the cgroup),
 // scratch and harvest directories (a prepared spare runner's, RunnerFleet).

@@ -214,7 +214,7 @@ TEST_CASE("a warm spec has no code and no inputs, and the longest deadline a job
   CHECK(exec.argv == std::vector<std::string>{"/bin/sh", "-e", "/work/main.sh"});
 }
 
-TEST_CASE("a preloading runtime's loader imports its modules before it says ready; none: pass") {
+TEST_CASE("a preloading runtime's loader imports its modules before it says ready; both freeze what is loaded") {
   json doc{{"version", 1},
            {"runtimes",
             {{"py", {{"command", json::array({"/bin/sh"})}, {"code_file", "main.py"}, {"loader", "python"}}},
@@ -231,7 +231,7 @@ TEST_CASE("a preloading runtime's loader imports its modules before it says read
   REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
   const policy::Runtime& data = *p->find_runtime("data");
   CHECK(broker::preload_statement(data) == "import numpy, matplotlib.pyplot; import gc; gc.freeze()");
-  CHECK(broker::preload_statement(*p->find_runtime("py")) == "pass");
+  CHECK(broker::preload_statement(*p->find_runtime("py")) == "import gc; gc.freeze()");
   sandbox::LaunchSpec warm = broker::build_warm_spec(*p, test_host(*p), data, "w1");
   REQUIRE(warm.argv.size() == 4);
   const std::string& loader = warm.argv[2];
@@ -243,7 +243,7 @@ TEST_CASE("a preloading runtime's loader imports its modules before it says read
   CHECK(imports < ready);
   CHECK(loader.find("__THROWBOX_") == std::string::npos);
   sandbox::LaunchSpec plain = broker::build_warm_spec(*p, test_host(*p), *p->find_runtime("py"), "w2");
-  CHECK(plain.argv[2].find("    pass\n    os.write(4, b'r')") != std::string::npos);
+  CHECK(plain.argv[2].find("    import gc; gc.freeze()\n    os.write(4, b'r')") != std::string::npos);
 
   SUBCASE("the cache: bound read-only, linked from the env's /tmp directory; none until built") {
     CHECK(warm.cache_dir.empty());

@@ -66,7 +66,8 @@ constexpr const char* kServeHelp =
     "                         ~/.local/state/throwbox)\n"
     "  --policy FILE          Policy file (default: the bundled\n"
     "                         policies/default.json)\n"
-    "  --log-level LVL        trace, debug, info, warn or error (default: info)\n"
+    "  --log-level LVL        trace, debug, info, warn, error, critical or off\n"
+    "                         (default: info; any other word is an error)\n"
     "  -h, --help             Print this help and exit\n"
     "\n"
     "HTTP options:\n"
@@ -97,7 +98,8 @@ constexpr const char* kDoctorHelp =
     "  --policy FILE          Policy whose requirements apply (default: the bundled\n"
     "                         policies/default.json)\n"
     "  --state-dir DIR        State directory for the probe job (default as serve)\n"
-    "  --log-level LVL        trace, debug, info, warn or error (default: warn)\n"
+    "  --log-level LVL        trace, debug, info, warn, error, critical or off\n"
+    "                         (default: warn; any other word is an error)\n"
     "  -h, --help             Print this help and exit\n"
     "\n"
     "Exit status: 0 when every layer the policy requires is present and the\n"
@@ -130,6 +132,14 @@ const char* help_of(const std::string& command) {
   if (command == "policy") return kPolicyHelp;
   if (command == "version") return kVersionHelp;
   return nullptr;
+}
+
+// The names --log-level takes, as spdlog spells them.
+constexpr const char* kLogLevels = "trace, debug, info, warn, error, critical or off";
+bool known_log_level(const std::string& name) {
+  for (const char* n : {"trace", "debug", "info", "warn", "error", "critical", "off"})
+    if (name == n) return true;
+  return false;
 }
 
 struct Options {
@@ -167,7 +177,13 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
     else if (command == "serve" && a == "--allow-origin") o.http_options.allowed_origins.push_back(value("--allow-origin"));
     else if (command == "serve" && a == "--allow-host") o.http_options.allowed_hosts.push_back(value("--allow-host"));
     else if (a == "--policy") o.policy_path = value("--policy");
-    else if (a == "--log-level") o.log_level = value("--log-level");
+    else if (a == "--log-level") {
+      // spdlog's from_str turns an unknown name into "off": a typo would
+      // silence every log line, refusals and sandbox errors included.
+      o.log_level = value("--log-level");
+      if (!known_log_level(o.log_level))
+        throw std::runtime_error("--log-level " + o.log_level + ": not a level (" + kLogLevels + ")");
+    }
     // (-h/--help never reaches here: main answers it before the command runs.)
     else throw std::runtime_error("unknown option for " + command + ": " + a + " (see throwbox --help)");
   }

@@ -61,6 +61,12 @@ std::function<void(const json&)> progress_sender(json token, std::function<void(
   };
 }
 
+// A log event as notifications/message, when the client's level wants it.
+template <class Send>
+void send_log(const logging::Threshold& threshold, const logging::Event& event, const Send& send) {
+  if (threshold.wants(event.level)) send(logging::message(event.level, event.data));
+}
+
 // The progressToken of a request, or null.
 json progress_token(const json& params) {
   if (params.contains("_meta") && params["_meta"].is_object() && params["_meta"].contains("progressToken")) {
@@ -357,6 +363,17 @@ void Session::handle_message(const jsonrpc::Message& m, const Reply& reply) {
     return reply(make_result(m.id, std::move(result)));
   }
   if (m.method == "tools/call") return handle_tools_call(m, reply);
+  if (m.method == "logging/setLevel") {
+    const json& p = m.params;
+    auto level = p.is_object() && p.contains("level") && p["level"].is_string()
+                     ? logging::parse_level(p["level"].get<std::string>())
+                     : std::nullopt;
+    if (!level)
+      return reply(make_error(m.id, jsonrpc::kInvalidParams,
+                              std::string("Invalid params: level must be one of ") + logging::level_names()));
+    log_threshold_->set(*level);
+    return reply(make_result(m.id, json::object()));
+  }
   // Older protocol versions have no tasks: Method not found below.
   if (m.method.rfind("tasks/", 0) == 0 && tasks_enabled()) return handle_tasks(m, reply);
   if (m.method == "resources/read") return handle_resources_read(m, reply, kResourceNotFound);
@@ -438,7 +455,8 @@ void Session::handle_initialize(const jsonrpc::Message& m, const Reply& reply) {
     client = p["clientInfo"]["name"].get<std::string>();
   spdlog::info("initialize: client={} protocol={}", client, version);
   json capabilities{{"tools", {{"listChanged", false}}},
-                    {"resources", {{"listChanged", false}, {"subscribe", false}}}};
+                    {"resources", {{"listChanged", false}, {"subscribe", false}}},
+                    {"logging", json::object()}};
   if (server_.tasks && version == kTasksVersion)
     capabilities["tasks"] = {{"list", json::object()},
                              {"cancel", json::object()},
@@ -477,6 +495,7 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
     util::call_mark_id("call on worker", id);
     tools::CallContext ctx{tenant_, server_.policy, server_.store, server_.jobs, cancel, progress};
     const auto started = std::chrono::steady_clock::now();
+    send_log(*log_threshold_, logging::call_started(name, nullptr), [this](const json& n) { outbox_.send(n); });
     tools::ToolResult result;
     try {
       result = tool->call(args, ctx);
@@ -491,6 +510,7 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
     util::call_mark_id("tool returned", id);
     json wire = result.to_json();
     audit_call(server_.audit, tenant_, name, args, wire, started, cancel->requested());
+    send_log(*log_threshold_, logging::call_finished(name, wire, nullptr), [this](const json& n) { outbox_.send(n); });
     // A request the client cancelled gets no response (MCP spec, cancellation);
     // one the stopping server cancelled gets its "cancelled" result.
     reply(cancel->requested() && !stopping_.load() ? json(nullptr) : make_result(id, std::move(wire)));
@@ -541,13 +561,14 @@ void Session::start_task(const jsonrpc::Message& m, const tools::Tool& tool, con
     held = std::move(*h);
   }
   auto work = [&policy, &store, &jobs, audit, &tool, name, tenant = tenant_, args = std::move(args),
-               token = progress_token(p), send, held](const std::shared_ptr<broker::Cancellation>& cancel,
-                                                      const std::string& task_id) -> json {
+               token = progress_token(p), send, held, log = log_threshold_](
+                  const std::shared_ptr<broker::Cancellation>& cancel, const std::string& task_id) -> json {
     // The progressToken stays valid for the task's life (MCP tasks, progress).
     std::function<void(const json&)> progress;
     if (!token.is_null()) progress = progress_sender(token, send, task_id);
     tools::CallContext ctx{tenant, policy, store, jobs, cancel, progress, held};
     const auto started = std::chrono::steady_clock::now();
+    send_log(*log, logging::call_started(name, task_id), send);
     tools::ToolResult result;
     try {
       result = tool.call(args, ctx);
@@ -557,6 +578,7 @@ void Session::start_task(const jsonrpc::Message& m, const tools::Tool& tool, con
     }
     json wire = result.to_json();
     audit_call(audit, tenant, name, args, wire, started, cancel->requested(), task_id);
+    send_log(*log, logging::call_finished(name, wire, task_id), send);
     return wire;
   };
   // Optional in MCP tasks; sent once, at the terminal status.

@@ -17,6 +17,7 @@
 #include "server/broker/audit.h"
 #include "server/broker/tasks.h"
 #include "server/protocol/jsonrpc.h"
+#include "server/protocol/logging.h"
 #include "server/util/worker_pool.h"
 #include "tools/registry.h"
 
@@ -133,6 +134,8 @@ class Session {
   // tasks/result requests waiting for their task to end, by JSON id.
   std::map<std::string, PendingResult> pending_results_;
   std::shared_ptr<Liveness> liveness_ = std::make_shared<Liveness>();
+  // logging/setLevel's level; shared with tasks, which outlive the session.
+  std::shared_ptr<logging::Threshold> log_threshold_ = std::make_shared<logging::Threshold>();
   // tools/list's array, without and with taskSupport; null until first asked.
   const json& tools_list(bool with_task_support);
   json tools_list_[2];

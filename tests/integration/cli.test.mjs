@@ -3,8 +3,8 @@
 // on stdout (scripts pipe stdout; MCP clients read it as the protocol).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { throwboxBin } from './lib/client.mjs';
+import { spawn, spawnSync } from 'node:child_process';
+import { throwboxBin, mkStateDir } from './lib/client.mjs';
 
 function run(...args) {
   const r = spawnSync(throwboxBin(), args, { encoding: 'utf8', timeout: 20_000, input: '' });
@@ -96,3 +96,38 @@ test('a command with an unknown option or a missing value: stderr naming it, exi
   expectUsageError(['policy', 'check', 'a.json', 'b.json'], /unexpected argument "b.json"/);
   expectUsageError(['policy', 'check', '--frobnicate'], /unexpected argument "--frobnicate"/);
 });
+
+// Issue 21: spdlog reads an unknown level name as "off", so a typo used to
+// silence every log line (refusals and sandbox errors included) without a word.
+test('--log-level with a word that is not a level: exit 2 naming the valid levels', () => {
+  for (const cmd of ['serve', 'doctor']) {
+    const err = expectUsageError([cmd, '--log-level', 'verbose'], /--log-level verbose: not a level/);
+    assert.match(err, /trace, debug, info, warn, error, critical or off/);
+  }
+  expectUsageError(['serve', '--log-level', 'WARN'], /--log-level WARN: not a level/);
+});
+
+test('--log-level with each valid level starts serve, which exits 0 when stdin closes', () => {
+  for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'critical', 'off']) {
+    const r = run('serve', '--log-level', level, '--state-dir', mkStateDir());
+    assert.equal(r.status, 0, `--log-level ${level}: exit ${r.status}, stderr ${r.stderr}`);
+    assert.equal(r.stdout, '', 'nothing but MCP messages on stdout, and none was asked for');
+    if (level === 'off') assert.equal(r.stderr, '', 'off: no log line at all');
+    if (level === 'info') assert.match(r.stderr, /serving MCP on stdio/);
+  }
+});
+
+// The exit status table of the README: SIGTERM and SIGINT end a stdio server
+// through its normal exit, status 0 (a running job is cancelled: cgroup_lifecycle).
+for (const sig of ['SIGTERM', 'SIGINT']) {
+  test(`serve on stdio exits 0 on ${sig}`, async () => {
+    const child = spawn(throwboxBin(), ['serve', '--state-dir', mkStateDir()], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d) => { stderr += d; });
+    const exit = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
+    for (let i = 0; !/serving MCP on stdio/.test(stderr) && i < 1000; i += 1) await new Promise((r) => setTimeout(r, 20));
+    assert.match(stderr, /serving MCP on stdio/);
+    child.kill(sig);
+    assert.equal(await exit, 0, `exit after ${sig}; stderr ${stderr}`);
+  });
+}

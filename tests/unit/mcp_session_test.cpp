@@ -952,3 +952,105 @@ TEST_CASE("2026-07-28 beside legacy: stateless requests, then initialize selects
   CHECK(list["result"]["tools"] == f.registry->list(true));
   CHECK(f.one(modern(4, "ping"))["result"] == json::object());
 }
+
+// Issue 21: the logging utility (basic/utilities/logging) on the legacy
+// revisions: setLevel, and notifications/message for calls and jobs.
+namespace {
+std::vector<json> log_messages(const std::vector<json>& msgs) {
+  std::vector<json> out;
+  for (const auto& m : msgs)
+    if (m.value("method", "") == "notifications/message") out.push_back(m);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("logging: the capability on every legacy revision; setLevel takes RFC 5424 names only") {
+  for (const char* version : {"2025-03-26", "2025-06-18", "2025-11-25"}) {
+    Fixture f;
+    json r = f.initialize(version);
+    CAPTURE(version);
+    CHECK(r["result"]["capabilities"]["logging"] == json::object());
+    check_error(f.one(request(1, "logging/setLevel", {{"level", "verbose"}})), 1, -32602);
+    check_error(f.one(request(2, "logging/setLevel", {{"level", "WARNING"}})), 2, -32602);
+    check_error(f.one(request(3, "logging/setLevel", json::object())), 3, -32602);
+    check_error(f.one(request(4, "logging/setLevel", {{"level", 3}})), 4, -32602);
+    for (const char* level : {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}) {
+      json ok = f.one(request(5, "logging/setLevel", {{"level", level}}));
+      CHECK(ok["result"] == json::object());
+    }
+  }
+}
+
+TEST_CASE("logging: setLevel before initialize is refused like any request") {
+  Fixture f;
+  check_error(f.one(request(1, "logging/setLevel", {{"level", "info"}})), 1, -32600);
+}
+
+TEST_CASE("logging: no message before setLevel; at info a refused run_code logs its start and refusal, never its code") {
+  Fixture f;
+  f.initialize("2025-06-18");
+  const json args{{"runtime", "no-such-runtime"}, {"code", "print('SECRET_CODE_MARK')"}};
+  auto before = f.exchange(tools_call(1, "run_code", args));
+  CHECK(log_messages(before).empty());
+  REQUIRE(before.size() == 1);
+
+  CHECK(f.one(request(2, "logging/setLevel", {{"level", "info"}}))["result"] == json::object());
+  auto msgs = f.exchange(tools_call(3, "run_code", args));
+  auto logs = log_messages(msgs);
+  REQUIRE(logs.size() == 2);
+  CHECK(logs[0]["params"]["level"] == "info");
+  CHECK(logs[0]["params"]["logger"] == "throwbox");
+  CHECK(logs[0]["params"]["data"]["event"] == "job_started");
+  CHECK(logs[0]["params"]["data"]["tool"] == "run_code");
+  CHECK(logs[1]["params"]["level"] == "warning");
+  CHECK(logs[1]["params"]["data"]["event"] == "call_refused");
+  CHECK(logs[1]["params"]["data"]["reason"].get<std::string>().find("runtime") != std::string::npos);
+  for (const auto& m : msgs) CHECK(m.dump().find("SECRET_CODE_MARK") == std::string::npos);
+
+  // At warning only the refusal; at error nothing.
+  f.one(request(4, "logging/setLevel", {{"level", "warning"}}));
+  logs = log_messages(f.exchange(tools_call(5, "run_code", args)));
+  REQUIRE(logs.size() == 1);
+  CHECK(logs[0]["params"]["data"]["event"] == "call_refused");
+  f.one(request(6, "logging/setLevel", {{"level", "error"}}));
+  CHECK(log_messages(f.exchange(tools_call(7, "run_code", args))).empty());
+}
+
+TEST_CASE("logging: a finished job is logged with its status and ids, not its output") {
+  Fixture f(true);
+  f.initialize("2025-06-18");
+  f.gate.release();
+  f.one(request(1, "logging/setLevel", {{"level", "debug"}}));
+  auto logs = log_messages(f.exchange(tools_call(2, "gated", json::object())));
+  REQUIRE(logs.size() == 2);
+  CHECK(logs[0]["params"]["level"] == "debug");
+  CHECK(logs[0]["params"]["data"]["event"] == "call_started");
+  CHECK(logs[1]["params"]["level"] == "info");
+  const json& data = logs[1]["params"]["data"];
+  CHECK(data["event"] == "job_finished");
+  CHECK(data["job_id"] == "g1");
+  CHECK(data["status"] == "completed");
+  CHECK(data["exit_code"] == 0);
+  CHECK_FALSE(data.contains("stdout"));
+  CHECK_FALSE(data.contains("stderr"));
+}
+
+TEST_CASE("logging: the level of a finished job follows its status") {
+  namespace lg = protocol::logging;
+  auto level_of = [](const char* status) {
+    json wire{{"content", json::array()}, {"isError", false},
+              {"structuredContent", {{"job_id", "j"}, {"status", status}, {"stdout", "OUT"}, {"stderr", "ERR"}}}};
+    auto e = lg::call_finished("run_code", wire, nullptr);
+    CHECK(e.data.dump().find("OUT") == std::string::npos);
+    CHECK(e.data.dump().find("ERR") == std::string::npos);
+    return e.level;
+  };
+  CHECK(level_of("completed") == lg::Level::info);
+  CHECK(level_of("failed") == lg::Level::info);
+  CHECK(level_of("cancelled") == lg::Level::info);
+  CHECK(level_of("timed_out") == lg::Level::warning);
+  CHECK(level_of("memory_exceeded") == lg::Level::warning);
+  CHECK(level_of("sandbox_error") == lg::Level::error);
+  CHECK(lg::parse_level("notice") == lg::Level::notice);
+  CHECK_FALSE(lg::parse_level("warn").has_value());
+}

@@ -1,6 +1,5 @@
 // Active content in HTML, XHTML and SVG artifacts: OWASP XSS filter-evasion
 // vectors must be detected, ordinary reports and matplotlib plots must not.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <chrono>

@@ -2,7 +2,6 @@
 // first whose tenant has room; a release wakes the waiter it hands the slot
 // to; a cancellation wakes a queued job at once; the busy texts are unchanged.
 // Bounds are generous (a hang fails, a slow machine does not).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <chrono>

@@ -1,7 +1,6 @@
 // util::CallPool (issue 15): threads start on demand up to the pool's
 // maximum, whatever the number of lanes; a lane's quota refuses calls beyond
 // it; a lane's waiting calls queue behind other lanes' ready ones; drain waits.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <chrono>

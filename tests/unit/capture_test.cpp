@@ -1,6 +1,5 @@
 // Bounded stdout/stderr capture: cap, truncation flag, byte count, UTF-8 repair,
 // and over the cap the head and the tail with a marker of the cut between them.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cstdint>

@@ -3,7 +3,6 @@
 // gone, or whose pid was reused, may be reclaimed; anything unreadable is left
 // alone. And a v1 job on co-mounted controllers (cpu,cpuacct) names each
 // directory once (it was made twice, and the second mkdir failed every job).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>

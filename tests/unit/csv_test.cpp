@@ -1,7 +1,6 @@
 // CSV/TSV formula-injection gate: RFC 4180 parsing, the readers on ',', ';', TAB,
 // '|' and "sep=", neutralisation, reject mode, the byte-for-byte guarantees for
 // files that need no change, and the table-driven corpus in tests/gate_corpus/csv.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <fstream>

@@ -1,7 +1,6 @@
 // util::Error's typed code and retry-after: the stable names clients' logs and
 // the HTTP mapping rely on, and the retry-after admission sets for HTTP's
 // Retry-After (no parsing of "retry in N s" out of the message).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <string>

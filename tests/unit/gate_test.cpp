@@ -1,7 +1,6 @@
 // The artifact gate (artifacts::Gate): the decision order (size, type and
 // allowlist, active content, spreadsheet formulas) and what each verdict
 // serves: the media type and the exact bytes stored.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <fstream>

@@ -2,7 +2,6 @@
 // built in a temp directory: links, special files, floods, deep nesting, huge
 // sparse files, bad names. Only regular files inside the tree may be copied,
 // and every refusal carries its reason.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <fcntl.h>

@@ -1,6 +1,5 @@
 // HTTP transport pieces that need no socket: the tokens file, bearer headers,
 // listen addresses.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>

@@ -1,6 +1,5 @@
 // The intake's framing check (server/transport/http_intake.cpp): when the bytes
 // a client has sent hold a whole request, so that a worker may take it.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <string>

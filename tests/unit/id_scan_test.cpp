@@ -1,6 +1,5 @@
 // protocol::id_scan: the top-level id of an over-cap message, read as it
 // streams; every doubt is null; the answer does not depend on the chunking.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <string>

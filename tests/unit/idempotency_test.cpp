@@ -1,7 +1,6 @@
 // The idempotency rule without a runner: a fake ledger and fake runs. A
 // repeated key with the same request never runs twice; a different request
 // under a used key is a conflict, whether the first call is running or ended.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <atomic>

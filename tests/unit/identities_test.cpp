@@ -1,6 +1,5 @@
 // Per-sandbox host identities (issue 16): the range check against the
 // account files, and leases that never give one uid to two live sandboxes.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <unistd.h>
 

@@ -2,7 +2,6 @@
 // malformed headers in PNG/APNG, JPEG and GIF, each with the exact verdict and
 // reason; every truncation of a valid file is refused; and the table-driven
 // corpus tests/gate_corpus/images/cases.json through the same API.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cstdint>

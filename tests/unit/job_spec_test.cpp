@@ -1,7 +1,6 @@
 // The launch spec a request resolves to, without a runner: the policy's
 // limits and identity are what the sandbox gets, a request cannot raise
 // them, and every refusal names its field.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <algorithm>

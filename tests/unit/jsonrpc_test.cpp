@@ -1,6 +1,5 @@
 // JSON-RPC 2.0 envelopes: size and depth caps before parsing, exact error codes,
 // id handling, message kinds, batches, response shapes.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <string>

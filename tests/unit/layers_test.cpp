@@ -1,6 +1,5 @@
 // The result's sandbox_layers as the steps report them, and the enums of the
 // runner's JSON boundary (status, warm, cgroup mode) with their exact strings.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <string>

@@ -1,6 +1,5 @@
 // The job ledger (SQLite) and the audit log: records, keys, crash recovery,
 // size-bounded rotation, reads beside a write in progress. Temp files only.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <stdlib.h>

@@ -2,7 +2,6 @@
 // disallowed URLs however CommonMark spells them, link reference definitions,
 // raw HTML alone and read together, the parse bounds, and the table-driven
 // corpus tests/gate_corpus/markdown.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <chrono>

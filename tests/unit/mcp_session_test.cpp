@@ -1,7 +1,6 @@
 // MCP session lifecycle and dispatch, driven in-process with a fake outbox;
 // stdio framing fed from a pipe. No sandbox is ever started: run_code is only
 // called with arguments it refuses, and tasks run a test tool ("gated").
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <spdlog/spdlog.h>

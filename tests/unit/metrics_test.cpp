@@ -1,7 +1,6 @@
 // The Prometheus text exposition (format 0.0.4) of broker::Metrics: HELP and
 // TYPE lines, label and help escaping, cumulative histogram buckets, _sum and
 // _count. Pure; no server.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <sstream>

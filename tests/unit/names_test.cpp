@@ -1,6 +1,5 @@
 // Artifact names (server/artifacts/names.cpp): each refusal has its own
 // reason, and ordinary names pass.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "server/artifacts/names.h"
 
 #include <doctest/doctest.h>

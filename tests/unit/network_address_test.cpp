@@ -3,7 +3,6 @@
 // read a checked "name" as another destination; the special-purpose ranges
 // at their edges; allow rules; the warm loader's proxy variables; the
 // listener descriptor on the runner's stdout (LineReader).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <fcntl.h>

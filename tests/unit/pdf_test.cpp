@@ -1,7 +1,6 @@
 // artifacts::pdf: each construct a reader runs or opens unasked is rejected
 // with a reason naming its object, kStrip removes it and its rewrite passes
 // kReject, and tests/gate_corpus/pdf/cases.json holds case by case.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <fstream>

@@ -1,5 +1,4 @@
 // Policy validation: fail closed, and every error names the offending key.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <unistd.h>

@@ -3,7 +3,6 @@
 // is a float, negative or beyond its range is an error naming the field
 // (nlohmann's get<uint64_t>() wrapped or truncated it, or was undefined
 // behaviour: issue 16).
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <string>

@@ -1,6 +1,5 @@
 // The tenant-scoped store: input names, media types, opaque handles, tenant
 // isolation, immutable blobs, artifact URIs, expiry.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <fcntl.h>

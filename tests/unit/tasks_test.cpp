@@ -1,7 +1,6 @@
 // The MCP task registry (broker::Tasks) over a real ledger in a temp dir:
 // lifecycle, listing, cancellation, expiry on a fake clock, tenant isolation,
 // persistence and crash recovery. The work is a plain function: no sandbox.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <poll.h>

@@ -1,5 +1,4 @@
 // UTF-8 validation and repair, errno/signal names, call errors, strict base64.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <cerrno>

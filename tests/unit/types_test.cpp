@@ -1,6 +1,5 @@
 // Artifact media types: extension table, libmagic sniffing, and the agreement
 // rules that stop an executable, archive or mislabelled file leaving as a chart.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <string>

@@ -3,7 +3,6 @@
 // outside the two trees is read or written), special files are skipped or
 // refused, hard links come apart, modes lose their set-id bits, the bounds
 // give clear errors and a failed save leaves no half-written destination.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <fcntl.h>

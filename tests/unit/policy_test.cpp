@@ -585,7 +585,12 @@ TEST_CASE("bundled default.json: python-data preloads the data stack and has the
   const policy::Runtime* d = r->find_runtime("python-data");
   REQUIRE(d != nullptr);
   CHECK(d->loader == "python");
-  CHECK(d->preload == std::vector<std::string>{"numpy", "pandas", "matplotlib", "matplotlib.pyplot"});
+  const std::vector<std::string> stdlib{"csv", "json", "re", "decimal", "datetime", "collections", "statistics", "pathlib"};
+  std::vector<std::string> data = stdlib;
+  for (const char* m : {"numpy", "pandas", "matplotlib", "matplotlib.pyplot"}) data.push_back(m);
+  CHECK(d->preload == data);
+  // python: the standard library modules agents' scripts import first (issue 20).
+  CHECK(r->find_runtime("python")->preload == stdlib);
   CHECK(d->cache_env == "MPLCONFIGDIR");
   CHECK(r->sandbox.env.at("MPLCONFIGDIR") == "/tmp/matplotlib");
   CHECK(r->pool.runtimes == std::vector<std::string>{"python", "python-data"});

@@ -73,9 +73,12 @@ constexpr const char* kServeHelp =
     "HTTP options:\n"
     "  --http HOST:PORT       Serve Streamable HTTP at http://HOST:PORT/mcp\n"
     "                         instead of stdio; a non-loopback HOST requires\n"
-    "                         --tokens\n"
+    "                         --tokens or --oauth\n"
     "  --tokens FILE          Bearer tokens, one '<tenant> <sha256 hex of token>' a\n"
     "                         line, '#' comments; the file must be mode 0600\n"
+    "  --oauth FILE           Also accept OAuth 2.1 JWT access tokens: issuer,\n"
+    "                         jwks_uri, resource, tenant_claim, scopes (JSON;\n"
+    "                         see README, OAuth)\n"
     "  --tls-cert FILE        TLS certificate (PEM); needs --tls-key\n"
     "  --tls-key FILE         TLS private key (PEM); needs --tls-cert\n"
     "  --allow-origin ORIGIN  Accept requests carrying this Origin (repeatable;\n"
@@ -172,6 +175,7 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
       o.http_options = *listen;
       o.http = true;
     } else if (command == "serve" && a == "--tokens") o.http_options.tokens_file = value("--tokens");
+    else if (command == "serve" && a == "--oauth") o.http_options.oauth_file = value("--oauth");
     else if (command == "serve" && a == "--tls-cert") o.http_options.tls_cert = value("--tls-cert");
     else if (command == "serve" && a == "--tls-key") o.http_options.tls_key = value("--tls-key");
     else if (command == "serve" && a == "--allow-origin") o.http_options.allowed_origins.push_back(value("--allow-origin"));
@@ -187,10 +191,11 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
     // (-h/--help never reaches here: main answers it before the command runs.)
     else throw std::runtime_error("unknown option for " + command + ": " + a + " (see throwbox --help)");
   }
-  if (!o.http && (!o.http_options.tokens_file.empty() || !o.http_options.tls_cert.empty() ||
+  if (!o.http && (!o.http_options.tokens_file.empty() || !o.http_options.oauth_file.empty() ||
+                  !o.http_options.tls_cert.empty() ||
                   !o.http_options.tls_key.empty() || !o.http_options.allowed_origins.empty() ||
                   !o.http_options.allowed_hosts.empty()))
-    throw std::runtime_error("--tokens, --tls-cert, --tls-key, --allow-origin and --allow-host need --http HOST:PORT");
+    throw std::runtime_error("--tokens, --oauth, --tls-cert, --tls-key, --allow-origin and --allow-host need --http HOST:PORT");
   if (o.state_dir.empty()) o.state_dir = default_state_dir();
   if (o.policy_path.empty()) o.policy_path = policy::default_path();
   return o;

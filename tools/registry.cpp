@@ -69,4 +69,6 @@ util::Status reject_unknown_fields(const json& args, std::initializer_list<const
   return util::ok_status();
 }
 
+bool needs_run_scope(const std::string& tool) { return tool != "fetch_artifact"; }
+
 }  // namespace tools

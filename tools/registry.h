@@ -65,6 +65,11 @@ class Registry {
 
 Registry make_registry(const policy::Policy& policy);
 
+// Whether calling the tool runs code or changes state (an OAuth token needs
+// the run scope for it). Only the tools that read are listed as not: a tool
+// added later needs the run scope until it is listed here.
+bool needs_run_scope(const std::string& tool);
+
 // One per file in tools/.
 Tool make_upload_input(const policy::Policy& policy);
 Tool make_run_code(const policy::Policy& policy);

@@ -20,10 +20,10 @@ std::optional<Level> parse_level(std::string_view name) {
 
 const char* level_names() { return "debug, info, notice, warning, error, critical, alert, emergency"; }
 
-json message(Level level, json data) {
-  return jsonrpc::make_notification("notifications/message", {{"level", kNames[static_cast<int>(level)]},
-                                                              {"logger", "throwbox"},
-                                                              {"data", std::move(data)}});
+json message(Level level, json data, const std::string& task_id) {
+  json params{{"level", kNames[static_cast<int>(level)]}, {"logger", "throwbox"}, {"data", std::move(data)}};
+  if (!task_id.empty()) params["_meta"] = {{"io.modelcontextprotocol/related-task", {{"taskId", task_id}}}};
+  return jsonrpc::make_notification("notifications/message", std::move(params));
 }
 
 Event call_started(const std::string& tool, const json& task_id) {

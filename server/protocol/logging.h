@@ -33,8 +33,9 @@ class Threshold {
   std::atomic<int> value_{kOff};
 };
 
-// notifications/message {level, logger: "throwbox", data}.
-nlohmann::json message(Level level, nlohmann::json data);
+// notifications/message {level, logger: "throwbox", data}; a task's carries
+// the related-task _meta (MCP tasks: every message about a task names it).
+nlohmann::json message(Level level, nlohmann::json data, const std::string& task_id = "");
 
 // The events of one tools/call, as log data: what the structured result says
 // of the job (ids, status, exit, duration, sizes), never its streams or code.

@@ -63,8 +63,9 @@ std::function<void(const json&)> progress_sender(json token, std::function<void(
 
 // A log event as notifications/message, when the client's level wants it.
 template <class Send>
-void send_log(const logging::Threshold& threshold, const logging::Event& event, const Send& send) {
-  if (threshold.wants(event.level)) send(logging::message(event.level, event.data));
+void send_log(const logging::Threshold& threshold, const logging::Event& event, const Send& send,
+              const std::string& task_id = "") {
+  if (threshold.wants(event.level)) send(logging::message(event.level, event.data, task_id));
 }
 
 // The progressToken of a request, or null.
@@ -132,6 +133,22 @@ json request_version(const json& params) {
   if (meta == params.end() || !meta->is_object()) return nullptr;
   auto v = meta->find(kMetaProtocolVersion);
   return v == meta->end() ? json(nullptr) : *v;
+}
+
+std::optional<std::string> stateless_meta_problem(const json& params) {
+  const json* meta = nullptr;
+  if (params.is_object())
+    if (auto it = params.find("_meta"); it != params.end() && it->is_object()) meta = &*it;
+  if (!meta) return "Invalid params: a 2026-07-28 request needs params._meta with \"" +
+                    std::string(kMetaProtocolVersion) + "\" and \"" + kMetaClientCapabilities + "\"";
+  std::vector<std::string> missing;
+  if (!meta->contains(kMetaProtocolVersion)) missing.push_back(kMetaProtocolVersion);
+  if (auto caps = meta->find(kMetaClientCapabilities); caps == meta->end() || !caps->is_object())
+    missing.push_back(std::string(kMetaClientCapabilities) + " (an object)");
+  if (missing.empty()) return std::nullopt;
+  std::string message = "Invalid params: _meta lacks ";
+  for (size_t i = 0; i < missing.size(); ++i) message += (i ? ", " : "") + missing[i];
+  return message;
 }
 
 json unsupported_version_error(const json& id, const json& requested) {
@@ -568,7 +585,7 @@ void Session::start_task(const jsonrpc::Message& m, const tools::Tool& tool, con
     if (!token.is_null()) progress = progress_sender(token, send, task_id);
     tools::CallContext ctx{tenant, policy, store, jobs, cancel, progress, held};
     const auto started = std::chrono::steady_clock::now();
-    send_log(*log, logging::call_started(name, task_id), send);
+    send_log(*log, logging::call_started(name, task_id), send, task_id);
     tools::ToolResult result;
     try {
       result = tool.call(args, ctx);
@@ -578,7 +595,7 @@ void Session::start_task(const jsonrpc::Message& m, const tools::Tool& tool, con
     }
     json wire = result.to_json();
     audit_call(audit, tenant, name, args, wire, started, cancel->requested(), task_id);
-    send_log(*log, logging::call_finished(name, wire, task_id), send);
+    send_log(*log, logging::call_finished(name, wire, task_id), send, task_id);
     return wire;
   };
   // Optional in MCP tasks; sent once, at the terminal status.

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -50,6 +51,10 @@ nlohmann::json supported_versions();
 // The request's _meta protocol version (any JSON type), or null when absent:
 // present means a stateless 2026-07-28-style request.
 nlohmann::json request_version(const nlohmann::json& params);
+// What a 2026-07-28 request's _meta lacks of its required keys (the
+// protocol version, the client capabilities object), as an Invalid params
+// message; nullopt when both are there.
+std::optional<std::string> stateless_meta_problem(const nlohmann::json& params);
 // UnsupportedProtocolVersionError for `requested` (a JSON value, shown as sent).
 nlohmann::json unsupported_version_error(const nlohmann::json& id, const nlohmann::json& requested);
 std::string instructions_text(const policy::Policy& policy);

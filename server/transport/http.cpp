@@ -29,6 +29,7 @@
 #include "server/transport/auth.h"
 #include "server/transport/http_headers.h"
 #include "server/transport/http_intake.h"
+#include "server/transport/oauth.h"
 #if __has_include("server/transport/http_ops.h")
 #include "server/transport/http_ops.h"
 #define THROWBOX_HTTP_OPS 1
@@ -430,8 +431,9 @@ std::string sse_event(const Outgoing& m) { return "event: message\ndata: " + m.t
 
 class HttpServer {
  public:
-  HttpServer(protocol::mcp::ServerContext& ctx, Options opt, std::optional<Auth> auth)
-      : calls_(kCallThreadsMax), ctx_(ctx), opt_(std::move(opt)), auth_(std::move(auth)) {
+  HttpServer(protocol::mcp::ServerContext& ctx, Options opt, std::optional<Auth> auth,
+             std::unique_ptr<oauth::Verifier> oauth)
+      : calls_(kCallThreadsMax), ctx_(ctx), opt_(std::move(opt)), auth_(std::move(auth)), oauth_(std::move(oauth)) {
     ctx_.calls = &calls_;
   }
 
@@ -440,7 +442,15 @@ class HttpServer {
  private:
   // Host and Origin against the allowlists (DNS rebinding); 403 otherwise.
   bool allowed(const httplib::Request& req, httplib::Response& res);
-  std::optional<std::string> authenticate(const httplib::Request& req, httplib::Response& res);
+  // Who sends the request: a static token's tenant (which may do anything)
+  // or an OAuth access token's; else the 401 is written and nullopt returned.
+  struct Caller {
+    std::string tenant;
+    bool can_run = true;
+  };
+  std::optional<Caller> authenticate(const httplib::Request& req, httplib::Response& res);
+  // 403 insufficient_scope for a caller whose token may only read.
+  bool refuse_without_run_scope(const Caller& caller, httplib::Response& res);
   Lease find_session(const httplib::Request& req, const std::string& tenant, httplib::Response& res);
   // With mu_ held: room for one more session of tenant, evicting the least
   // recently used idle one where a bound is reached; false when all are busy.
@@ -456,6 +466,7 @@ class HttpServer {
   protocol::mcp::ServerContext ctx_;  // the caller's, with calls_
   Options opt_;
   std::optional<Auth> auth_;
+  std::unique_ptr<oauth::Verifier> oauth_;
   std::set<std::string> hosts_, origins_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<HttpSession>> sessions_;
@@ -481,21 +492,55 @@ bool HttpServer::allowed(const httplib::Request& req, httplib::Response& res) {
   return true;
 }
 
-std::optional<std::string> HttpServer::authenticate(const httplib::Request& req, httplib::Response& res) {
-  if (!auth_) return std::string("local");  // loopback only, checked at start
+std::optional<HttpServer::Caller> HttpServer::authenticate(const httplib::Request& req, httplib::Response& res) {
+  if (!auth_ && !oauth_) return Caller{"local", true};  // loopback only, checked at start
+  const bool sent = req.has_header("Authorization");
   auto token = bearer_token(req.get_header_value("Authorization"));
-  std::optional<std::string> tenant = token ? auth_->tenant_for(*token) : std::nullopt;
-  if (tenant) return tenant;
+  if (token && auth_)
+    if (auto tenant = auth_->tenant_for(*token)) return Caller{*tenant, true};
+  std::string description = sent ? "the bearer token is not valid" : "a bearer token is required";
+  if (token && oauth_) {
+    auto verdict = oauth_->verify(*token, static_cast<int64_t>(std::time(nullptr)));
+    if (auto* id = std::get_if<oauth::Identity>(&verdict)) return Caller{id->tenant, id->can_run};
+    const auto& why = std::get<oauth::Rejection>(verdict);
+    // The token's own fault is the client's to know; it is never logged.
+    spdlog::info("http: access token refused: {}", why.message);
+    description = why.message;
+    if (why.failure == oauth::Failure::kScope) {
+      res.status = 403;
+      res.set_header("WWW-Authenticate", oauth::challenge(oauth_->config(), "insufficient_scope", why.message,
+                                                          oauth_->config().read_scope));
+      res.set_content(jsonrpc::make_error(nullptr, jsonrpc::kInvalidRequest, "Forbidden: " + why.message).dump(),
+                      "application/json");
+      return std::nullopt;
+    }
+  }
   res.status = 401;
-  res.set_header("WWW-Authenticate", req.has_header("Authorization")
-                                         ? R"(Bearer realm="throwbox", error="invalid_token")"
-                                         : R"(Bearer realm="throwbox")");
+  if (oauth_)
+    res.set_header("WWW-Authenticate", oauth::challenge(oauth_->config(), sent ? "invalid_token" : "",
+                                                        sent ? description : "", ""));
+  else
+    res.set_header("WWW-Authenticate", sent ? R"(Bearer realm="throwbox", error="invalid_token")"
+                                            : R"(Bearer realm="throwbox")");
   res.set_content(jsonrpc::make_error(nullptr, jsonrpc::kInvalidRequest,
-                                      req.has_header("Authorization") ? "Unauthorized: the bearer token is not valid"
-                                                                      : "Unauthorized: a bearer token is required")
+                                      sent ? "Unauthorized: " + description : "Unauthorized: a bearer token is required")
                       .dump(),
                   "application/json");
   return std::nullopt;
+}
+
+bool HttpServer::refuse_without_run_scope(const Caller& caller, httplib::Response& res) {
+  if (caller.can_run) return false;
+  const std::string& scope = oauth_ ? oauth_->config().run_scope : std::string("run");
+  res.status = 403;
+  if (oauth_)
+    res.set_header("WWW-Authenticate", oauth::challenge(oauth_->config(), "insufficient_scope",
+                                                        "this call needs the scope " + scope, scope));
+  res.set_content(jsonrpc::make_error(nullptr, jsonrpc::kInvalidRequest,
+                                      "Forbidden: this call runs code or changes state; it needs the scope " + scope)
+                      .dump(),
+                  "application/json");
+  return true;
 }
 
 // A lease on a session of this tenant, or the answer for a missing (400) or
@@ -543,8 +588,9 @@ bool HttpServer::make_room_for(const std::string& tenant, std::vector<std::share
 }
 
 void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
-  auto tenant = authenticate(req, res);
-  if (!tenant) return;
+  auto caller = authenticate(req, res);
+  if (!caller) return;
+  const std::string& tenant = caller->tenant;
   const std::string accept = lower(req.get_header_value("Accept"));
   const bool accepts_sse = accept.find("text/event-stream") != std::string::npos;
   if (!accept.empty() && accept.find("application/json") == std::string::npos && !accepts_sse &&
@@ -571,6 +617,11 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
       continue;
     }
     if (m->kind != jsonrpc::Message::Kind::kRequest) continue;
+    // A read-only token may list and fetch, never run or change state.
+    if (m->method == "tools/call" && m->params.is_object() && m->params.contains("name") &&
+        m->params["name"].is_string() && tools::needs_run_scope(m->params["name"].get<std::string>()) &&
+        refuse_without_run_scope(*caller, res))
+      return;
     ids.push_back(m->id.dump());
     if (m->method == "initialize") initialize = true;
     if (m->params.is_object() && m->params.contains("_meta") && m->params["_meta"].is_object() &&
@@ -580,17 +631,20 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
 
   Lease lease;
   bool created = false;
-  if (!(initialize && !parsed.is_batch) && is_stateless(req, parsed))
-    return post_stateless(req, res, *tenant, std::move(parsed), accepts_sse);
+  // An initialize opens a legacy session, unless the request says it is
+  // 2026-07-28's (its header), which has no handshake: 404 there.
+  const bool modern = req.get_header_value("MCP-Protocol-Version") == protocol::mcp::kStatelessVersion;
+  if ((!(initialize && !parsed.is_batch) || modern) && is_stateless(req, parsed))
+    return post_stateless(req, res, tenant, std::move(parsed), accepts_sse);
   if (initialize && !parsed.is_batch && !req.has_header("Mcp-Session-Id")) {
     std::vector<std::shared_ptr<HttpSession>> evicted;
     auto fresh = std::make_shared<HttpSession>();
     fresh->id = util::random_id();
-    fresh->tenant = *tenant;
-    fresh->session = std::make_unique<protocol::mcp::Session>(ctx_, fresh->router, *tenant);
+    fresh->tenant = tenant;
+    fresh->session = std::make_unique<protocol::mcp::Session>(ctx_, fresh->router, tenant);
     {
       std::lock_guard lock(mu_);
-      if (!make_room_for(*tenant, evicted)) {
+      if (!make_room_for(tenant, evicted)) {
         res.set_header("Retry-After", "10");
         return json_error(res, 503, jsonrpc::kInvalidRequest,
                           "Service Unavailable: every session of this server or tenant has a request in flight or a "
@@ -601,11 +655,11 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
       sessions_[fresh->id] = fresh;
     }
     if (!evicted.empty())
-      spdlog::debug("http: {} idle session(s) evicted to make room for a new one (tenant {})", evicted.size(), *tenant);
+      spdlog::debug("http: {} idle session(s) evicted to make room for a new one (tenant {})", evicted.size(), tenant);
     lease = Lease(std::move(fresh));
     created = true;
   } else {
-    lease = find_session(req, *tenant, res);
+    lease = find_session(req, tenant, res);
     if (!lease.s) return;
     HttpSession* s = lease.s.get();
     // The session would refuse the batch with an error of id null, which no
@@ -704,12 +758,32 @@ void HttpServer::post_stateless(const httplib::Request& req, httplib::Response& 
                     "application/json");
   };
   const MirrorHeaders headers{header(req, "Mcp-Method"), header(req, "MCP-Protocol-Version"), header(req, "Mcp-Name")};
+  // The per-request _meta keys every 2026-07-28 request carries (basic/index,
+  // _meta): without them nothing can be checked against the headers, so the
+  // request is Invalid params, HTTP 400, before any header comparison.
+  if (headers.protocol_version) {
+    if (auto why = mcp::stateless_meta_problem(m.params)) {
+      res.status = 400;
+      res.set_content(jsonrpc::make_error(id, jsonrpc::kInvalidParams, *why).dump(), "application/json");
+      return;
+    }
+  }
   const json version_b = mcp::request_version(m.params);
   if (auto why = mirror_mismatch(headers, {method, m.params, version_b, mcp::kMetaProtocolVersion})) return mismatch(*why);
   const std::string& version_h = *headers.protocol_version;
   if (version_h != mcp::kStatelessVersion) {
     res.status = 400;
     res.set_content(mcp::unsupported_version_error(id, version_b).dump(), "application/json");
+    return;
+  }
+  // 2026-07-28 removed the handshake: initialize is a method it does not have.
+  if (method == "initialize") {
+    res.status = 404;
+    res.set_content(jsonrpc::make_error(id, jsonrpc::kMethodNotFound,
+                                        "Method not found: initialize (2026-07-28 has no handshake; "
+                                        "call server/discover)")
+                        .dump(),
+                    "application/json");
     return;
   }
   std::vector<std::string> ids{id.dump()}, tokens;
@@ -774,8 +848,9 @@ bool refuse_without_session(const httplib::Request& req, httplib::Response& res)
 }
 
 void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
-  auto tenant = authenticate(req, res);
-  if (!tenant) return;
+  auto caller = authenticate(req, res);
+  if (!caller) return;
+  const std::string& tenant = caller->tenant;
   // 2026-07-28 has no GET stream (subscriptions/listen replaced it; not offered here).
   if (refuse_without_session(req, res)) return;
   if (lower(req.get_header_value("Accept")).find("text/event-stream") == std::string::npos) {
@@ -784,7 +859,7 @@ void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
                     "text/plain");
     return;
   }
-  Lease lease = find_session(req, *tenant, res);
+  Lease lease = find_session(req, tenant, res);
   if (!lease.s) return;
   const std::shared_ptr<HttpSession> s = lease.s;
   // A GET stream holds a worker for as long as it is open: one per session and
@@ -823,11 +898,12 @@ void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
 }
 
 void HttpServer::del(const httplib::Request& req, httplib::Response& res) {
-  auto tenant = authenticate(req, res);
-  if (!tenant) return;
+  auto caller = authenticate(req, res);
+  if (!caller) return;
+  const std::string& tenant = caller->tenant;
   // 2026-07-28 has no session to end.
   if (refuse_without_session(req, res)) return;
-  Lease lease = find_session(req, *tenant, res);
+  Lease lease = find_session(req, tenant, res);
   if (!lease.s) return;
   {
     std::lock_guard lock(mu_);
@@ -976,6 +1052,13 @@ util::Status HttpServer::run() {
     }
     return httplib::Server::HandlerResponse::Handled;
   }));
+  // Protected Resource Metadata (RFC 9728), unauthenticated as the spec has it.
+  if (oauth_)
+    for (const auto& path : oauth::resource_metadata_paths(oauth_->config()))
+      srv->Get(path, [this](const httplib::Request&, httplib::Response& res) {
+        res.set_header("Cache-Control", "max-age=300");
+        res.set_content(oauth::resource_metadata(oauth_->config()).dump(), "application/json");
+      });
   srv->Post(kPath, [this](const httplib::Request& req, httplib::Response& res) { post(req, res); });
   srv->Get(kPath, [this](const httplib::Request& req, httplib::Response& res) { get(req, res); });
   srv->Delete(kPath, [this](const httplib::Request& req, httplib::Response& res) { del(req, res); });
@@ -986,7 +1069,14 @@ util::Status HttpServer::run() {
   srv->Put(kPath, not_allowed);
   srv->Patch(kPath, not_allowed);
 #ifdef THROWBOX_HTTP_OPS
-  OpsContext ops{ctx_, [this](const httplib::Request& req, httplib::Response& res) { return authenticate(req, res); },
+  // The plain HTTP routes: a POST (an input, a job) needs the run scope.
+  OpsContext ops{ctx_,
+                 [this](const httplib::Request& req, httplib::Response& res) -> std::optional<std::string> {
+                   auto caller = authenticate(req, res);
+                   if (!caller || (req.method == "POST" && refuse_without_run_scope(*caller, res)))
+                     return std::nullopt;
+                   return caller->tenant;
+                 },
                  [this] {
                    std::lock_guard lock(mu_);
                    return sessions_.size();
@@ -1014,9 +1104,10 @@ util::Status HttpServer::run() {
 
   std::fprintf(stderr, "throwbox: listening on %s://%s%s\n", tls ? "https" : "http", hostport.c_str(), kPath);
   std::fflush(stderr);
-  spdlog::info("http: {} authentication, tenant from the token; Host allowlist {} entries, Origin allowlist {} entries",
-               auth_ ? std::to_string(auth_->size()) + " token(s)," : "no (loopback only),", hosts_.size(),
-               origins_.size());
+  spdlog::info("http: {}{} authentication, tenant from the token; Host allowlist {} entries, Origin allowlist {} entries",
+               auth_ ? std::to_string(auth_->size()) + " token(s)," : (oauth_ ? "" : "no (loopback only),"),
+               oauth_ ? " OAuth (issuer " + oauth_->config().issuer + ", audience " + oauth_->config().audience + ")," : "",
+               hosts_.size(), origins_.size());
   srv->listen_after_bind();
   signals.request_stop();
   intake.stop();  // waiting connections close; one a worker gives back closes too
@@ -1063,19 +1154,26 @@ util::Result<Options> parse_listen(const std::string& text, Options o) {
 
 util::Status serve(protocol::mcp::ServerContext& ctx, const Options& options) {
   std::optional<Auth> auth;
+  std::unique_ptr<oauth::Verifier> verifier;
   if (!options.tokens_file.empty()) {
     auto a = Auth::load(options.tokens_file);
     if (!a) return a.error();
     auth = std::move(*a);
-  } else if (!is_loopback(options.host)) {
-    return util::make_error(util::ErrorCode::kHttp, "refusing to listen on " + options.host +
-                                        " without authentication: pass --tokens FILE (or listen on 127.0.0.1)");
   }
+  if (!options.oauth_file.empty()) {
+    auto c = oauth::load_config(options.oauth_file);
+    if (!c) return c.error();
+    verifier = std::make_unique<oauth::Verifier>(std::move(*c));
+  }
+  if (!auth && !verifier && !is_loopback(options.host))
+    return util::make_error(util::ErrorCode::kHttp, "refusing to listen on " + options.host +
+                                                        " without authentication: pass --tokens FILE or --oauth FILE "
+                                                        "(or listen on 127.0.0.1)");
   if (options.tls_cert.empty() != options.tls_key.empty())
     return util::make_error(util::ErrorCode::kHttp, "--tls-cert and --tls-key go together");
   if (!is_loopback(options.host) && options.tls_cert.empty())
     spdlog::warn("http: listening on {} without TLS; bearer tokens cross the network in clear text", options.host);
-  HttpServer server(ctx, options, std::move(auth));
+  HttpServer server(ctx, options, std::move(auth), std::move(verifier));
   return server.run();
 }
 

@@ -15,6 +15,7 @@ struct Options {
   std::string host = "127.0.0.1";
   int port = 8765;
   std::string tokens_file;                   // empty: no authentication (loopback only), tenant "local"
+  std::string oauth_file;                    // --oauth: JWT access tokens of an OAuth issuer (beside tokens)
   std::string tls_cert, tls_key;             // both or neither
   std::vector<std::string> allowed_origins;  // beyond the defaults for the listen address
   std::vector<std::string> allowed_hosts;    // Host header values beyond the defaults

@@ -168,6 +168,39 @@ test('header rules and their errors', async (t) => {
       assertError(await call(m), 404, -32601);
     }
   });
+  // Issue 21, found by the conformance suite 0.2.0-alpha.12 (server-stateless):
+  // _meta's required keys are Invalid params, HTTP 400, before any header
+  // check (a request without _meta used to get -32020 "(absent)"; one without
+  // clientCapabilities 200), with the request's id; initialize is 404 -32601.
+  await t.test('_meta missing or lacking a required key: 400 -32602 with the id', async () => {
+    const headers = { 'MCP-Protocol-Version': V, 'Mcp-Method': 'server/discover' };
+    const full = meta();
+    const cases = {
+      'no _meta': {},
+      'no protocolVersion': { _meta: { 'io.modelcontextprotocol/clientCapabilities': {} } },
+      'no clientCapabilities': { _meta: { 'io.modelcontextprotocol/protocolVersion': V } },
+      'clientCapabilities not an object': { _meta: { ...full, 'io.modelcontextprotocol/clientCapabilities': 'all' } },
+    };
+    for (const [label, params] of Object.entries(cases)) {
+      const id = ++nextId;
+      const r = await post(server.url, { jsonrpc: '2.0', id, method: 'server/discover', params }, { token: ALICE, headers });
+      const e = assertError(r, 400, -32602);
+      assert.equal(r.body.id, id, `${label}: ${r.text}`);
+      assert.match(e.message, /_meta/, label);
+    }
+    // clientInfo is a SHOULD: a request without it is served.
+    const noInfo = { ...full };
+    delete noInfo['io.modelcontextprotocol/clientInfo'];
+    const r = await post(server.url, { jsonrpc: '2.0', id: ++nextId, method: 'server/discover', params: { _meta: noInfo } },
+      { token: ALICE, headers });
+    assert.equal(r.status, 200, r.text);
+    assert.ok(r.body?.result?.supportedVersions, r.text);
+  });
+  await t.test('initialize under 2026-07-28: 404 -32601 with the id', async () => {
+    const r = await call('initialize', { protocolVersion: V, capabilities: {}, clientInfo: { name: 'x', version: '1' } });
+    assertError(r, 404, -32601);
+    assert.equal(r.body.id, r.id, r.text);
+  });
   await t.test('unsupported version: 400 -32022 with supported and requested', async () => {
     for (const v of ['1900-01-01', '2025-11-25']) {
       const e = assertError(await call('tools/list', {}, { version: v }), 400, -32022);

@@ -1053,3 +1053,24 @@ TEST_CASE("logging: the level of a finished job follows its status") {
   CHECK(lg::parse_level("notice") == lg::Level::notice);
   CHECK_FALSE(lg::parse_level("warn").has_value());
 }
+
+TEST_CASE("logging: a task's messages name the task (related-task _meta)") {
+  Fixture f;
+  f.initialize("2025-11-25");
+  f.one(request(1, "logging/setLevel", {{"level", "info"}}));
+  std::vector<json> seen;
+  json created = call_and_await(f, task_call(2, "run_code", {{"runtime", "python"}}, json::object()), 2, seen);
+  const std::string id = created["result"]["task"]["taskId"];
+  f.tasks->drain();
+  auto is_log = [](const char* event) {
+    return [event](const json& m) {
+      return m.value("method", "") == "notifications/message" && m["params"]["data"].value("event", "") == event;
+    };
+  };
+  json started = await_message(f.out, is_log("job_started"), seen);
+  CHECK(started["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == id);
+  CHECK(started["params"]["data"]["task_id"] == id);
+  json refused = await_message(f.out, is_log("call_refused"), seen);
+  CHECK(refused["params"]["level"] == "warning");
+  CHECK(refused["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == id);
+}

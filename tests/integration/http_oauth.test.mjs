@@ -1,0 +1,181 @@
+// Issue 21: the HTTP transport as an OAuth 2.1 resource server (MCP
+// authorization). A test issuer on loopback (lib/test_issuer.mjs) publishes
+// RS256 and ES256 keys and signs tokens; `serve --http --oauth FILE` must
+// publish its Protected Resource Metadata (RFC 9728), answer 401 with
+// resource_metadata, accept good tokens as tenant "oauth-<sub>", refuse
+// every bad one (expired, not yet valid, wrong audience or issuer, alg none,
+// HS256 made with the public key, unknown kid, a changed payload), follow a
+// key rotation, map scopes to what a caller may do, and keep static tokens.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { skipWithoutHttp, startHttpServer, post, rawSession } from './lib/http.mjs';
+import { startIssuer } from './lib/test_issuer.mjs';
+
+skipWithoutHttp();
+
+const freePort = () => new Promise((resolve) => {
+  const s = net.createServer().listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+});
+
+const issuer = await startIssuer();
+issuer.addKey('rsa-1', 'RS256', { pinAlg: false });  // the JWKS does not pin its alg
+issuer.addKey('ec-1', 'ES256');
+issuer.publish(['rsa-1', 'ec-1']);
+const port = await freePort();
+const resource = `http://127.0.0.1:${port}/mcp`;
+const configDir = fs.mkdtempSync('/tmp/throwbox-oauth-');
+const configFile = path.join(configDir, 'oauth.json');
+fs.writeFileSync(configFile, JSON.stringify({
+  issuer: issuer.issuer, jwks_uri: issuer.jwksUri, resource, tenant_claim: 'sub', jwks_refetch_min_s: 1,
+}));
+const server = await startHttpServer({ tenants: ['alice'], listen: `127.0.0.1:${port}`, args: ['--oauth', configFile] });
+test.after(async () => {
+  await server.stop();
+  await issuer.stop();
+  fs.rmSync(configDir, { recursive: true, force: true });
+});
+
+const now = () => Math.floor(Date.now() / 1000);
+const claims = (sub, extra = {}) => ({ iss: issuer.issuer, aud: resource, sub, iat: now(), exp: now() + 300,
+  scope: 'openid throwbox.run', ...extra });
+const good = (sub, extra, opts = { kid: 'rsa-1' }) => issuer.sign(claims(sub, extra), opts);
+const ping = (token) => post(server.url, { jsonrpc: '2.0', id: 1, method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'oauth-test', version: '1' } } }, { token });
+const challenge = (r) => r.headers.get('www-authenticate') ?? '';
+const metadataUrl = `http://127.0.0.1:${port}/.well-known/oauth-protected-resource/mcp`;
+
+async function runCode(token, code, extra = {}) {
+  const s = await rawSession(server.url, token);
+  const r = await s.call('tools/call', { name: 'run_code', arguments: { runtime: 'python', code, ...extra } });
+  return r;
+}
+
+test('Protected Resource Metadata at both well-known paths, without a token', async () => {
+  for (const p of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource']) {
+    const r = await fetch(`http://127.0.0.1:${port}${p}`);
+    assert.equal(r.status, 200, p);
+    const m = await r.json();
+    assert.equal(m.resource, resource);
+    assert.deepEqual(m.authorization_servers, [issuer.issuer]);
+    assert.deepEqual(m.scopes_supported, ['throwbox.run', 'throwbox.read']);
+    assert.deepEqual(m.bearer_methods_supported, ['header']);
+  }
+});
+
+test('no token: 401 naming the metadata, no error code', async () => {
+  const r = await ping(undefined);
+  assert.equal(r.status, 401);
+  assert.equal(challenge(r), `Bearer resource_metadata="${metadataUrl}"`);
+});
+
+test('RS256 and ES256 tokens are accepted; a job runs as tenant oauth-<sub>', { timeout: 60_000 }, async () => {
+  for (const kid of ['rsa-1', 'ec-1']) {
+    const r = await ping(good('alice', {}, { kid }));
+    assert.equal(r.status, 200, `${kid}: ${r.text}`);
+  }
+  const r = await runCode(good('alice', {}, { kid: 'ec-1' }), 'print(6 * 7)');
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.body.result.structuredContent.status, 'completed', r.text);
+  assert.equal(r.body.result.structuredContent.stdout, '42\n');
+});
+
+test('each subject is its own tenant, apart from the static token of the same name', { timeout: 60_000 }, async () => {
+  const upload = async (token) => {
+    const s = await rawSession(server.url, token);
+    const r = await s.call('tools/call', { name: 'upload_input', arguments: { name: 'x.txt', content: 'secret' } });
+    assert.equal(r.status, 200, r.text);
+    return r.body.result.structuredContent.input_id;
+  };
+  const mine = await upload(good('alice'));
+  const own = await runCode(good('alice'), 'print(open("/inputs/x.txt").read())', { input_ids: [mine] });
+  assert.equal(own.body.result.structuredContent.stdout, 'secret\n', own.text);
+  for (const other of [good('bob'), server.tokens.alice]) {
+    const r = await runCode(other, 'print(1)', { input_ids: [mine] });
+    assert.equal(r.body.result.isError, true, r.text);
+    assert.match(r.body.result.content[0].text, /unknown input_id/);
+  }
+  // An unreadable subject (uppercase, a URL) is hashed into a tenant name.
+  assert.equal((await ping(good('https://idp.example/Users/Alice'))).status, 200);
+});
+
+test('bad tokens: 401 invalid_token, each with its reason', async () => {
+  const rsaPem = issuer.publicPem('rsa-1');
+  const cases = {
+    expired: good('alice', { exp: now() - 3600 }),
+    'not yet valid': good('alice', { nbf: now() + 3600 }),
+    'no exp': issuer.sign({ iss: issuer.issuer, aud: resource, sub: 'alice', scope: 'throwbox.run' }, { kid: 'rsa-1' }),
+    'wrong audience': good('alice', { aud: 'https://other.example/mcp' }),
+    'audience list without us': good('alice', { aud: ['https://a.example', 'https://b.example'] }),
+    'wrong issuer': good('alice', { iss: 'https://evil.example/' }),
+    'alg none': issuer.sign(claims('alice'), { kid: 'rsa-1', alg: 'none' }),
+    'HS256 with the public key as secret': issuer.sign(claims('alice'), { kid: 'rsa-1', alg: 'HS256', hmacSecret: rsaPem }),
+    'unknown kid': issuer.sign(claims('alice'), { kid: 'rsa-1', header: { kid: 'nobody' } }),
+    'ES256 header on the RSA key': issuer.sign(claims('alice'), { kid: 'rsa-1', alg: 'ES256', header: { kid: 'rsa-1' } }),
+    'payload changed after signing': (() => {
+      const [h, , s] = good('alice').split('.');
+      return [h, Buffer.from(JSON.stringify(claims('mallory'))).toString('base64url'), s].join('.');
+    })(),
+    'not a JWT': 'x'.repeat(40),
+    'no tenant claim': issuer.sign({ ...claims('alice'), sub: undefined }, { kid: 'rsa-1' }),
+  };
+  for (const [label, token] of Object.entries(cases)) {
+    const r = await ping(token);
+    assert.equal(r.status, 401, `${label}: ${r.status} ${r.text}`);
+    assert.match(challenge(r), new RegExp(`^Bearer resource_metadata="${metadataUrl}", error="invalid_token", error_description="[^"]+"$`),
+      `${label}: ${challenge(r)}`);
+  }
+  const allowed = challenge(await ping(cases['alg none']));
+  assert.match(allowed, /alg none is not accepted|alg "none"|not accepted/);
+});
+
+test('scopes: read may list and fetch, not run; no known scope is 403', { timeout: 60_000 }, async () => {
+  const reader = good('carol', { scope: 'throwbox.read' });
+  const s = await rawSession(server.url, reader);
+  const list = await s.call('tools/list');
+  assert.equal(list.status, 200, list.text);
+  const run = await s.call('tools/call', { name: 'run_code', arguments: { runtime: 'python', code: 'print(1)' } });
+  assert.equal(run.status, 403, run.text);
+  assert.match(challenge(run), /error="insufficient_scope"/);
+  assert.match(challenge(run), /scope="throwbox\.run"/);
+  const fetchArtifact = await s.call('tools/call', { name: 'fetch_artifact', arguments: { artifact_id: '0'.repeat(32) } });
+  assert.equal(fetchArtifact.status, 200, fetchArtifact.text);
+  assert.equal(fetchArtifact.body.result.isError, true);
+  const job = await fetch(`http://127.0.0.1:${port}/jobs`, { method: 'POST',
+    headers: { Authorization: `Bearer ${reader}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ runtime: 'python', code: 'print(1)' }) });
+  assert.equal(job.status, 403);
+  const none = await ping(good('carol', { scope: 'openid profile' }));
+  assert.equal(none.status, 403, none.text);
+  assert.match(challenge(none), /error="insufficient_scope"/);
+  // "scp" as an array (Okta, Microsoft) counts too.
+  assert.equal((await ping(good('carol', { scope: undefined, scp: ['throwbox.run'] }))).status, 200);
+});
+
+test('key rotation: a new kid is fetched; a key the issuer dropped stops working', async () => {
+  const before = issuer.fetches();
+  issuer.addKey('rsa-2', 'RS256');
+  issuer.publish(['rsa-2', 'ec-1']);
+  await new Promise((r) => setTimeout(r, 1100));  // past jwks_refetch_min_s
+  assert.equal((await ping(good('alice', {}, { kid: 'rsa-2' }))).status, 200);
+  assert.ok(issuer.fetches() > before, 'the JWKS was fetched again for the new kid');
+  assert.equal((await ping(good('alice', {}, { kid: 'rsa-1' }))).status, 401, 'rsa-1 is gone from the JWKS');
+  // Made-up kids do not make the server fetch more than once a second.
+  const count = issuer.fetches();
+  for (let i = 0; i < 20; i += 1) await ping(issuer.sign(claims('alice'), { kid: 'rsa-2', header: { kid: `made-up-${i}` } }));
+  assert.ok(issuer.fetches() - count <= 2, `fetches for 20 made-up kids: ${issuer.fetches() - count}`);
+});
+
+test('the issuer down: the keys already read keep working', async () => {
+  issuer.setDown(true);
+  await new Promise((r) => setTimeout(r, 1100));
+  assert.equal((await ping(issuer.sign(claims('alice'), { kid: 'rsa-2', header: { kid: 'new-one' } }))).status, 401);
+  assert.equal((await ping(good('alice', {}, { kid: 'ec-1' }))).status, 200);
+  issuer.setDown(false);
+});
+
+test('the static token works beside OAuth', async () => {
+  assert.equal((await ping(server.tokens.alice)).status, 200);
+});

@@ -1,0 +1,210 @@
+// The OAuth resource server's pure parts: the --oauth file's errors and
+// defaults, JWKS parsing (keys rebuilt by OpenSSL, bad ones refused), the
+// metadata URL and challenge text, and the checks a token fails before any
+// key is fetched.
+#include <doctest/doctest.h>
+
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/rsa.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "server/transport/jwks.h"
+#include "server/transport/oauth.h"
+#include "server/util/base64.h"
+
+namespace oauth = transport::oauth;
+using nlohmann::json;
+
+namespace {
+
+const char* kMinimal = R"({"issuer": "https://idp.example/", "jwks_uri": "https://idp.example/jwks",
+                           "resource": "https://tb.example/mcp"})";
+
+std::string error_of(const std::string& text) {
+  auto c = oauth::parse_config(text, "oauth.json");
+  REQUIRE_FALSE(c.ok());
+  return c.error().message;
+}
+
+std::string b64u(const std::string& bytes) {
+  std::string s = util::base64_encode(bytes);
+  for (char& c : s) c = c == '+' ? '-' : c == '/' ? '_' : c;
+  while (!s.empty() && s.back() == '=') s.pop_back();
+  return s;
+}
+
+std::string bn_bytes(EVP_PKEY* key, const char* name) {
+  BIGNUM* bn = nullptr;
+  REQUIRE(EVP_PKEY_get_bn_param(key, name, &bn) == 1);
+  std::string out(static_cast<size_t>(BN_num_bytes(bn)), '\0');
+  BN_bn2bin(bn, reinterpret_cast<unsigned char*>(out.data()));
+  BN_free(bn);
+  return out;
+}
+
+json rsa_jwk(int bits, const std::string& kid) {
+  EVP_PKEY* key = EVP_RSA_gen(static_cast<unsigned>(bits));
+  REQUIRE(key);
+  json jwk{{"kty", "RSA"}, {"kid", kid}, {"n", b64u(bn_bytes(key, OSSL_PKEY_PARAM_RSA_N))},
+           {"e", b64u(bn_bytes(key, OSSL_PKEY_PARAM_RSA_E))}};
+  EVP_PKEY_free(key);
+  return jwk;
+}
+
+json ec_jwk(const std::string& kid) {
+  EVP_PKEY* key = EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256");
+  REQUIRE(key);
+  unsigned char point[65];
+  size_t n = 0;
+  REQUIRE(EVP_PKEY_get_octet_string_param(key, OSSL_PKEY_PARAM_PUB_KEY, point, sizeof point, &n) == 1);
+  REQUIRE(n == 65);
+  json jwk{{"kty", "EC"}, {"crv", "P-256"}, {"kid", kid},
+           {"x", b64u(std::string(reinterpret_cast<char*>(point) + 1, 32))},
+           {"y", b64u(std::string(reinterpret_cast<char*>(point) + 33, 32))}};
+  EVP_PKEY_free(key);
+  return jwk;
+}
+
+}  // namespace
+
+TEST_CASE("config: the minimal file gets the defaults") {
+  auto c = oauth::parse_config(kMinimal, "oauth.json");
+  REQUIRE(c.ok());
+  CHECK(c->audience == "https://tb.example/mcp");
+  CHECK(c->authorization_servers == std::vector<std::string>{"https://idp.example/"});
+  CHECK(c->tenant_claim == "sub");
+  CHECK(c->algorithms == std::vector<std::string>{"RS256", "ES256"});
+  CHECK(c->run_scope == "throwbox.run");
+  CHECK(c->read_scope == "throwbox.read");
+  CHECK(c->leeway_s == 60);
+}
+
+TEST_CASE("config: each bad key is named") {
+  CHECK(error_of("[]") == "oauth.json: (file): not a JSON object");
+  CHECK(error_of(R"({"jwks_uri": "https://i/j", "resource": "https://r/mcp"})") == "oauth.json: issuer: required");
+  CHECK(error_of(R"({"issuer": "http://idp.example/", "jwks_uri": "https://i/j", "resource": "https://r/mcp"})") ==
+        "oauth.json: issuer: \"http://idp.example/\" must be https (http only for a loopback host)");
+  CHECK(error_of(R"({"issuer": "https://i/", "jwks_uri": "https://u:p@i/j", "resource": "https://r/mcp"})")
+            .find("jwks_uri: \"https://u:p@i/j\" is not an absolute") != std::string::npos);
+  CHECK(error_of(R"({"issuer": "https://i/", "jwks_uri": "https://i/j", "resource": "https://r/mcp#x"})")
+            .find("resource:") != std::string::npos);
+  std::string base = R"("issuer": "https://i/", "jwks_uri": "https://i/j", "resource": "https://r/mcp")";
+  CHECK(error_of("{" + base + R"(, "tenant": "x"})").find("oauth.json: tenant: unknown key") == 0);
+  CHECK(error_of("{" + base + R"(, "algorithms": ["RS256", "HS256"]})") ==
+        "oauth.json: algorithms: \"HS256\" is not one of RS256, RS384, RS512, ES256, ES384, ES512 (none and HS* are "
+        "never accepted)");
+  CHECK(error_of("{" + base + R"(, "algorithms": ["none"]})").find("\"none\" is not one of") != std::string::npos);
+  CHECK(error_of("{" + base + R"(, "algorithms": []})") == "oauth.json: algorithms: must be a non-empty array");
+  CHECK(error_of("{" + base + R"(, "scopes": {"run": "a", "read": "a"}})") ==
+        "oauth.json: scopes: run and read must be different scopes");
+  CHECK(error_of("{" + base + R"(, "scopes": {"run": "a b"}})") ==
+        "oauth.json: scopes.run: must be one scope token (no spaces or quotes)");
+  CHECK(error_of("{" + base + R"(, "scopes": {"write": "w"}})") == "oauth.json: scopes.write: unknown key (run, read)");
+  CHECK(error_of("{" + base + R"(, "leeway_s": 3600})") == "oauth.json: leeway_s: must be an integer from 0 to 300");
+  CHECK(error_of("{" + base + R"(, "tenant_claim": ""})") == "oauth.json: tenant_claim: must be a claim name");
+  // http is fine for a loopback issuer (a test issuer, a local proxy).
+  CHECK(oauth::parse_config(R"({"issuer": "http://127.0.0.1:9/", "jwks_uri": "http://localhost:9/j",
+                                "resource": "http://127.0.0.1:8765/mcp"})", "o").ok());
+}
+
+TEST_CASE("metadata URL: the resource's origin, the well-known path, then the resource's path") {
+  auto c = oauth::parse_config(kMinimal, "o");
+  REQUIRE(c.ok());
+  CHECK(oauth::resource_metadata_url(*c) == "https://tb.example/.well-known/oauth-protected-resource/mcp");
+  CHECK(oauth::resource_metadata_paths(*c) ==
+        std::vector<std::string>{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"});
+  json m = oauth::resource_metadata(*c);
+  CHECK(m["resource"] == "https://tb.example/mcp");
+  CHECK(m["authorization_servers"] == json::array({"https://idp.example/"}));
+  CHECK(m["scopes_supported"] == json::array({"throwbox.run", "throwbox.read"}));
+}
+
+TEST_CASE("challenge: no quote or backslash of a reason reaches the header") {
+  auto c = oauth::parse_config(kMinimal, "o");
+  REQUIRE(c.ok());
+  CHECK(oauth::challenge(*c, "", "", "") ==
+        "Bearer resource_metadata=\"https://tb.example/.well-known/oauth-protected-resource/mcp\"");
+  CHECK(oauth::challenge(*c, "invalid_token", "alg \"x\\\" is\r\nbad", "") ==
+        "Bearer resource_metadata=\"https://tb.example/.well-known/oauth-protected-resource/mcp\", "
+        "error=\"invalid_token\", error_description=\"alg x isbad\"");
+  CHECK(oauth::challenge(*c, "insufficient_scope", "", "throwbox.run").find(", scope=\"throwbox.run\"") !=
+        std::string::npos);
+}
+
+TEST_CASE("jwks: RSA and EC public keys become PEM; others are left out") {
+  json doc{{"keys",
+            {rsa_jwk(2048, "r1"), ec_jwk("e1"), json{{"kty", "oct"}, {"k", "c2VjcmV0"}, {"kid", "sym"}},
+             [] {
+               json enc = rsa_jwk(2048, "enc");
+               enc["use"] = "enc";
+               return enc;
+             }(),
+             [] {
+               json priv = ec_jwk("priv");
+               priv["d"] = "AAAA";
+               return priv;
+             }()}}};
+  auto keys = oauth::parse_jwks(doc.dump());
+  REQUIRE(keys.ok());
+  REQUIRE(keys->size() == 2);
+  CHECK((*keys)[0].kid == "r1");
+  CHECK((*keys)[0].kty == "RSA");
+  CHECK((*keys)[0].pem.rfind("-----BEGIN PUBLIC KEY-----", 0) == 0);
+  CHECK((*keys)[1].kid == "e1");
+  CHECK((*keys)[1].crv == "P-256");
+}
+
+TEST_CASE("jwks: a weak, short or off-curve key is an error naming it") {
+  auto err = [](const json& key) {
+    auto k = oauth::parse_jwks(json{{"keys", {key}}}.dump());
+    REQUIRE_FALSE(k.ok());
+    return k.error().message;
+  };
+  CHECK(err(rsa_jwk(1024, "small")) == "keys[0] (kid \"small\"): the RSA modulus must be 2048 to 8192 bits");
+  json shortx = ec_jwk("s");
+  shortx["x"] = b64u(std::string(31, 'a'));
+  CHECK(err(shortx) == "keys[0] (kid \"s\"): \"x\" and \"y\" must be base64url of 32 bytes each for P-256");
+  json off = ec_jwk("off");
+  off["y"] = b64u(std::string(32, '\x01'));
+  CHECK(err(off).find("keys[0] (kid \"off\"): the point is not") == 0);
+  json curve = ec_jwk("c");
+  curve["crv"] = "secp256k1";
+  CHECK(err(curve) == "keys[0] (kid \"c\"): curve \"secp256k1\" is not P-256, P-384 or P-521");
+  CHECK_FALSE(oauth::parse_jwks("not json").ok());
+  CHECK_FALSE(oauth::parse_jwks(R"({"keys": {}})").ok());
+}
+
+TEST_CASE("verify: a token whose alg is not allowed is refused before any key is fetched") {
+  auto c = oauth::parse_config(kMinimal, "o");
+  REQUIRE(c.ok());
+  int fetches = 0;
+  oauth::Verifier v(*c, [&](const std::string&) -> util::Result<std::string> {
+    ++fetches;
+    return std::string(R"({"keys": []})");
+  });
+  auto token = [](const json& header) { return b64u(header.dump()) + "." + b64u(R"({"sub":"a"})") + ".c2ln"; };
+  for (const char* alg : {"none", "HS256", "PS256", "RS384"}) {
+    auto r = v.verify(token({{"alg", alg}, {"kid", "k"}}), 1000);
+    REQUIRE(std::holds_alternative<oauth::Rejection>(r));
+    CHECK(std::get<oauth::Rejection>(r).failure == oauth::Failure::kAlgorithm);
+  }
+  for (const std::string& bad : std::vector<std::string>{"", "a.b", "a.b.c.d", "!!!.e30.", token({{"typ", "JWT"}})}) {
+    auto r = v.verify(bad, 1000);
+    REQUIRE(std::holds_alternative<oauth::Rejection>(r));
+    CHECK(std::get<oauth::Rejection>(r).failure == oauth::Failure::kMalformed);
+  }
+  CHECK(fetches == 0);
+  // An allowed alg with no key: one fetch, then none for a second try within the minimum interval.
+  auto r = v.verify(token({{"alg", "RS256"}, {"kid", "k"}}), 1000);
+  CHECK(std::get<oauth::Rejection>(r).failure == oauth::Failure::kUnknownKey);
+  r = v.verify(token({{"alg", "RS256"}, {"kid", "k2"}}), 1001);
+  CHECK(std::get<oauth::Rejection>(r).failure == oauth::Failure::kUnknownKey);
+  CHECK(fetches == 1);
+  r = v.verify(token({{"alg", "RS256"}, {"kid", "k3"}}), 1031);
+  CHECK(fetches == 2);
+}

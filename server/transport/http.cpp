@@ -617,11 +617,12 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
       continue;
     }
     if (m->kind != jsonrpc::Message::Kind::kRequest) continue;
-    // A read-only token may list and fetch, never run or change state.
-    if (m->method == "tools/call" && m->params.is_object() && m->params.contains("name") &&
-        m->params["name"].is_string() && tools::needs_run_scope(m->params["name"].get<std::string>()) &&
-        refuse_without_run_scope(*caller, res))
-      return;
+    // A read-only token may list and fetch, never run or change state
+    // (cancelling a task included).
+    const bool runs = (m->method == "tools/call" && m->params.is_object() && m->params.contains("name") &&
+                       m->params["name"].is_string() && tools::needs_run_scope(m->params["name"].get<std::string>())) ||
+                      m->method == "tasks/cancel";
+    if (runs && refuse_without_run_scope(*caller, res)) return;
     ids.push_back(m->id.dump());
     if (m->method == "initialize") initialize = true;
     if (m->params.is_object() && m->params.contains("_meta") && m->params["_meta"].is_object() &&

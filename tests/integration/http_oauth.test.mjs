@@ -140,6 +140,12 @@ test('scopes: read may list and fetch, not run; no known scope is 403', { timeou
   assert.equal(run.status, 403, run.text);
   assert.match(challenge(run), /error="insufficient_scope"/);
   assert.match(challenge(run), /scope="throwbox\.run"/);
+  for (const [method, params] of [['tools/call', { name: 'open_workspace', arguments: {} }],
+    ['tools/call', { name: 'upload_input', arguments: { name: 'a.txt', content: 'a' } }],
+    ['tasks/cancel', { taskId: 'x' }]]) {
+    const r = await s.call(method, params);
+    assert.equal(r.status, 403, `${method} ${params.name ?? ''}: ${r.text}`);
+  }
   const fetchArtifact = await s.call('tools/call', { name: 'fetch_artifact', arguments: { artifact_id: '0'.repeat(32) } });
   assert.equal(fetchArtifact.status, 200, fetchArtifact.text);
   assert.equal(fetchArtifact.body.result.isError, true);

@@ -451,6 +451,7 @@ class HttpServer {
   std::optional<Caller> authenticate(const httplib::Request& req, httplib::Response& res);
   // 403 insufficient_scope for a caller whose token may only read.
   bool refuse_without_run_scope(const Caller& caller, httplib::Response& res);
+  void refuse_insufficient_scope(httplib::Response& res, const std::string& why, const std::string& scope);
   Lease find_session(const httplib::Request& req, const std::string& tenant, httplib::Response& res);
   // With mu_ held: room for one more session of tenant, evicting the least
   // recently used idle one where a bound is reached; false when all are busy.
@@ -507,11 +508,7 @@ std::optional<HttpServer::Caller> HttpServer::authenticate(const httplib::Reques
     spdlog::info("http: access token refused: {}", why.message);
     description = why.message;
     if (why.failure == oauth::Failure::kScope) {
-      res.status = 403;
-      res.set_header("WWW-Authenticate", oauth::challenge(oauth_->config(), "insufficient_scope", why.message,
-                                                          oauth_->config().read_scope));
-      res.set_content(jsonrpc::make_error(nullptr, jsonrpc::kInvalidRequest, "Forbidden: " + why.message).dump(),
-                      "application/json");
+      refuse_insufficient_scope(res, why.message, oauth_->config().read_scope);
       return std::nullopt;
     }
   }
@@ -529,17 +526,17 @@ std::optional<HttpServer::Caller> HttpServer::authenticate(const httplib::Reques
   return std::nullopt;
 }
 
-bool HttpServer::refuse_without_run_scope(const Caller& caller, httplib::Response& res) {
-  if (caller.can_run) return false;
-  const std::string& scope = oauth_ ? oauth_->config().run_scope : std::string("run");
+void HttpServer::refuse_insufficient_scope(httplib::Response& res, const std::string& why, const std::string& scope) {
   res.status = 403;
-  if (oauth_)
-    res.set_header("WWW-Authenticate", oauth::challenge(oauth_->config(), "insufficient_scope",
-                                                        "this call needs the scope " + scope, scope));
-  res.set_content(jsonrpc::make_error(nullptr, jsonrpc::kInvalidRequest,
-                                      "Forbidden: this call runs code or changes state; it needs the scope " + scope)
-                      .dump(),
+  res.set_header("WWW-Authenticate", oauth::challenge(oauth_->config(), "insufficient_scope", why, scope));
+  res.set_content(jsonrpc::make_error(nullptr, jsonrpc::kInvalidRequest, "Forbidden: " + why).dump(),
                   "application/json");
+}
+
+bool HttpServer::refuse_without_run_scope(const Caller& caller, httplib::Response& res) {
+  if (caller.can_run) return false;  // only an OAuth token can lack the run scope
+  const std::string& scope = oauth_->config().run_scope;
+  refuse_insufficient_scope(res, "this call runs code or changes state; it needs the scope " + scope, scope);
   return true;
 }
 

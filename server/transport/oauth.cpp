@@ -374,19 +374,27 @@ json resource_metadata(const Config& c) {
           {"resource_name", "throwbox"}};
 }
 
+namespace {
+constexpr const char* kMetadataPath = "/.well-known/oauth-protected-resource";
+
+// The resource's path without trailing slashes (RFC 9728 section 3.1).
+std::string resource_path(const Url& u) {
+  std::string path = u.path;
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  return path;
+}
+}  // namespace
+
 std::string resource_metadata_url(const Config& c) {
   auto u = parse_url(c.resource);  // checked at load
-  std::string path = u ? u->path : "";
-  while (!path.empty() && path.back() == '/') path.pop_back();
-  return (u ? u->scheme + "://" + u->authority : std::string()) + "/.well-known/oauth-protected-resource" + path;
+  if (!u) return kMetadataPath;
+  return u->scheme + "://" + u->authority + kMetadataPath + resource_path(*u);
 }
 
 std::vector<std::string> resource_metadata_paths(const Config& c) {
   auto u = parse_url(c.resource);
-  std::string path = u ? u->path : "";
-  while (!path.empty() && path.back() == '/') path.pop_back();
-  std::vector<std::string> paths{"/.well-known/oauth-protected-resource"};
-  if (!path.empty()) paths.push_back("/.well-known/oauth-protected-resource" + path);
+  std::vector<std::string> paths{kMetadataPath};
+  if (std::string path = u ? resource_path(*u) : ""; !path.empty()) paths.push_back(kMetadataPath + path);
   return paths;
 }
 

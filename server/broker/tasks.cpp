@@ -89,6 +89,26 @@ json task_json(const TaskRow& row, int64_t poll_interval_ms) {
   return t;
 }
 
+json extension_task_json(const TaskRow& row, int64_t poll_interval_ms, bool detailed) {
+  // Only a task the server stopped under has no result of its tool.
+  const bool interrupted = row.status == "failed" && row.status_message == kTaskInterrupted;
+  const std::string status = row.status == "failed" && !interrupted ? "completed" : row.status;
+  json t{{"taskId", row.task_id},
+         {"status", status},
+         {"createdAt", iso8601(row.created_ms)},
+         {"lastUpdatedAt", iso8601(row.updated_ms)},
+         {"ttlMs", row.ttl_ms},
+         {"pollIntervalMs", poll_interval_ms}};
+  if (!row.status_message.empty()) t["statusMessage"] = row.status_message;
+  if (!detailed) return t;
+  if (status == "completed")
+    t["result"] = row.result.is_object() ? row.result : error_call_result("task " + row.task_id + " " + row.status);
+  if (interrupted)
+    t["error"] = {{"code", -32603},
+                  {"message", std::string("Internal error: ") + kTaskInterrupted + "; its job did not finish. Run it again."}};
+  return t;
+}
+
 std::string task_status_message(const json& r) {
   if (!r.is_object()) return "failed";
   if (r.value("isError", false)) {

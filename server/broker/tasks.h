@@ -46,6 +46,12 @@ TasksOptions tasks_options(const policy::Policy& policy);
 
 // The MCP Task object of a row (tasks/get, tasks/list, CreateTaskResult.task).
 nlohmann::json task_json(const TaskRow& row, int64_t poll_interval_ms);
+// The same row as the tasks extension (io.modelcontextprotocol/tasks, MCP
+// 2026-07-28) shows it: ttlMs and pollIntervalMs; a tool that answered with
+// isError is "completed" (its result says so), "failed" is kept for a task the
+// server could not finish (a JSON-RPC error). `detailed` (tasks/get) inlines
+// the result of a completed task and the error of a failed one.
+nlohmann::json extension_task_json(const TaskRow& row, int64_t poll_interval_ms, bool detailed);
 // "job <id> completed, exit 0", or the error text of an isError result.
 std::string task_status_message(const nlohmann::json& call_result);
 // A CallToolResult with isError and one text item.

@@ -95,6 +95,15 @@ json task_result_json(const broker::TaskRow& row) {
   return r;
 }
 
+// Whether a ClientCapabilities object lists the extension (any object value).
+bool declares_extension(const json& caps, const char* extension) {
+  if (!caps.is_object()) return false;
+  auto ext = caps.find("extensions");
+  if (ext == caps.end() || !ext->is_object()) return false;
+  auto it = ext->find(extension);
+  return it != ext->end() && it->is_object();
+}
+
 json server_info() {
   return {{"name", "throwbox"}, {"title", "throwbox sandbox"}, {"version", THROWBOX_VERSION}};
 }
@@ -401,10 +410,12 @@ void Session::handle_message(const jsonrpc::Message& m, const Reply& reply) {
 
 // One 2026-07-28 request: everything it needs is in it (basic/index,
 // statelessness). Tenant scoping is the session's, as for any other request.
-// No tasks: they moved to the io.modelcontextprotocol/tasks extension, which
-// this server does not offer, so a `task` param is ignored (basic/versioning,
-// extension negotiation: revert to core behaviour). ping and logging/setLevel
-// were removed: Method not found, like any unknown method.
+// Tasks are the io.modelcontextprotocol/tasks extension: a request that
+// declares it in its _meta client capabilities gets a task for run_code;
+// one that does not gets the result, and tasks/* refuse it (-32021). A
+// legacy `task` param is ignored. ping and logging/setLevel were removed:
+// Method not found, like any unknown method (logging is deprecated in
+// 2026-07-28: this server sends no log message on a stateless request).
 void Session::handle_stateless(const jsonrpc::Message& m, const Reply& reply) {
   const json& meta = m.params["_meta"];
   const json& version = meta[kMetaProtocolVersion];
@@ -414,10 +425,12 @@ void Session::handle_stateless(const jsonrpc::Message& m, const Reply& reply) {
     return reply(make_error(m.id, jsonrpc::kInvalidParams,
                             std::string("Invalid params: _meta[\"") + kMetaClientCapabilities +
                                 "\"] must be an object"));
-  // Every result: resultType (basic/index, ResultType) and who answered.
+  const bool tasks_extension = server_.tasks && declares_extension(*caps, kTasksExtension);
+  // Every result: resultType (basic/index, ResultType; a CreateTaskResult
+  // says "task") and who answered.
   Reply complete = [reply](json r) {
     if (r.is_object() && r.contains("result") && r["result"].is_object()) {
-      r["result"]["resultType"] = "complete";
+      if (!r["result"].contains("resultType")) r["result"]["resultType"] = "complete";
       r["result"]["_meta"][kMetaServerInfo] = server_info();
     }
     reply(std::move(r));
@@ -430,6 +443,7 @@ void Session::handle_stateless(const jsonrpc::Message& m, const Reply& reply) {
   if (m.method == "server/discover") {
     json capabilities{{"tools", {{"listChanged", false}}},
                       {"resources", {{"listChanged", false}, {"subscribe", false}}}};
+    if (server_.tasks) capabilities["extensions"] = {{kTasksExtension, json::object()}};
     return complete(make_result(m.id, cacheable({{"supportedVersions", supported_versions()},
                                                  {"capabilities", capabilities},
                                                  {"instructions", instructions_text(server_.policy)}},
@@ -437,7 +451,15 @@ void Session::handle_stateless(const jsonrpc::Message& m, const Reply& reply) {
   }
   if (m.method == "tools/list")
     return complete(make_result(m.id, cacheable({{"tools", tools_list(false)}}, kToolsTtlMs)));
-  if (m.method == "tools/call") return handle_tools_call(m, complete);
+  if (m.method == "tools/call") return handle_tools_call(m, complete, tasks_extension);
+  if (server_.tasks && (m.method == "tasks/get" || m.method == "tasks/update" || m.method == "tasks/cancel")) {
+    if (!tasks_extension)
+      return reply(make_error(m.id, kMissingRequiredClientCapability,
+                              "Missing required client capability: " + m.method + " needs the extension " +
+                                  kTasksExtension + " in _meta[\"" + kMetaClientCapabilities + "\"].extensions",
+                              {{"requiredCapabilities", {{"extensions", {{kTasksExtension, json::object()}}}}}}));
+    return handle_tasks_extension(m, complete);
+  }
   if (m.method == "resources/read") {
     // Not found is -32602 from 2026-07-28 on (changelog, minor change 6).
     return handle_resources_read(m, [complete, cacheable](json r) {
@@ -484,7 +506,7 @@ void Session::handle_initialize(const jsonrpc::Message& m, const Reply& reply) {
                            {"instructions", instructions_text(server_.policy)}}));
 }
 
-void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
+void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply, bool extension_task) {
   const json& p = m.params;
   if (!p.is_object() || !p.contains("name") || !p["name"].is_string())
     return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: tools/call needs a string \"name\""));
@@ -495,8 +517,25 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
   if (!args.is_object())
     return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: arguments must be an object"));
 
+  // The server decides (tasks extension): a tool that can run as a task does,
+  // whatever the request says; a legacy "task" param is ignored.
+  if (extension_task && server_.tasks && tool->task_support != "forbidden")
+    return start_task(m, *tool, name, std::move(args), std::nullopt, TaskWire::kExtension, reply);
   // Sessions without tasks process the call normally, ignoring "task" (MCP tasks, task support).
-  if (p.contains("task") && tasks_enabled()) return start_task(m, *tool, name, std::move(args), reply);
+  if (p.contains("task") && tasks_enabled()) {
+    const json& t = p["task"];
+    if (!t.is_object())
+      return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: task must be an object"));
+    std::optional<double> ttl_ms;
+    if (t.contains("ttl")) {
+      const json& ttl = t["ttl"];
+      if (!ttl.is_number() || !std::isfinite(ttl.get<double>()) || ttl.get<double>() < 0)
+        return reply(make_error(m.id, jsonrpc::kInvalidParams,
+                                "Invalid params: task.ttl must be a non-negative number of milliseconds"));
+      ttl_ms = ttl.get<double>();
+    }
+    return start_task(m, *tool, name, std::move(args), ttl_ms, TaskWire::kCore, reply);
+  }
 
   json id = m.id;
   auto cancel = std::make_shared<broker::Cancellation>();
@@ -544,28 +583,21 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply) {
 }
 
 void Session::start_task(const jsonrpc::Message& m, const tools::Tool& tool, const std::string& name, json args,
-                         const Reply& reply) {
+                         std::optional<double> ttl_ms, TaskWire shape, const Reply& reply) {
   const json& p = m.params;
-  const json& t = p["task"];
-  if (!t.is_object())
-    return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: task must be an object"));
-  std::optional<double> ttl_ms;
-  if (t.contains("ttl")) {
-    const json& ttl = t["ttl"];
-    if (!ttl.is_number() || !std::isfinite(ttl.get<double>()) || ttl.get<double>() < 0)
-      return reply(make_error(m.id, jsonrpc::kInvalidParams,
-                              "Invalid params: task.ttl must be a non-negative number of milliseconds"));
-    ttl_ms = ttl.get<double>();
-  }
   // MCP tasks, tool-level negotiation: a task on a tool that forbids it is -32601.
   if (tool.task_support == "forbidden")
     return reply(make_error(m.id, jsonrpc::kMethodNotFound,
                             "Method not found: " + name +
                                 " cannot run as a task (its execution.taskSupport is \"forbidden\")"));
+  const bool extension = shape == TaskWire::kExtension;
 
   // The work outlives this session: it holds the server's parts, never the
   // session, and tells the session things only through the liveness guard.
-  std::function<void(const json&)> send = while_alive(liveness_, [this](const json& n) { outbox_.send(n); });
+  // The extension's tasks send nothing (no progress or log messages on a
+  // task, SEP-2663): their request's stream ends with the CreateTaskResult.
+  std::function<void(const json&)> send = extension ? std::function<void(const json&)>([](const json&) {})
+                                                    : while_alive(liveness_, [this](const json& n) { outbox_.send(n); });
   const int64_t poll_ms = server_.tasks->poll_interval_ms();
   const policy::Policy& policy = server_.policy;
   store::Store& store = server_.store;
@@ -578,7 +610,7 @@ void Session::start_task(const jsonrpc::Message& m, const tools::Tool& tool, con
     held = std::move(*h);
   }
   auto work = [&policy, &store, &jobs, audit, &tool, name, tenant = tenant_, args = std::move(args),
-               token = progress_token(p), send, held, log = log_threshold_](
+               token = extension ? json(nullptr) : progress_token(p), send, held, log = log_threshold_](
                   const std::shared_ptr<broker::Cancellation>& cancel, const std::string& task_id) -> json {
     // The progressToken stays valid for the task's life (MCP tasks, progress).
     std::function<void(const json&)> progress;
@@ -599,14 +631,24 @@ void Session::start_task(const jsonrpc::Message& m, const tools::Tool& tool, con
     return wire;
   };
   // Optional in MCP tasks; sent once, at the terminal status.
-  auto on_terminal = [send, poll_ms](const broker::TaskRow& row) {
-    send(jsonrpc::make_notification("notifications/tasks/status", broker::task_json(row, poll_ms)));
-  };
+  broker::Tasks::Listener on_terminal;
+  if (!extension)
+    on_terminal = [send, poll_ms](const broker::TaskRow& row) {
+      send(jsonrpc::make_notification("notifications/tasks/status", broker::task_json(row, poll_ms)));
+    };
+  // start() returns once the row is in the ledger: a tasks/get right after
+  // the answer finds it (SEP-2663, durable creation).
   auto created = server_.tasks->start(tenant_, name, ttl_ms, std::move(work), std::move(on_terminal));
   if (!created) {
     if (created.error().code == util::ErrorCode::kBusy)
       return reply(make_result(m.id, tools::error_result(created.error().message).to_json()));
     return reply(make_error(m.id, jsonrpc::kInternalError, "Internal error: the task could not be created"));
+  }
+  if (extension) {
+    // CreateTaskResult: the Task's fields flat in the result (SEP-2663).
+    json result = broker::extension_task_json(*created, poll_ms, false);
+    result["resultType"] = "task";
+    return reply(make_result(m.id, std::move(result)));
   }
   reply(make_result(m.id, {{"task", broker::task_json(*created, poll_ms)},
                            {"_meta",
@@ -675,6 +717,38 @@ void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
   }
   if (!*awaited) return fail(awaited->error());
   if ((*awaited)->ready) reply(make_result(id, task_result_json(*(*awaited)->ready)));
+}
+
+// tasks/get, tasks/update, tasks/cancel of the tasks extension (SEP-2663).
+// There is no tasks/list or tasks/result: a result comes inlined in tasks/get.
+// No task of this server ever waits for input, so tasks/update has nothing
+// outstanding to answer: a known task's update is acknowledged and its
+// inputResponses ignored, as the extension says of keys not outstanding.
+void Session::handle_tasks_extension(const jsonrpc::Message& m, const Reply& reply) {
+  broker::Tasks& tasks = *server_.tasks;
+  const json& p = m.params;
+  if (!p.is_object() || !p.contains("taskId") || !p["taskId"].is_string())
+    return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: " + m.method + " needs a string \"taskId\""));
+  if (m.method == "tasks/update" && (!p.contains("inputResponses") || !p["inputResponses"].is_object()))
+    return reply(make_error(m.id, jsonrpc::kInvalidParams,
+                            "Invalid params: tasks/update needs an object \"inputResponses\""));
+  const std::string task_id = p["taskId"].get<std::string>();
+  auto fail = [&](const util::Error& e) {
+    if (e.code == util::ErrorCode::kNotFound || e.code == util::ErrorCode::kInvalidArgument)
+      return reply(make_error(m.id, jsonrpc::kInvalidParams, e.message));
+    spdlog::error("{}: {}", m.method, e.message);
+    reply(make_error(m.id, jsonrpc::kInternalError, "Internal error"));
+  };
+  auto row = tasks.get(tenant_, task_id);
+  if (!row) return fail(row.error());
+  if (m.method == "tasks/get")
+    return reply(make_result(m.id, broker::extension_task_json(*row, tasks.poll_interval_ms(), true)));
+  if (m.method == "tasks/cancel" && row->status == "working") {
+    // Ended meanwhile: the same acknowledgement (cancelling is idempotent).
+    auto cancelled = tasks.cancel(tenant_, task_id);
+    if (!cancelled && cancelled.error().code != util::ErrorCode::kInvalidArgument) return fail(cancelled.error());
+  }
+  reply(make_result(m.id, json::object()));
 }
 
 }  // namespace protocol::mcp

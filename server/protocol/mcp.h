@@ -42,6 +42,7 @@ inline constexpr const char* kMetaServerInfo = "io.modelcontextprotocol/serverIn
 
 // MCP 2026-07-28 error codes (basic/index, error codes).
 constexpr int kHeaderMismatch = -32020;
+constexpr int kMissingRequiredClientCapability = -32021;
 constexpr int kUnsupportedProtocolVersion = -32022;
 
 // Chooses the client's version when supported, else the newest we speak.
@@ -80,6 +81,9 @@ struct ServerContext {
 
 // The protocol version that has tasks (MCP 2025-11-25, basic/utilities/tasks).
 inline constexpr const char* kTasksVersion = "2025-11-25";
+// From 2026-07-28 tasks are an extension a request opts into in its
+// _meta client capabilities (io.modelcontextprotocol/tasks, SEP-2663).
+inline constexpr const char* kTasksExtension = "io.modelcontextprotocol/tasks";
 
 // Callbacks that may outlive a session (task progress, status, tasks/result
 // waiters) run only while `alive`, under `mu`; the session's destructor
@@ -114,11 +118,16 @@ class Session {
   void handle_message(const jsonrpc::Message& m, const Reply& reply);
   void handle_initialize(const jsonrpc::Message& m, const Reply& reply);
   void handle_stateless(const jsonrpc::Message& m, const Reply& reply);
-  void handle_tools_call(const jsonrpc::Message& m, const Reply& reply);
+  // extension_task: the request declared the tasks extension (2026-07-28), so
+  // a tool that can run as a task does.
+  void handle_tools_call(const jsonrpc::Message& m, const Reply& reply, bool extension_task = false);
   void handle_resources_read(const jsonrpc::Message& m, const Reply& reply, int not_found_code);
+  // How a task is shown: MCP 2025-11-25's tasks, or the 2026-07-28 extension's.
+  enum class TaskWire { kCore, kExtension };
   void start_task(const jsonrpc::Message& m, const tools::Tool& tool, const std::string& name, json args,
-                  const Reply& reply);
+                  std::optional<double> ttl_ms, TaskWire shape, const Reply& reply);
   void handle_tasks(const jsonrpc::Message& m, const Reply& reply);
+  void handle_tasks_extension(const jsonrpc::Message& m, const Reply& reply);
   bool tasks_enabled();
 
   struct PendingResult {

@@ -406,12 +406,14 @@ std::optional<std::string> header(const httplib::Request& req, const char* name)
 }
 
 // The HTTP status of a stateless answer (2026-07-28 transports/streamable-http):
-// unknown method 404, version and header errors 400, anything else 200.
+// unknown method 404, version, header and missing-capability errors 400,
+// anything else 200.
 int stateless_status(const Outgoing& answer) {
   if (!answer.is_error) return 200;
   if (answer.error_code == jsonrpc::kMethodNotFound) return 404;
   if (answer.error_code == protocol::mcp::kHeaderMismatch ||
-      answer.error_code == protocol::mcp::kUnsupportedProtocolVersion)
+      answer.error_code == protocol::mcp::kUnsupportedProtocolVersion ||
+      answer.error_code == protocol::mcp::kMissingRequiredClientCapability)
     return 400;
   return 200;
 }
@@ -618,7 +620,7 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
     // (cancelling a task included).
     const bool runs = (m->method == "tools/call" && m->params.is_object() && m->params.contains("name") &&
                        m->params["name"].is_string() && tools::needs_run_scope(m->params["name"].get<std::string>())) ||
-                      m->method == "tasks/cancel";
+                      m->method == "tasks/cancel" || m->method == "tasks/update";
     if (runs && refuse_without_run_scope(*caller, res)) return;
     ids.push_back(m->id.dump());
     if (m->method == "initialize") initialize = true;

@@ -48,8 +48,11 @@ std::optional<std::string> mirror_mismatch(const MirrorHeaders& h, const MirrorB
                     clip(version_b.is_null() ? std::string("(absent)")
                                              : version_b.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) +
                     " of _meta[\"" + clip(b.version_key) + "\"]");
-  if (b.method == "tools/call" || b.method == "resources/read" || b.method == "prompts/get") {
-    const std::string field = b.method == "resources/read" ? "uri" : "name";
+  // SEP-2243 names tools/call, resources/read and prompts/get; the tasks
+  // extension adds its methods with their taskId (routing to the task's server).
+  const bool names_task = b.method == "tasks/get" || b.method == "tasks/update" || b.method == "tasks/cancel";
+  if (b.method == "tools/call" || b.method == "resources/read" || b.method == "prompts/get" || names_task) {
+    const std::string field = b.method == "resources/read" ? "uri" : names_task ? "taskId" : "name";
     if (!h.name) return mismatch("the Mcp-Name header is required for " + std::string(b.method));
     auto name_h = decode_header_value(*h.name);
     if (!name_h) return mismatch("the Mcp-Name header value is malformed");

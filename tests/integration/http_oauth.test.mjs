@@ -142,7 +142,7 @@ test('scopes: read may list and fetch, not run; no known scope is 403', { timeou
   assert.match(challenge(run), /scope="throwbox\.run"/);
   for (const [method, params] of [['tools/call', { name: 'open_workspace', arguments: {} }],
     ['tools/call', { name: 'upload_input', arguments: { name: 'a.txt', content: 'a' } }],
-    ['tasks/cancel', { taskId: 'x' }]]) {
+    ['tasks/cancel', { taskId: 'x' }], ['tasks/update', { taskId: 'x', inputResponses: {} }]]) {
     const r = await s.call(method, params);
     assert.equal(r.status, 403, `${method} ${params.name ?? ''}: ${r.text}`);
   }

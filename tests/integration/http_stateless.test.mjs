@@ -56,12 +56,15 @@ function assertError(r, status, code) {
   return r.body.error;
 }
 
-test('server/discover: versions, capabilities without tasks, cache hints', async () => {
+test('server/discover: versions, capabilities (tasks only as the extension), cache hints', async () => {
   const d = assertComplete(await call('server/discover'));
   assert.deepEqual(d.supportedVersions, ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26']);
   assert.ok(d.capabilities.tools, JSON.stringify(d.capabilities));
   assert.equal(d.capabilities.tasks, undefined);
-  assert.equal(d.capabilities.extensions, undefined);
+  // Tasks are the io.modelcontextprotocol/tasks extension from 2026-07-28
+  // (tasks_extension.test.mjs); logging is not offered (deprecated there).
+  assert.deepEqual(d.capabilities.extensions, { 'io.modelcontextprotocol/tasks': {} });
+  assert.equal(d.capabilities.logging, undefined);
   assert.match(d.instructions, /\/outputs/);
   assert.equal(typeof d.ttlMs, 'number');
   assert.equal(d.cacheScope, 'private');

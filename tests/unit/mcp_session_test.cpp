@@ -842,9 +842,11 @@ TEST_CASE("2026-07-28: server/discover needs no initialize and names every versi
   CHECK(res["supportedVersions"] == mcp::supported_versions());
   CHECK(res["capabilities"]["tools"] == json{{"listChanged", false}});
   CHECK(res["capabilities"].contains("resources"));
-  // Tasks are an extension in 2026-07-28 and this server offers none.
+  // Tasks are an extension in 2026-07-28 (io.modelcontextprotocol/tasks);
+  // logging is deprecated there and not offered.
   CHECK_FALSE(res["capabilities"].contains("tasks"));
-  CHECK_FALSE(res["capabilities"].contains("extensions"));
+  CHECK(res["capabilities"]["extensions"] == json{{"io.modelcontextprotocol/tasks", json::object()}});
+  CHECK_FALSE(res["capabilities"].contains("logging"));
   CHECK(res["instructions"] == mcp::instructions_text(*f.policy));
   check_cacheable(res);
   // Nothing was negotiated: the session is still open to either era.
@@ -879,18 +881,80 @@ TEST_CASE("2026-07-28: tools/call is served per request for the session's tenant
   check_error(unknown, 5, -32602);
 }
 
-TEST_CASE("2026-07-28: a task param is ignored and tasks/* are unknown methods") {
+TEST_CASE("2026-07-28 without the tasks extension: a task param is ignored; tasks/* need the extension") {
   Fixture f(true);
   f.gate.release();
   json params{{"name", "gated"}, {"arguments", json::object()}, {"task", {{"ttl", 60000}}}};
   json r = f.one(modern(6, "tools/call", params));
   check_complete(r, 6);
   CHECK_FALSE(r["result"].contains("task"));
+  CHECK_FALSE(r["result"].contains("taskId"));
   CHECK(r["result"]["structuredContent"]["status"] == "completed");
-  for (std::string method : {"tasks/get", "tasks/list", "tasks/result", "tasks/cancel"}) {
+  for (std::string method : {"tasks/get", "tasks/update", "tasks/cancel"}) {
+    CAPTURE(method);
+    json e = f.one(modern(7, method, {{"taskId", "t"}, {"inputResponses", json::object()}}));
+    check_error(e, 7, -32021);
+    CHECK(e["error"]["data"] ==
+          json{{"requiredCapabilities", {{"extensions", {{"io.modelcontextprotocol/tasks", json::object()}}}}}});
+  }
+  // The 2025-11-25 methods the extension dropped do not exist at all.
+  for (std::string method : {"tasks/list", "tasks/result"}) {
     CAPTURE(method);
     check_error(f.one(modern(7, method, {{"taskId", "t"}})), 7, -32601);
   }
+}
+
+TEST_CASE("2026-07-28 with the tasks extension: the server makes a task; get, update, cancel") {
+  Fixture f(true);
+  auto with_tasks = [](int id, const std::string& method, json params) {
+    params["_meta"] = modern_meta("2026-07-28");
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = {
+        {"extensions", {{"io.modelcontextprotocol/tasks", json::object()}}}};
+    return request(id, method, params);
+  };
+  // No hint needed: the server decides (SEP-2663), and a progressToken is
+  // not honoured on a task (no progress or log messages on tasks).
+  json params{{"name", "gated"}, {"arguments", json::object()}};
+  json create = with_tasks(1, "tools/call", params);
+  auto msgs = f.exchange(create);
+  REQUIRE(msgs.size() == 1);
+  const json& c = msgs[0]["result"];
+  CAPTURE(c.dump());
+  CHECK(c["resultType"] == "task");
+  CHECK(c["status"] == "working");
+  CHECK(c["ttlMs"].is_number_integer());
+  CHECK(c["pollIntervalMs"].is_number_integer());
+  CHECK_FALSE(c.contains("task"));
+  CHECK_FALSE(c.contains("ttl"));
+  const std::string id = c["taskId"].get<std::string>();
+
+  json got = f.one(with_tasks(2, "tasks/get", {{"taskId", id}}));
+  check_complete(got, 2);
+  CHECK(got["result"]["status"] == "working");
+  CHECK_FALSE(got["result"].contains("result"));
+  check_complete(f.one(with_tasks(3, "tasks/update", {{"taskId", id}, {"inputResponses", {{"k", 1}}}})), 3);
+  json bad_update = f.one(with_tasks(4, "tasks/update", {{"taskId", id}}));
+  check_error(bad_update, 4, -32602);
+
+  // Another tenant's session does not know the task.
+  FakeOutbox other_out;
+  mcp::Session bob(*f.ctx, other_out, "bob");
+  bob.handle_line(with_tasks(5, "tasks/get", {{"taskId", id}}));
+  bob.drain();
+  auto bob_msgs = other_out.take();
+  REQUIRE(bob_msgs.size() == 1);
+  check_error(bob_msgs[0], 5, -32602);
+
+  json ack = f.one(with_tasks(6, "tasks/cancel", {{"taskId", id}}));
+  check_complete(ack, 6);
+  CHECK(ack["result"].size() == 2);  // resultType and _meta only
+  json cancelled = f.one(with_tasks(7, "tasks/get", {{"taskId", id}}));
+  CHECK(cancelled["result"]["status"] == "cancelled");
+  CHECK(f.one(with_tasks(8, "tasks/cancel", {{"taskId", id}}))["result"] == ack["result"]);
+  const std::string unknown = std::string(id[0] == 'f' ? "e" : "f") + id.substr(1);
+  check_error(f.one(with_tasks(9, "tasks/get", {{"taskId", unknown}})), 9, -32602);
+  // The gate was never opened: the task ended by cancellation.
+  CHECK(f.gate.started.load() <= 1);
 }
 
 TEST_CASE("2026-07-28: ping and logging/setLevel were removed: -32601") {

@@ -471,3 +471,60 @@ TEST_CASE("task_status_message names the job, its status and exit code or signal
   CHECK(broker::task_status_message(broker::error_call_result("runtime: unknown")) == "runtime: unknown");
   CHECK(broker::task_status_message(json{{"content", json::array()}, {"isError", false}}) == "completed");
 }
+
+TEST_CASE("extension_task_json: the tasks extension's shape of each status (SEP-2663)") {
+  broker::TaskRow row;
+  row.task_id = "0123456789abcdef0123456789abcdef";
+  row.tenant = "alice";
+  row.tool = "run_code";
+  row.created_ms = 1'764'000'000'000;
+  row.updated_ms = row.created_ms + 1500;
+  row.ttl_ms = 60'000;
+
+  row.status = "working";
+  row.status_message = "running run_code";
+  json w = broker::extension_task_json(row, 1000, true);
+  CHECK(w["status"] == "working");
+  CHECK(w["ttlMs"] == 60'000);
+  CHECK(w["pollIntervalMs"] == 1000);
+  CHECK(w["createdAt"] == "2025-11-24T16:00:00.000Z");
+  CHECK(w["lastUpdatedAt"] == "2025-11-24T16:00:01.500Z");
+  for (const char* absent : {"ttl", "pollInterval", "result", "error", "inputRequests", "requestState", "task"})
+    CHECK_MESSAGE(!w.contains(absent), absent);
+
+  // A tool that ran and answered isError is completed; its result says so.
+  row.status = "failed";
+  row.status_message = "runtime: unknown";
+  row.result = broker::error_call_result("runtime: unknown");
+  json e = broker::extension_task_json(row, 1000, true);
+  CHECK(e["status"] == "completed");
+  CHECK(e["result"]["isError"] == true);
+  CHECK(!e.contains("error"));
+  // The CreateTaskResult form never inlines.
+  CHECK(!broker::extension_task_json(row, 1000, false).contains("result"));
+
+  row.status = "completed";
+  row.result = job_result("j1", "completed", 0);
+  json c = broker::extension_task_json(row, 1000, true);
+  CHECK(c["status"] == "completed");
+  CHECK(c["result"]["structuredContent"]["job_id"] == "j1");
+  CHECK(!c["result"].contains("_meta"));
+
+  // Only the server stopping under a task is a JSON-RPC error: failed, no result.
+  row.status = "failed";
+  row.status_message = broker::kTaskInterrupted;
+  row.result = broker::error_call_result(std::string(broker::kTaskInterrupted) + "; its job did not finish.");
+  json f = broker::extension_task_json(row, 1000, true);
+  CHECK(f["status"] == "failed");
+  CHECK(!f.contains("result"));
+  CHECK(f["error"]["code"] == -32603);
+  CHECK(f["error"]["message"].get<std::string>().find(broker::kTaskInterrupted) != std::string::npos);
+  CHECK(!broker::extension_task_json(row, 1000, false).contains("error"));
+
+  row.status = "cancelled";
+  row.status_message = "cancelled by tasks/cancel";
+  json x = broker::extension_task_json(row, 1000, true);
+  CHECK(x["status"] == "cancelled");
+  CHECK(!x.contains("result"));
+  CHECK(!x.contains("error"));
+}

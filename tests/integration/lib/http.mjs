@@ -36,11 +36,11 @@ process.on('exit', (code) => {
  *   listen   default '127.0.0.1:0'
  *   policy   default $THROWBOX_POLICY
  *   args     extra arguments
+ *   stateDir an existing state directory (a restart); default a fresh one
  * Returns {url, base, port, tokens: {tenant: token}, stateDir, pid, stderr(), stop(), rssKiB()}.
  */
 export async function startHttpServer({ tenants = ['alice', 'bob'], listen = '127.0.0.1:0', policy, args = [],
-  label } = {}) {
-  const stateDir = mkStateDir();
+  label, stateDir = mkStateDir() } = {}) {
   const argv = ['serve', '--http', listen, '--state-dir', stateDir, ...args];
   const tokens = {};
   if (tenants) {

@@ -27,12 +27,13 @@ build_dir="$repo_root/build"
 #   clang libclang-rt-14-dev        the fuzz.* tests: libFuzzer and ASan/UBSan (tests/fuzz, scripts/fuzz)
 #   libcmark-dev                    the gate parses Markdown as CommonMark's reference implementation does
 #   libqpdf-dev                     the gate parses PDF (actions, JavaScript, embedded files) with qpdf
-#   libjwt-dev                      OAuth access tokens (JWT) for the HTTP transport, verified by libjwt
+#   libcjose-dev libjansson-dev     OAuth access tokens (JWS) for the HTTP transport, verified by cjose
+#                                   (its cjose.pc requires jansson.pc, which libcjose-dev does not pull in)
 #   iproute2 openssl curl python3-pip  integration.network_egress: its fake internet (ip netns, veth, a
 #                                   test CA), and curl and pip run by jobs through the egress proxy
 readonly THROWBOX_DEBS=(g++ cmake make pkg-config nlohmann-json3-dev libboost-dev libseccomp-dev
   libspdlog-dev libcpp-httplib-dev doctest-dev libssl-dev libmagic-dev libsqlite3-dev python3 python3-matplotlib
-  python3-numpy python3-pandas util-linux passwd uidmap clang libclang-rt-14-dev libcmark-dev libqpdf-dev libjwt-dev
+  python3-numpy python3-pandas util-linux passwd uidmap clang libclang-rt-14-dev libcmark-dev libqpdf-dev libcjose-dev libjansson-dev
   iproute2 openssl curl python3-pip)
 
 missing_debs() {

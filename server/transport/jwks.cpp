@@ -156,6 +156,13 @@ util::Result<std::vector<Jwk>> parse_jwks(std::string_view text) {
                                                      : ec_pem(key, name, jwk.crv = member(key, "crv").value_or(""));
     if (!pem) return pem.error();
     jwk.pem = std::move(*pem);
+    // Only the members that make the key: whatever else the issuer put in it
+    // ("alg", "use", "x5c", ...) is not handed to the verifier.
+    json pub{{"kty", jwk.kty}};
+    const std::vector<const char*> members =
+        jwk.kty == "RSA" ? std::vector<const char*>{"n", "e"} : std::vector<const char*>{"crv", "x", "y"};
+    for (const char* m : members) pub[m] = key[m];
+    jwk.public_jwk = pub.dump();
     keys.push_back(std::move(jwk));
   }
   return keys;

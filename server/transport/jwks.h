@@ -1,6 +1,6 @@
 // JSON Web Key Sets (RFC 7517, RFC 7518 section 6) for the OAuth resource
-// server: an issuer's signing keys as PEM public keys that libjwt verifies
-// with. Pure functions; any server thread. Never holds or accepts a private
+// server: an issuer's signing keys, each checked by building it with OpenSSL
+// (a PEM public key), and kept as the public JWK that cjose verifies with. Pure functions; any server thread. Never holds or accepts a private
 // or symmetric key: an "oct" key or one with private members is skipped.
 #pragma once
 #include <optional>
@@ -20,7 +20,8 @@ struct Jwk {
   std::string kty;  // "RSA" or "EC"
   std::string crv;  // EC: "P-256", "P-384" or "P-521"
   std::string alg;  // "" when the key does not pin one
-  std::string pem;  // SubjectPublicKeyInfo, PEM
+  std::string pem;  // SubjectPublicKeyInfo, PEM: OpenSSL accepted the key
+  std::string public_jwk;  // {"kty","n","e"} or {"kty","crv","x","y"}: the key and nothing else
 };
 
 // The public signing keys of a JWKS document. Keys for another use ("use":

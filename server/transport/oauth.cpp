@@ -1,9 +1,9 @@
 // OAuth resource server: the --oauth file, access-token verification with
-// libjwt against the issuer's JWKS, the metadata and challenge texts. Server
+// cjose against the issuer's JWKS, the metadata and challenge texts. Server
 // threads; the verifier's key cache is behind its own mutex.
 #include "server/transport/oauth.h"
 
-#include <jwt.h>
+#include <cjose/cjose.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -27,7 +27,7 @@ constexpr size_t kTokenMaxBytes = 16 * 1024;
 constexpr size_t kHeaderMaxBytes = 2048;
 constexpr size_t kJwksMaxBytes = 1024 * 1024;
 constexpr time_t kFetchTimeoutS = 5;
-// Asymmetric algorithms libjwt 1.10 verifies. HS* is never accepted: the
+// Asymmetric algorithms accepted (cjose verifies them). HS* is never accepted: the
 // verifier holds public keys only, and an HMAC "verified" with a public key
 // as its secret is the classic algorithm-confusion forgery.
 constexpr const char* kAsymmetric[] = {"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"};
@@ -267,17 +267,32 @@ std::variant<Jwk, Rejection> Verifier::key_for(const std::string& kid, const std
     if (match.size() == 1 || (!kid.empty() && !match.empty())) return *match.front();
     return std::nullopt;
   };
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   const bool stale = !fetched_at_s_ || now_s - *fetched_at_s_ >= config_.jwks_cache_s;
   if (!stale)
     if (auto k = find()) return *k;
-  // A new kid (the issuer rotated its keys) or stale keys: fetch, but never
-  // more often than jwks_refetch_min_s, so tokens with made-up kids cannot
-  // make this server hammer the issuer.
-  if (!attempted_at_s_ || now_s - *attempted_at_s_ >= config_.jwks_refetch_min_s) {
+  if (fetching_) {
+    // Another request is reading the JWKS: stale keys in hand still do (the
+    // fetch will refresh them); a key not in hand waits for that fetch.
+    if (auto k = find()) return *k;
+    fetched_.wait(lock, [this] { return !fetching_; });
+  } else if (!attempted_at_s_ || now_s - *attempted_at_s_ >= config_.jwks_refetch_min_s) {
+    // A new kid (the issuer rotated its keys) or stale keys: fetch, but never
+    // more often than jwks_refetch_min_s, so tokens with made-up kids cannot
+    // make this server hammer the issuer. Outside the lock: up to 10 s.
     attempted_at_s_ = now_s;
-    auto body = fetch_(config_.jwks_uri);
-    auto keys = body ? parse_jwks(*body) : util::Result<std::vector<Jwk>>(body.error());
+    fetching_ = true;
+    lock.unlock();
+    util::Result<std::vector<Jwk>> keys = util::make_error(util::ErrorCode::kAuth, "JWKS: the fetch failed");
+    try {  // never leave fetching_ set: every later request would wait on it
+      auto body = fetch_(config_.jwks_uri);
+      keys = body ? parse_jwks(*body) : util::Result<std::vector<Jwk>>(body.error());
+    } catch (const std::exception& e) {
+      keys = util::make_error(util::ErrorCode::kAuth, std::string("JWKS: ") + e.what());
+    }
+    lock.lock();
+    fetching_ = false;
+    fetched_.notify_all();
     if (keys) {
       keys_ = std::move(*keys);
       fetched_at_s_ = now_s;
@@ -313,23 +328,44 @@ std::variant<Identity, Rejection> Verifier::verify(std::string_view token, int64
     return reject(Failure::kAlgorithm, "alg \"" + challenge_text(alg) + "\" is not accepted (" + allowed + ")");
   }
   if (header.contains("crit")) return reject(Failure::kMalformed, "a \"crit\" header is not supported");
+  // An access token is typed JWT (or untyped), or at+jwt (RFC 9068 section
+  // 2.1); any other type (an ID token typed "id+jwt", a logout token) is not one.
+  if (header.contains("typ")) {
+    std::string typ = header["typ"].is_string() ? header["typ"].get<std::string>() : "";
+    for (auto& c : typ) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (typ != "jwt" && typ != "at+jwt" && typ != "application/at+jwt")
+      return reject(Failure::kMalformed, "typ \"" + challenge_text(header["typ"].is_string()
+                                                                     ? header["typ"].get<std::string>()
+                                                                     : header["typ"].dump()) +
+                                             "\" is not an access token's (JWT or at+jwt)");
+  }
   const std::string kid = header.contains("kid") && header["kid"].is_string() ? header["kid"].get<std::string>() : "";
   auto key = key_for(kid, alg, now_s);
   if (auto* r = std::get_if<Rejection>(&key)) return *r;
   const Jwk& jwk = std::get<Jwk>(key);
 
-  // libjwt parses the token and checks its signature with that one key.
-  jwt_t* raw = nullptr;
-  const std::string text(token);
-  const int rc = jwt_decode(&raw, text.c_str(), reinterpret_cast<const unsigned char*>(jwk.pem.data()),
-                            static_cast<int>(jwk.pem.size()));
-  std::unique_ptr<jwt_t, void (*)(jwt_t*)> jwt(raw, jwt_free);
-  if (rc != 0 || !jwt) return reject(Failure::kSignature, "the signature does not verify with the issuer's key");
-  if (jwt_get_alg(jwt.get()) != jwt_str_alg(alg.c_str()))
-    return reject(Failure::kAlgorithm, "libjwt read another alg than the header's");
-  char* grants = jwt_get_grants_json(jwt.get(), nullptr);
-  json claims = grants ? json::parse(grants, nullptr, false) : json();
-  std::free(grants);
+  // cjose parses the JWS and checks its signature with that one key.
+  cjose_err err{};
+  auto release_jwk = [](cjose_jwk_t* k) { cjose_jwk_release(k); };
+  std::unique_ptr<cjose_jwk_t, decltype(release_jwk)> cjwk(
+      cjose_jwk_import(jwk.public_jwk.data(), jwk.public_jwk.size(), &err), release_jwk);
+  if (!cjwk) {
+    spdlog::error("oauth: cjose refused a key OpenSSL accepted (kid \"{}\"): {}", jwk.kid, err.message ? err.message : "");
+    return reject(Failure::kKeysUnavailable, "the issuer's key could not be used");
+  }
+  std::unique_ptr<cjose_jws_t, void (*)(cjose_jws_t*)> jws(cjose_jws_import(token.data(), token.size(), &err),
+                                                           cjose_jws_release);
+  if (!jws) return reject(Failure::kMalformed, "not a JWS cjose can read");
+  // The algorithm cjose verifies with is the one checked above.
+  const char* cjose_alg = cjose_header_get(cjose_jws_get_protected(jws.get()), CJOSE_HDR_ALG, &err);
+  if (!cjose_alg || alg != cjose_alg) return reject(Failure::kAlgorithm, "cjose read another alg than the header's");
+  if (!cjose_jws_verify(jws.get(), cjwk.get(), &err))
+    return reject(Failure::kSignature, "the signature does not verify with the issuer's key");
+  uint8_t* payload = nullptr;  // owned by jws
+  size_t payload_len = 0;
+  if (!cjose_jws_get_plaintext(jws.get(), &payload, &payload_len, &err) || !payload)
+    return reject(Failure::kMalformed, "the token has no payload");
+  json claims = json::parse(std::string_view(reinterpret_cast<const char*>(payload), payload_len), nullptr, false);
   if (!claims.is_object()) return reject(Failure::kMalformed, "the claims are not a JSON object");
 
   if (!claims.contains("iss") || claims["iss"] != config_.issuer)

@@ -4,6 +4,7 @@
 // and the texts of the metadata and of a 401/403 challenge. Server threads.
 // A token is only ever verified here: it is never forwarded anywhere.
 #pragma once
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -52,7 +53,7 @@ enum class Failure {
   kAlgorithm,        // "alg" not in the allowlist (none, HS*, ...)
   kUnknownKey,       // no key of the JWKS matches kid and alg
   kKeysUnavailable,  // the JWKS could not be fetched or read
-  kSignature,        // libjwt refused the signature
+  kSignature,        // cjose refused the signature
   kIssuer,
   kAudience,
   kExpired,
@@ -83,7 +84,11 @@ class Verifier {
   std::variant<Jwk, Rejection> key_for(const std::string& kid, const std::string& alg, int64_t now_s);
   Config config_;
   Fetch fetch_;
+  // mu_ guards the members below; a JWKS fetch (up to 10 s) runs without it,
+  // so tokens whose key is in hand never wait for the issuer.
   std::mutex mu_;
+  std::condition_variable fetched_;  // a fetch ended (fetching_ went false)
+  bool fetching_ = false;
   std::vector<Jwk> keys_;
   std::optional<int64_t> fetched_at_s_;  // when keys_ was last read
   std::optional<int64_t> attempted_at_s_;

@@ -11,7 +11,11 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 import { skipWithoutHttp, startHttpServer, post, rawSession } from './lib/http.mjs';
+import { REQUEST_TIMEOUT_MS } from './lib/client.mjs';
 import { startIssuer } from './lib/test_issuer.mjs';
 
 skipWithoutHttp();
@@ -120,6 +124,7 @@ test('bad tokens: 401 invalid_token, each with its reason', async () => {
     })(),
     'not a JWT': 'x'.repeat(40),
     'no tenant claim': issuer.sign({ ...claims('alice'), sub: undefined }, { kid: 'rsa-1' }),
+    'typed as something else than an access token': issuer.sign(claims('alice'), { kid: 'rsa-1', header: { typ: 'id+jwt' } }),
   };
   for (const [label, token] of Object.entries(cases)) {
     const r = await ping(token);
@@ -129,6 +134,16 @@ test('bad tokens: 401 invalid_token, each with its reason', async () => {
   }
   const allowed = challenge(await ping(cases['alg none']));
   assert.match(allowed, /alg none is not accepted|alg "none"|not accepted/);
+  assert.match(challenge(await ping(cases['typed as something else than an access token'])),
+    /typ id\+jwt is not an access token's \(JWT or at\+jwt\)/);
+});
+
+test('RFC 9068 access tokens (typ at+jwt) are accepted like typ JWT and untyped ones', async () => {
+  for (const kid of ['rsa-1', 'ec-1'])
+    for (const typ of ['at+jwt', 'application/at+jwt', 'AT+JWT', 'JWT', undefined]) {
+      const r = await ping(good('dave', {}, { kid, header: { typ } }));
+      assert.equal(r.status, 200, `${kid} typ ${typ}: ${r.status} ${challenge(r)}`);
+    }
 });
 
 test('scopes: read may list and fetch, not run; no known scope is 403', { timeout: 60_000 }, async () => {
@@ -158,6 +173,57 @@ test('scopes: read may list and fetch, not run; no known scope is 403', { timeou
   assert.match(challenge(none), /error="insufficient_scope"/);
   // "scp" as an array (Okta, Microsoft) counts too.
   assert.equal((await ping(good('carol', { scope: undefined, scp: ['throwbox.run'] }))).status, 200);
+});
+
+// The official SDK client's own OAuth flow, headless (client_credentials, as
+// a CI job or a service signs in): its first request gets 401, it reads the
+// resource_metadata URL, the issuer's metadata, gets a token for this
+// resource (RFC 8707 `resource`) and retries; nothing is configured in the
+// client but its id, secret and scope.
+async function sdkClient(clientId, secret, scope) {
+  const authProvider = new ClientCredentialsProvider({ clientId, clientSecret: secret, scope });
+  const transport = new StreamableHTTPClientTransport(new URL(server.url), { authProvider });
+  const client = new Client({ name: 'oauth-sdk-client', version: '1' });
+  await client.connect(transport, { timeout: REQUEST_TIMEOUT_MS });
+  return { client, close: async () => { await transport.terminateSession().catch(() => {}); await client.close(); } };
+}
+
+test('the official SDK client signs in by itself (client_credentials) and runs a job', { timeout: 60_000 }, async () => {
+  issuer.registerClient('ci-runner', 'ci-secret', ['throwbox.run', 'throwbox.read']);
+  const before = issuer.tokenRequests().length;
+  const { client, close } = await sdkClient('ci-runner', 'ci-secret', 'throwbox.run');
+  try {
+    const r = await client.callTool({ name: 'run_code', arguments: { runtime: 'python', code: 'print(6 * 7)' } },
+      undefined, { timeout: REQUEST_TIMEOUT_MS });
+    assert.equal(r.structuredContent?.stdout, '42\n', JSON.stringify(r));
+  } finally {
+    await close();
+  }
+  const asked = issuer.tokenRequests().slice(before);
+  assert.equal(asked.length, 1, JSON.stringify(asked));
+  assert.equal(asked[0].grant_type, 'client_credentials');
+  assert.equal(asked[0].client_id, 'ci-runner');
+  assert.equal(asked[0].resource, resource, 'the token was asked for this resource');
+  assert.equal(asked[0].scope, 'throwbox.run');
+  assert.match(server.stderr(), /tenant=oauth-ci-runner runtime=python/);
+});
+
+test('the SDK client with a read-only grant lists tools; run_code is refused, not run', { timeout: 60_000 }, async () => {
+  issuer.registerClient('auditor', 'audit-secret', ['throwbox.read']);
+  const { client, close } = await sdkClient('auditor', 'audit-secret', 'throwbox.read');
+  try {
+    const { tools } = await client.listTools(undefined, { timeout: REQUEST_TIMEOUT_MS });
+    assert.ok(tools.some((t) => t.name === 'run_code'));
+    // 403 insufficient_scope names throwbox.run; the SDK asks the issuer for
+    // it (step-up), which refuses this client: the call fails.
+    await assert.rejects(client.callTool({ name: 'run_code', arguments: { runtime: 'python', code: 'print(1)' } },
+      undefined, { timeout: REQUEST_TIMEOUT_MS }));
+  } finally {
+    await close();
+  }
+  assert.doesNotMatch(server.stderr(), /tenant=oauth-auditor runtime=/);
+  const steps = issuer.tokenRequests().filter((r) => r.client_id === 'auditor');
+  assert.ok(steps.some((r) => r.scope === 'throwbox.read'));
 });
 
 test('key rotation: a new kid is fetched; a key the issuer dropped stops working', async () => {

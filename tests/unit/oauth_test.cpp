@@ -9,7 +9,11 @@
 #include <openssl/evp.h>
 #include <openssl/rsa.h>
 
+#include <chrono>
+#include <future>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +59,33 @@ json rsa_jwk(int bits, const std::string& kid) {
   EVP_PKEY_free(key);
   return jwk;
 }
+
+// An RSA key pair, its public JWK, and RS256 tokens signed with it.
+struct RsaSigner {
+  EVP_PKEY* key = EVP_RSA_gen(2048);
+  std::string kid;
+  explicit RsaSigner(std::string k) : kid(std::move(k)) { REQUIRE(key); }
+  ~RsaSigner() { EVP_PKEY_free(key); }
+  json jwk() const {
+    return {{"kty", "RSA"}, {"kid", kid}, {"n", b64u(bn_bytes(key, OSSL_PKEY_PARAM_RSA_N))},
+            {"e", b64u(bn_bytes(key, OSSL_PKEY_PARAM_RSA_E))}};
+  }
+  std::string sign(const json& claims, const json& extra_header = json::object()) const {
+    json header{{"alg", "RS256"}, {"kid", kid}};
+    header.update(extra_header);
+    const std::string input = b64u(header.dump()) + "." + b64u(claims.dump());
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    REQUIRE(EVP_DigestSignInit(ctx, nullptr, EVP_sha256(), nullptr, key) == 1);
+    size_t n = 0;
+    REQUIRE(EVP_DigestSign(ctx, nullptr, &n, reinterpret_cast<const unsigned char*>(input.data()), input.size()) == 1);
+    std::string sig(n, '\0');
+    REQUIRE(EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(sig.data()), &n,
+                           reinterpret_cast<const unsigned char*>(input.data()), input.size()) == 1);
+    EVP_MD_CTX_free(ctx);
+    sig.resize(n);
+    return input + "." + b64u(sig);
+  }
+};
 
 json ec_jwk(const std::string& kid) {
   EVP_PKEY* key = EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256");
@@ -207,4 +238,89 @@ TEST_CASE("verify: a token whose alg is not allowed is refused before any key is
   CHECK(fetches == 1);
   r = v.verify(token({{"alg", "RS256"}, {"kid", "k3"}}), 1031);
   CHECK(fetches == 2);
+}
+
+TEST_CASE("verify: a JWKS fetch in flight does not hold up tokens whose key is in hand") {
+  auto c = oauth::parse_config(kMinimal, "o");
+  REQUIRE(c.ok());
+  RsaSigner k1("k1");
+  std::mutex mu;
+  std::condition_variable cv;
+  int fetches = 0;
+  bool release = false;
+  oauth::Verifier v(*c, [&](const std::string&) -> util::Result<std::string> {
+    std::unique_lock lock(mu);
+    if (++fetches == 1) return json{{"keys", {k1.jwk()}}}.dump();
+    cv.notify_all();  // the second fetch has started
+    cv.wait(lock, [&] { return release; });  // ... and hangs like an issuer that does not answer
+    return json{{"keys", {k1.jwk()}}}.dump();
+  });
+  const json claims{{"iss", "https://idp.example/"}, {"aud", "https://tb.example/mcp"}, {"sub", "alice"},
+                    {"exp", 5000}, {"scope", "throwbox.run"}};
+  auto ok = v.verify(k1.sign(claims), 1000);
+  REQUIRE_MESSAGE(std::holds_alternative<oauth::Identity>(ok), std::get<oauth::Rejection>(ok).message);
+
+  // A token with a new kid (past jwks_refetch_min_s) starts a fetch that hangs.
+  RsaSigner k2("k2");
+  auto waiting = std::async(std::launch::async, [&] { return v.verify(k2.sign(claims), 1100); });
+  {
+    std::unique_lock lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return fetches == 2; }));
+  }
+  // Meanwhile a token signed with k1 is verified at once.
+  auto prompt = std::async(std::launch::async, [&] { return v.verify(k1.sign(claims), 1100); });
+  const bool answered = prompt.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  // A second new kid waits for the fetch in flight rather than starting one.
+  RsaSigner k3("k3");
+  auto queued = std::async(std::launch::async, [&] { return v.verify(k3.sign(claims), 1100); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const bool queued_waits = queued.wait_for(std::chrono::seconds(0)) == std::future_status::timeout;
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  CHECK(answered);
+  CHECK(queued_waits);
+  auto p = prompt.get();
+  CHECK(std::holds_alternative<oauth::Identity>(p));
+  auto w = waiting.get();
+  REQUIRE(std::holds_alternative<oauth::Rejection>(w));
+  CHECK(std::get<oauth::Rejection>(w).failure == oauth::Failure::kUnknownKey);
+  auto q = queued.get();
+  REQUIRE(std::holds_alternative<oauth::Rejection>(q));
+  CHECK(std::get<oauth::Rejection>(q).failure == oauth::Failure::kUnknownKey);
+  CHECK(fetches == 2);
+}
+
+TEST_CASE("verify: typ JWT, at+jwt (RFC 9068) or none is an access token; another typ is refused") {
+  auto c = oauth::parse_config(kMinimal, "o");
+  REQUIRE(c.ok());
+  RsaSigner k("k");
+  oauth::Verifier v(*c, [&](const std::string&) -> util::Result<std::string> { return json{{"keys", {k.jwk()}}}.dump(); });
+  const json claims{{"iss", "https://idp.example/"}, {"aud", "https://tb.example/mcp"}, {"sub", "alice"},
+                    {"exp", 5000}, {"scope", "throwbox.read"}};
+  for (const char* typ : {"JWT", "jwt", "at+jwt", "application/at+jwt"}) {
+    CAPTURE(typ);
+    auto r = v.verify(k.sign(claims, {{"typ", typ}}), 1000);
+    REQUIRE_MESSAGE(std::holds_alternative<oauth::Identity>(r), std::get<oauth::Rejection>(r).message);
+    CHECK_FALSE(std::get<oauth::Identity>(r).can_run);
+  }
+  CHECK(std::holds_alternative<oauth::Identity>(v.verify(k.sign(claims), 1000)));
+  for (const json& typ : {json("id+jwt"), json("logout+jwt"), json(7)}) {
+    auto r = v.verify(k.sign(claims, {{"typ", typ}}), 1000);
+    REQUIRE(std::holds_alternative<oauth::Rejection>(r));
+    CHECK(std::get<oauth::Rejection>(r).failure == oauth::Failure::kMalformed);
+    CHECK(std::get<oauth::Rejection>(r).message.find("is not an access token's") != std::string::npos);
+  }
+  // A signature over other bytes (the payload swapped) does not verify.
+  const std::string good = k.sign(claims);
+  json mallory = claims;
+  mallory["sub"] = "mallory";
+  const std::string other = k.sign(mallory);
+  const std::string forged = good.substr(0, good.find('.') + 1) + other.substr(other.find('.') + 1, other.rfind('.') - other.find('.') - 1) +
+                             good.substr(good.rfind('.'));
+  auto r = v.verify(forged, 1000);
+  REQUIRE(std::holds_alternative<oauth::Rejection>(r));
+  CHECK(std::get<oauth::Rejection>(r).failure == oauth::Failure::kSignature);
 }

@@ -1,7 +1,11 @@
 // A small OAuth issuer for the tests, on loopback: it holds RS256 and ES256
 // key pairs, serves the public halves as a JWKS at /jwks.json (the ones it
 // is told to publish), and signs access tokens, good and bad, by hand with
-// node's crypto so that every field can be wrong on purpose.
+// node's crypto so that every field can be wrong on purpose. For a real
+// client's flow it also publishes its metadata (RFC 8414) and runs a token
+// endpoint for the client_credentials grant (client_secret_basic): the
+// token's audience is the `resource` the client asked for (RFC 8707), its
+// scope what it asked for within what the client is allowed.
 import http from 'node:http';
 import crypto from 'node:crypto';
 
@@ -12,7 +16,45 @@ export async function startIssuer() {
   let published = [];
   let fetches = 0;
   let down = false;
+  const clients = new Map();  // client_id -> { secret, scopes }
+  const tokenRequests = [];
+  const json = (res, status, body) => {
+    res.writeHead(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
+    res.end(JSON.stringify(body));
+  };
   const server = http.createServer((req, res) => {
+    if (req.url === '/.well-known/oauth-authorization-server') {
+      // The SDK's schema wants an authorization_endpoint; no test uses it (404).
+      json(res, 200, { issuer: `${base}/`, authorization_endpoint: `${base}/authorize`,
+        token_endpoint: `${base}/token`, jwks_uri: `${base}/jwks.json`,
+        response_types_supported: ['code'], grant_types_supported: ['client_credentials'],
+        token_endpoint_auth_methods_supported: ['client_secret_basic'],
+        scopes_supported: ['throwbox.run', 'throwbox.read'] });
+      return;
+    }
+    if (req.url === '/token' && req.method === 'POST') {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        const form = Object.fromEntries(new URLSearchParams(Buffer.concat(chunks).toString('utf8')));
+        const basic = (req.headers.authorization ?? '').match(/^Basic (.+)$/);
+        const [id, secret] = basic ? Buffer.from(basic[1], 'base64').toString('utf8').split(':').map(decodeURIComponent)
+          : [form.client_id, form.client_secret];
+        tokenRequests.push({ ...form, client_id: id });
+        const client = clients.get(id);
+        if (!client || client.secret !== secret) return json(res, 401, { error: 'invalid_client' });
+        if (form.grant_type !== 'client_credentials') return json(res, 400, { error: 'unsupported_grant_type' });
+        const asked = (form.scope ?? client.scopes.join(' ')).split(' ').filter(Boolean);
+        if (asked.some((sc) => !client.scopes.includes(sc))) return json(res, 400, { error: 'invalid_scope' });
+        const kid = published.find((k) => keys.get(k).alg === 'RS256');
+        const t = Math.floor(Date.now() / 1000);
+        const claims = { iss: `${base}/`, sub: id, iat: t, exp: t + 300, scope: asked.join(' '),
+          ...(form.resource ? { aud: form.resource } : {}) };
+        json(res, 200, { access_token: sign(claims, { kid }), token_type: 'Bearer', expires_in: 300,
+          scope: asked.join(' ') });
+      });
+      return;
+    }
     if (req.url !== '/jwks.json') { res.writeHead(404).end(); return; }
     fetches += 1;
     if (down) { res.writeHead(503).end(); return; }
@@ -54,6 +96,9 @@ export async function startIssuer() {
     sign,
     publicPem: (kid) => keys.get(kid).publicKey.export({ type: 'spki', format: 'pem' }),
     fetches: () => fetches,
+    // A client of the token endpoint, allowed `scopes`.
+    registerClient: (id, secret, scopes) => { clients.set(id, { secret, scopes }); },
+    tokenRequests: () => [...tokenRequests],
     setDown: (value) => { down = value; },
     stop: () => new Promise((resolve) => server.close(resolve)),
   };

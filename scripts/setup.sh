@@ -27,6 +27,8 @@ build_dir="$repo_root/build"
 #   clang libclang-rt-14-dev        the fuzz.* tests: libFuzzer and ASan/UBSan (tests/fuzz, scripts/fuzz)
 #   libcmark-dev                    the gate parses Markdown as CommonMark's reference implementation does
 #   libqpdf-dev                     the gate parses PDF (actions, JavaScript, embedded files) with qpdf
+#   help2man lintian apparmor       the Debian package: its man page, and unit.package's checks
+#                                   (lintian, apparmor_parser)
 #   libcjose-dev libjansson-dev     OAuth access tokens (JWS) for the HTTP transport, verified by cjose
 #                                   (its cjose.pc requires jansson.pc, which libcjose-dev does not pull in)
 #   iproute2 openssl curl python3-pip  integration.network_egress: its fake internet (ip netns, veth, a
@@ -34,7 +36,7 @@ build_dir="$repo_root/build"
 readonly THROWBOX_DEBS=(g++ cmake make pkg-config nlohmann-json3-dev libboost-dev libseccomp-dev
   libspdlog-dev libcpp-httplib-dev doctest-dev libssl-dev libmagic-dev libsqlite3-dev python3 python3-matplotlib
   python3-numpy python3-pandas util-linux passwd uidmap clang libclang-rt-14-dev libcmark-dev libqpdf-dev libcjose-dev libjansson-dev
-  iproute2 openssl curl python3-pip)
+  help2man lintian apparmor iproute2 openssl curl python3-pip)
 
 missing_debs() {
   local pkg

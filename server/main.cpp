@@ -64,8 +64,8 @@ constexpr const char* kServeHelp =
     "                         0700; default: $THROWBOX_STATE_DIR, else\n"
     "                         $XDG_STATE_HOME/throwbox, else\n"
     "                         ~/.local/state/throwbox)\n"
-    "  --policy FILE          Policy file (default: the bundled\n"
-    "                         policies/default.json)\n"
+    "  --policy FILE          Policy file (default: /etc/throwbox/policy.json,\n"
+    "                         else the installed or built-in default.json)\n"
     "  --log-level LVL        trace, debug, info, warn, error, critical or off\n"
     "                         (default: info; any other word is an error)\n"
     "  -h, --help             Print this help and exit\n"
@@ -98,8 +98,7 @@ constexpr const char* kDoctorHelp =
     "real job through the sandbox.\n"
     "\n"
     "Options:\n"
-    "  --policy FILE          Policy whose requirements apply (default: the bundled\n"
-    "                         policies/default.json)\n"
+    "  --policy FILE          Policy whose requirements apply (default as serve)\n"
     "  --state-dir DIR        State directory for the probe job (default as serve)\n"
     "  --log-level LVL        trace, debug, info, warn, error, critical or off\n"
     "                         (default: warn; any other word is an error)\n"
@@ -113,7 +112,7 @@ constexpr const char* kPolicyHelp =
     "\n"
     "Validate a policy file as 'serve' would load it and print the effective\n"
     "policy on stdout: every key with its value after defaults, as JSON. FILE\n"
-    "defaults to the bundled policies/default.json. Runtimes that are optional\n"
+    "defaults as serve's --policy. Runtimes that are optional\n"
     "and missing on this host are noted on stderr. See docs/policy.md.\n"
     "\n"
     "Options:\n"
@@ -201,16 +200,18 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
   return o;
 }
 
-// throwbox-runner, installed beside this executable.
+// throwbox-runner: installed under <prefix>/libexec/throwbox (the package's
+// /usr/libexec/throwbox), or beside this executable in a build directory.
 std::string runner_exe() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw std::runtime_error("readlink(/proc/self/exe) failed");
-  std::string self(buf, static_cast<size_t>(n));
-  std::string runner = self.substr(0, self.rfind('/') + 1) + "throwbox-runner";
-  if (::access(runner.c_str(), X_OK) != 0)
-    throw std::runtime_error(runner + " is missing or not executable (it is built with throwbox)");
-  return runner;
+  const std::string dir = util::self_exe_dir();
+  const std::string candidates[] = {dir + "/../libexec/throwbox/throwbox-runner", dir + "/throwbox-runner"};
+  for (const auto& runner : candidates)
+    if (::access(runner.c_str(), X_OK) == 0) {
+      char real[PATH_MAX];
+      return ::realpath(runner.c_str(), real) ? std::string(real) : runner;
+    }
+  throw std::runtime_error("throwbox-runner is missing or not executable: looked for " + candidates[0] + " and " +
+                           candidates[1] + " (it is built and installed with throwbox)");
 }
 
 int serve(int argc, char** argv) {

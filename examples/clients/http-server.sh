@@ -1,7 +1,7 @@
 #!/bin/sh
 # Serves throwbox over Streamable HTTP on loopback with one bearer token, for
 # clients such as http-with-token.json. Adjust the path. For a service, see
-# examples/systemd/throwbox.service.
+# packaging/throwbox.service.in (installed by the Debian package).
 set -eu
 throwbox=/absolute/path/to/throwbox/build/throwbox
 tokens=${THROWBOX_TOKENS_FILE:-$HOME/.config/throwbox/tokens}

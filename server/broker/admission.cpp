@@ -148,7 +148,7 @@ void Admission::wake(const std::vector<std::shared_ptr<Waiter>>& woken) {
   for (auto& w : woken) {
     if (!w->wake.valid()) continue;  // it looks on its own
     uint64_t one = 1;
-    (void)::write(w->wake.get(), &one, sizeof one);
+    if (::write(w->wake.get(), &one, sizeof one) < 0) continue;  // a bad fd: it looks on its own
   }
 }
 

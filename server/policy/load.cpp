@@ -658,12 +658,21 @@ nlohmann::json effective_json(const Policy& p) {
   };
 }
 
+std::vector<std::string> default_path_candidates() {
+  // The administrator's copy; the installed one beside the binary
+  // (<prefix>/bin -> <prefix>/share/throwbox); a build directory inside the
+  // source tree (build/ -> policies/). Nothing compiled in: a package or a
+  // copied tree finds its own.
+  const std::string dir = util::self_exe_dir();
+  return {"/etc/throwbox/policy.json", dir + "/../share/throwbox/policies/default.json",
+          dir + "/../policies/default.json"};
+}
+
 std::string default_path() {
-  // Installed layout first, then the source tree the binary was built from.
-  for (const char* candidate : {"/usr/share/throwbox/policies/default.json",
-                                THROWBOX_SOURCE_DIR "/policies/default.json"})
-    if (::access(candidate, R_OK) == 0) return candidate;
-  return "policies/default.json";
+  auto candidates = default_path_candidates();
+  for (const auto& candidate : candidates)
+    if (::access(candidate.c_str(), R_OK) == 0) return candidate;
+  return candidates.front();  // the error then names where it should be
 }
 
 }  // namespace policy

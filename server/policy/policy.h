@@ -183,7 +183,10 @@ struct Policy {
 util::Result<Policy> parse(const nlohmann::json& doc, const std::string& source);
 util::Result<Policy> load_file(const std::string& path);
 // The bundled policies/default.json: next to the binary's source tree or installed.
+// Where the policy is read when --policy is not given: the first readable of
+// default_path_candidates() (/etc/throwbox/policy.json first), else the first.
 std::string default_path();
+std::vector<std::string> default_path_candidates();
 // Every key of the policy file format with its value after defaults, in the
 // file's own shape (`throwbox policy check`); parse(effective_json(p)) == p.
 nlohmann::json effective_json(const Policy& p);

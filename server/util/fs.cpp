@@ -2,6 +2,7 @@
 #include "server/util/fs.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -88,6 +89,15 @@ Status remove_tree(const std::string& path) {
   if (ec && ec != std::errc::no_such_file_or_directory)
     return make_error(util::ErrorCode::kIo, "remove_all(\"" + path + "\"): " + ec.message());
   return ok_status();
+}
+
+std::string self_exe_dir() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string self(buf, static_cast<size_t>(n));
+  const size_t slash = self.rfind('/');
+  return slash == 0 ? "/" : self.substr(0, slash);
 }
 
 }  // namespace util

@@ -17,5 +17,8 @@ Status write_file_atomic(const std::string& path, std::string_view data, unsigne
 Status make_dirs(const std::string& path, unsigned mode);
 // rm -rf without following symlinks; ENOENT is success.
 Status remove_tree(const std::string& path);
+// The directory of this process's executable (/proc/self/exe), without the
+// trailing slash: an installed or built throwbox finds its parts from it.
+std::string self_exe_dir();
 
 }  // namespace util

@@ -1,5 +1,5 @@
 // Every client configuration in examples/clients/ and the systemd unit in
-// examples/systemd/ at least parses, and what it runs is `throwbox serve`
+// packaging/ at least parses, and what it runs is `throwbox serve`
 // with options that `throwbox serve --help` lists (so a renamed flag breaks
 // this test, not a user's set-up).
 import test from 'node:test';
@@ -12,7 +12,7 @@ import { REPO_ROOT, throwboxBin } from './lib/client.mjs';
 import { skipCase } from './lib/skip.mjs';
 
 const clients = path.join(REPO_ROOT, 'examples', 'clients');
-const unitFile = path.join(REPO_ROOT, 'examples', 'systemd', 'throwbox.service');
+const unitFile = path.join(REPO_ROOT, 'packaging', 'throwbox.service.in');
 const files = fs.readdirSync(clients).sort();
 
 // Flags of `throwbox serve`, from its own help: "--http HOST:PORT" -> {"--http": true (takes a value)}.
@@ -175,7 +175,7 @@ test('the systemd unit parses, runs `throwbox serve --http`, and keeps user name
     // verify insists that ExecStart exists: point it at the built binary.
     const unit = path.join(dir, 'throwbox.service');
     fs.writeFileSync(unit, text.replace(`ExecStart=${exec[0]} `, `ExecStart=${path.resolve(throwboxBin())} `));
-    const r = spawnSync('systemd-analyze', ['verify', unit], { encoding: 'utf8' });
+    const r = spawnSync('systemd-analyze', ['verify', '--man=no', unit], { encoding: 'utf8' });
     assert.equal(r.status, 0, `systemd-analyze verify: ${r.stderr}`);
     assert.equal(r.stderr.trim(), '', `systemd-analyze verify warns: ${r.stderr}`);
   } finally {

@@ -93,8 +93,16 @@ TEST_CASE("bundled default policy parses with python and bash available") {
   CHECK(p.find_runtime("ruby") == nullptr);
 }
 
-TEST_CASE("default_path points at a readable policy") {
-  CHECK(::access(policy::default_path().c_str(), R_OK) == 0);
+TEST_CASE("default_path: /etc/throwbox first, then the installed and build-tree copies beside the binary") {
+  auto c = policy::default_path_candidates();
+  REQUIRE(c.size() == 3);
+  CHECK(c[0] == "/etc/throwbox/policy.json");
+  CHECK(c[1].ends_with("/../share/throwbox/policies/default.json"));
+  CHECK(c[2].ends_with("/../policies/default.json"));
+  // This test binary is in build/tests: no copy beside it, so the first
+  // readable is /etc's (a host with the package) or none, named by the first.
+  const std::string d = policy::default_path();
+  CHECK((d == c[0] || ::access(d.c_str(), R_OK) == 0));
 }
 
 TEST_CASE("minimal policy parses with defaults") {

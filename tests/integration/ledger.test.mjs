@@ -1,7 +1,7 @@
 // The job ledger: idempotent replay, key conflicts, concurrent repeats sharing
 // one execution, persistence across restarts, and a server killed mid-job
 // (kill -9): no process left, the job recorded as failed, earlier artifacts
-// still fetchable.
+// still fetchable; one stopped by SIGTERM recorded as cancelled.
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -83,6 +83,37 @@ test('kill -9 mid-job: no process left; after restart the job is failed and old 
   // And the first test's key still replays after the restart.
   const again = (await runCode(c2.client, { runtime: 'python', code: RANDOM, idempotency_key: 'order-42' })).structuredContent;
   assert.equal(again.status, 'completed');
+});
+
+// SIGTERM (the README's exit status table: running calls are cancelled) is
+// not a crash: the ledger records the job as cancelled, and the key replays
+// that after a restart, not "server stopped while the job ran".
+test('SIGTERM mid-job: the job is answered and recorded cancelled; after restart the key replays it', { timeout: 60_000 }, async () => {
+  const dir = mkStateDir();
+  const c = await connect({ stateDir: dir });
+  conns.push(c);
+  const marker = `8${Date.now() % 1000000}`;
+  const args = { runtime: 'bash', timeout_s: 30, idempotency_key: 'stopped-1', code: `sleep ${marker} & wait` };
+  const pending = runCode(c.client, args);
+  const t0 = Date.now();
+  while (pgrep(`sleep ${marker}`).length === 0) {
+    assert.ok(Date.now() - t0 < 10_000, 'the job started');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  process.kill(c.transport.pid, 'SIGTERM');
+  const answered = (await pending).structuredContent;
+  assert.equal(answered.status, 'cancelled', JSON.stringify(answered));
+  const stoppedAt = Date.now();
+  while (pgrep(`sleep ${marker}`).length > 0) {
+    assert.ok(Date.now() - stoppedAt < 5000, 'the sandbox ended with the server');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const c2 = await connect({ stateDir: dir });
+  conns.push(c2);
+  const replay = (await runCode(c2.client, args)).structuredContent;
+  assert.equal(replay.status, 'cancelled', JSON.stringify(replay));
+  assert.equal(replay.job_id, answered.job_id, 'the recorded job, not a new run');
+  assert.doesNotMatch(replay.error ?? '', /server stopped while the job ran/);
 });
 
 test('the audit log has one record per tool call and no code text or input content', { timeout: 60_000 }, async () => {

@@ -22,13 +22,18 @@ state() {
   done
   # mounts the tests make (as_user.sh binds node_modules into its stage)
   grep -F ' /tmp/throwbox-' /proc/self/mountinfo | awk '{print "mount " $5}' || true
-  # temp directories of the tests and servers
-  find "${TMPDIR:-/tmp}" /tmp -maxdepth 1 -name 'throwbox-*' 2>/dev/null | sort -u | sed 's/^/tmp /' || true
+  # temp directories of the tests and servers, and the temp files of tools
+  # the suite runs (lintian's ELF index, mldbm-elf-*)
+  find "${TMPDIR:-/tmp}" /tmp -maxdepth 1 \( -name 'throwbox-*' -o -name 'mldbm-*' \) 2>/dev/null | sort -u | sed 's/^/tmp /' || true
 }
+# Everything at the top of the temp directories: new entries are listed (not
+# failed: other programs on the host write there too).
+tmp_entries() { find "${TMPDIR:-/tmp}" /tmp -mindepth 1 -maxdepth 1 2>/dev/null | sort -u; }
 
 case $what in
   snapshot)
     state | sort >"$file"
+    tmp_entries >"$file.tmp"
     echo "host state before the suite: $(wc -l <"$file") throwbox entries (those are not counted against it)"
     ;;
   check)
@@ -39,6 +44,10 @@ case $what in
       [ -z "$new" ] && break
       sleep 0.1
     done
+    if [ -f "$file.tmp" ]; then
+      other=$(comm -13 "$file.tmp" <(tmp_entries) | grep -vxF "$file.tmp" || true)
+      [ -z "$other" ] || { echo "new in the temp directory during the suite (not counted; check they are not the suite's):"; echo "$other" | sed 's/^/  /'; }
+    fi
     if [ -n "$new" ]; then
       echo "left on the host by the suite:"
       echo "$new"

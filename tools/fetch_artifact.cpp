@@ -103,7 +103,7 @@ Tool make_fetch_artifact(const policy::Policy& policy) {
                     {"size", rec->size}, {"sha256", rec->sha256}};
     return r;
   };
-  return Tool{def, call};
+  return Tool{def, call, "forbidden", nullptr};
 }
 
 }  // namespace tools

@@ -76,7 +76,7 @@ Tool make_upload_input(const policy::Policy& policy) {
              {"sha256", rec->sha256}, {"media_type", rec->media_type}};
     return ok_result(out, out.dump());
   };
-  return Tool{def, call};
+  return Tool{def, call, "forbidden", nullptr};
 }
 
 }  // namespace tools

@@ -58,7 +58,7 @@ Tool make_open_workspace(const policy::Policy& policy) {
     return ok_result(s, "workspace " + opened->workspace_id + " open until " + s["expires_at"].get<std::string>() +
                             " unless used; pass workspace_id to run_code, close it with close_workspace");
   };
-  return Tool{def, call};
+  return Tool{def, call, "forbidden", nullptr};
 }
 
 Tool make_close_workspace(const policy::Policy&) {
@@ -91,7 +91,7 @@ Tool make_close_workspace(const policy::Policy&) {
                                                                          : s.error().message);
     return ok_result({{"workspace_id", id}, {"closed", true}}, "workspace " + id + " closed and deleted");
   };
-  return Tool{def, call};
+  return Tool{def, call, "forbidden", nullptr};
 }
 
 }  // namespace tools

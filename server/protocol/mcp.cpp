@@ -549,7 +549,7 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply, b
   util::call_mark_id("tools/call read", id);
   auto task = [this, tool, args = std::move(args), id, reply, name, cancel, progress]() {
     util::call_mark_id("call on worker", id);
-    tools::CallContext ctx{tenant_, server_.policy, server_.store, server_.jobs, cancel, progress};
+    tools::CallContext ctx{tenant_, server_.policy, server_.store, server_.jobs, cancel, progress, nullptr};
     const auto started = std::chrono::steady_clock::now();
     send_log(*log_threshold_, logging::call_started(name, nullptr), [this](const json& n) { outbox_.send(n); });
     tools::ToolResult result;

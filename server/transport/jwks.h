@@ -1,7 +1,8 @@
 // JSON Web Key Sets (RFC 7517, RFC 7518 section 6) for the OAuth resource
 // server: an issuer's signing keys, each checked by building it with OpenSSL
-// (a PEM public key), and kept as the public JWK that cjose verifies with. Pure functions; any server thread. Never holds or accepts a private
-// or symmetric key: an "oct" key or one with private members is skipped.
+// (a PEM public key), and kept as the public JWK that cjose verifies with.
+// Pure functions; any server thread. Never holds or accepts a private or
+// symmetric key: an "oct" key or one with private members is skipped.
 #pragma once
 #include <optional>
 #include <string>

@@ -29,6 +29,7 @@
 #include "server/transport/stdio.h"
 #include "server/util/fd.h"
 #include "server/util/fs.h"
+#include "server/util/log_setup.h"
 #include "server/util/text.h"
 #include "tools/registry.h"
 
@@ -336,8 +337,7 @@ int main(int argc, char** argv) {
   // may reach a runner or a sandbox: only stdin, stdout and stderr stay.
   ::close_range(3, ~0U, 0);
   // Logs go to stderr only: stdout belongs to the protocol.
-  spdlog::set_default_logger(spdlog::stderr_logger_mt("throwbox"));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  util::log_setup::install_stderr_logger();
   if (argc < 2) {
     std::cerr << kUsage;
     return 2;

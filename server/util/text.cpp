@@ -1,6 +1,8 @@
 // UTF-8 validation and repair, errno and signal names.
 #include "server/util/text.h"
 
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string.h>
 
@@ -113,6 +115,62 @@ const char* file_name_problem(std::string_view name) {
       return "must not contain bidirectional control characters";
   }
   return nullptr;
+}
+
+namespace {
+
+// A code point that would break or disguise a log line: C1 controls, the
+// line and paragraph separators, bidirectional marks, embeddings, overrides
+// and isolates.
+bool disguises_line(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 || cp == 0x200E || cp == 0x200F ||
+         (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+uint32_t decode(std::string_view s, size_t i, size_t n) {
+  auto b = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(s[i + k])); };
+  if (n == 2) return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+  if (n == 3) return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+  return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
+}
+
+}  // namespace
+
+std::string escape_for_log(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7F) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    const size_t n = c < 0x80 ? 0 : valid_sequence_length(text, i);
+    if (n > 1) {
+      const uint32_t cp = decode(text, i, n);
+      if (disguises_line(cp)) {
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "\\u{%04x}", static_cast<unsigned>(cp));
+        out += buf;
+      } else {
+        out.append(text.substr(i, n));
+      }
+      i += n;
+      continue;
+    }
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    }
+    ++i;
+  }
+  return out;
 }
 
 }  // namespace util

@@ -27,5 +27,10 @@ std::string signal_name(int sig);
 // C1 control character and no bidirectional control that would make it
 // display as another name.
 const char* file_name_problem(std::string_view name);
+// Text safe for one log line: C0 and C1 controls, DEL, line and paragraph
+// separators and bidirectional controls as \n, \xNN or \u{XXXX}, invalid
+// UTF-8 bytes as \xNN; everything else as it is. Nothing from a client can
+// start a line of its own or hide what surrounds it.
+std::string escape_for_log(std::string_view text);
 
 }  // namespace util

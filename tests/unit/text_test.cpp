@@ -107,6 +107,26 @@ TEST_CASE("utf8_prefix never splits a multibyte character") {
   }
 }
 
+TEST_CASE("escape_for_log: nothing can start a line or disguise one; ordinary text is unchanged") {
+  CHECK(util::escape_for_log("job 1a2b: tenant alice, caf\xC3\xA9 \xE2\x82\xAC") == "job 1a2b: tenant alice, caf\xC3\xA9 \xE2\x82\xAC");
+  CHECK(util::escape_for_log("k\n2099-01-01 info ADMIN") == "k\\n2099-01-01 info ADMIN");
+  CHECK(util::escape_for_log("a\rb\tc\x1b[31md\x7f"s) == "a\\rb\\tc\\x1b[31md\\x7f");
+  CHECK(util::escape_for_log("nul\0x"s) == "nul\\x00x");
+  // NEL (U+0085), the line separator, a right-to-left override.
+  CHECK(util::escape_for_log("a\xC2\x85" "b\xE2\x80\xA8" "c\xE2\x80\xAE" "d") == "a\\u{0085}b\\u{2028}c\\u{202e}d");
+  // An invalid byte stays visible as itself, never half a character.
+  CHECK(util::escape_for_log("x\xFFy\xC3") == "x\\xffy\\xc3");
+  std::mt19937 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    std::string bytes(32, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng() & 0xFF);
+    const std::string out = util::escape_for_log(bytes);
+    CHECK(out.find('\n') == std::string::npos);
+    CHECK(out.find('\r') == std::string::npos);
+    CHECK(util::is_valid_utf8(out));
+  }
+}
+
 TEST_CASE("errno_name gives the symbolic name") {
   CHECK(util::errno_name(EPERM) == "EPERM");
   CHECK(util::errno_name(ENOENT) == "ENOENT");

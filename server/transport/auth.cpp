@@ -53,6 +53,11 @@ util::Result<Auth> Auth::parse(std::string_view text, const std::string& source)
     if (!(fields >> hex) || (fields >> extra))
       return util::make_error(util::ErrorCode::kAuth, where + "expected \"<tenant> <sha256 hex of the token>\"");
     if (!valid_tenant(tenant)) return util::make_error(util::ErrorCode::kAuth, where + "tenant names are 1-64 of [a-z0-9_-]");
+    // OAuth tenants are named oauth-...: a static tenant of that name would
+    // be an OAuth user's, and read its data.
+    if (tenant.rfind(kOAuthTenantPrefix, 0) == 0)
+      return util::make_error(util::ErrorCode::kAuth, where + "tenant \"" + tenant + "\": names starting with \"" +
+                                                          kOAuthTenantPrefix + "\" are OAuth users' (--oauth); choose another");
     if (hex.size() != 64) return util::make_error(util::ErrorCode::kAuth, where + "the digest must be 64 hex digits (sha256)");
     Entry e{tenant, {}};
     for (size_t i = 0; i < 32; ++i) {

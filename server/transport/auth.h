@@ -13,6 +13,10 @@
 
 namespace transport::http {
 
+// Every OAuth user's tenant name starts with this (oauth.cpp tenant_of); a
+// tokens file may not use it.
+inline constexpr const char* kOAuthTenantPrefix = "oauth-";
+
 class Auth {
  public:
   // Lines: "<tenant> <64 hex digits: sha256 of the token>", '#' comments and

@@ -14,6 +14,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "server/transport/auth.h"
 #include "server/transport/http.h"
 #include "server/util/crypto.h"
 
@@ -24,6 +25,8 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kTokenMaxBytes = 16 * 1024;
+constexpr size_t kLiteralClaimMax = 57;           // oauth- and 57: a tenant name's 64
+constexpr const char* kDigestTag = "sha256-";     // oauth-sha256-<hex>: a digest, never a claim
 constexpr size_t kHeaderMaxBytes = 2048;
 constexpr size_t kJwksMaxBytes = 1024 * 1024;
 constexpr time_t kFetchTimeoutS = 5;
@@ -86,14 +89,6 @@ std::string challenge_text(std::string_view s) {
   return out;
 }
 
-std::string tenant_of(const std::string& claim) {
-  // A claim that is a tenant name keeps it readable; any other becomes its
-  // digest. The prefix keeps OAuth tenants apart from the tokens file's.
-  const bool name = !claim.empty() && claim.size() <= 57 &&
-                    claim.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
-  return "oauth-" + (name ? claim : util::sha256_hex(claim).substr(0, 40));
-}
-
 std::vector<std::string> scopes_of(const json& claims) {
   std::vector<std::string> out;
   auto add_words = [&](const std::string& s) {
@@ -121,6 +116,18 @@ std::pair<std::string, std::string> key_type_for(const std::string& alg) {
 }
 
 }  // namespace
+
+std::string tenant_of(const std::string& claim) {
+  // Two name spaces that cannot meet: a claim that is a plain name keeps it
+  // readable as oauth-<claim>; any other claim, and any claim that starts
+  // like a digest name, becomes oauth-sha256-<40 hex digits of its sha256>.
+  // No claim value reaches the other space, and the tokens file refuses the
+  // oauth- prefix (auth.cpp), so no static tenant is an OAuth one either.
+  const bool name = !claim.empty() && claim.size() <= kLiteralClaimMax &&
+                    claim.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos &&
+                    claim.rfind(kDigestTag, 0) != 0;
+  return name ? http::kOAuthTenantPrefix + claim : std::string(http::kOAuthTenantPrefix) + kDigestTag + util::sha256_hex(claim).substr(0, 40);
+}
 
 util::Result<Config> parse_config(std::string_view text, const std::string& source) {
   auto bad = [&](const std::string& key, const std::string& why) {

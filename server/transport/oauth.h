@@ -43,10 +43,15 @@ util::Result<Config> parse_config(std::string_view text, const std::string& sour
 
 // Who a valid token speaks for.
 struct Identity {
-  std::string tenant;   // "oauth-" + the claim (or its sha256 when not a tenant name)
+  std::string tenant;   // oauth-<claim>, or oauth-sha256-<hex> for any claim that is not a plain name
   std::string subject;  // "sub", for logs
   bool can_run = false;
 };
+
+// The tenant a token's claim names: oauth-<claim> for a plain name (1-57 of
+// [a-z0-9_-], not starting "sha256-"), else oauth-sha256-<40 hex digits of
+// its sha256>. The two forms never meet, whatever the claim's value.
+std::string tenant_of(const std::string& claim);
 
 enum class Failure {
   kMalformed,        // not three base64url parts of JSON

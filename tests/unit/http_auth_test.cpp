@@ -39,6 +39,14 @@ TEST_CASE("tokens file errors name the line") {
   CHECK(Auth::parse("# nothing\n", "t").error().message == "t: no token in the file");
 }
 
+TEST_CASE("a tokens file may not name a tenant oauth-...: those are OAuth users") {
+  const std::string digest(64, 'a');
+  CHECK(Auth::parse("oauth-alice " + digest + "\n", "t").error().message ==
+        "t:1: tenant \"oauth-alice\": names starting with \"oauth-\" are OAuth users' (--oauth); choose another");
+  CHECK(Auth::parse("oauth-sha256-0123 " + digest + "\n", "t").error().code == util::ErrorCode::kAuth);
+  CHECK(Auth::parse("oauthalice " + digest + "\n", "t"));
+}
+
 TEST_CASE("a tokens file readable by group or others is refused") {
   char path[] = "/tmp/throwbox-tokens-XXXXXX";
   int fd = ::mkstemp(path);

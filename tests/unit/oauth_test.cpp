@@ -20,6 +20,7 @@
 #include "server/transport/jwks.h"
 #include "server/transport/oauth.h"
 #include "server/util/base64.h"
+#include "server/util/crypto.h"
 
 namespace oauth = transport::oauth;
 using nlohmann::json;
@@ -141,6 +142,24 @@ TEST_CASE("config: each bad key is named") {
   // http is fine for a loopback issuer (a test issuer, a local proxy).
   CHECK(oauth::parse_config(R"({"issuer": "http://127.0.0.1:9/", "jwks_uri": "http://localhost:9/j",
                                 "resource": "http://127.0.0.1:8765/mcp"})", "o").ok());
+}
+
+TEST_CASE("tenants: a plain claim and a digest never share a name, whatever the claim holds") {
+  CHECK(oauth::tenant_of("alice") == "oauth-alice");
+  CHECK(oauth::tenant_of("ci-runner_2") == "oauth-ci-runner_2");
+  const std::string digest = util::sha256_hex("John.Doe").substr(0, 40);
+  CHECK(oauth::tenant_of("John.Doe") == "oauth-sha256-" + digest);
+  // A claim that is the digest's hex digits names a tenant of its own.
+  CHECK(oauth::tenant_of(digest) == "oauth-" + digest);
+  CHECK(oauth::tenant_of(digest) != oauth::tenant_of("John.Doe"));
+  // A claim spelled like a digest name is hashed too: it cannot reach oauth-sha256-<hex>.
+  CHECK(oauth::tenant_of("sha256-" + digest) == "oauth-sha256-" + util::sha256_hex("sha256-" + digest).substr(0, 40));
+  CHECK(oauth::tenant_of("sha256-" + digest) != oauth::tenant_of("John.Doe"));
+  // Too long for a name (57 is the most): hashed.
+  CHECK(oauth::tenant_of(std::string(57, 'a')) == "oauth-" + std::string(57, 'a'));
+  CHECK(oauth::tenant_of(std::string(58, 'a')).rfind("oauth-sha256-", 0) == 0);
+  for (const std::string& claim : {std::string("x"), digest, std::string("John.Doe"), std::string(58, 'a')})
+    CHECK(oauth::tenant_of(claim).size() <= 64);
 }
 
 TEST_CASE("metadata URL: the resource's origin, the well-known path, then the resource's path") {

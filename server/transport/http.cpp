@@ -88,6 +88,8 @@ thread_local bool t_overloaded = false;
 // saw it (0: unknown).
 thread_local const DeadlineStream* t_serving = nullptr;
 thread_local size_t t_serving_bytes = 0;
+// The request being served has an Authorization line cpp-httplib cannot read.
+thread_local bool t_authorization_too_long = false;
 
 // A pool with a bounded queue. Beyond it a request is still read (its bytes
 // are in) but only to be answered 503 by a small pool of its own, so a flood
@@ -204,9 +206,11 @@ class IntakeServer : public httplib::Server {
     DeadlineStream strm(c, std::chrono::seconds(kReadTimeoutS), std::chrono::seconds(kReadTimeoutS));
     t_serving = &strm;
     t_serving_bytes = expected;
+    t_authorization_too_long = c.authorization_too_long;
     bool closed = false;
     const bool ok = process_request(strm, last, closed, nullptr);
     t_serving = nullptr;
+    t_authorization_too_long = false;
     return ok && !closed && !last && !strm.deadline_passed() && strm.bytes_read() == expected;
   }
   // As each response's headers are made (the post-routing handler runs for
@@ -454,6 +458,8 @@ class HttpServer {
   // 403 insufficient_scope for a caller whose token may only read.
   bool refuse_without_run_scope(const Caller& caller, httplib::Response& res);
   void refuse_insufficient_scope(httplib::Response& res, const std::string& why, const std::string& scope);
+  // 401 with the challenge: sent says whether a token came (invalid_token) or none did.
+  void refuse_unauthorized(httplib::Response& res, bool sent, const std::string& description);
   Lease find_session(const httplib::Request& req, const std::string& tenant, httplib::Response& res);
   // With mu_ held: room for one more session of tenant, evicting the least
   // recently used idle one where a bound is reached; false when all are busy.
@@ -514,6 +520,11 @@ std::optional<HttpServer::Caller> HttpServer::authenticate(const httplib::Reques
       return std::nullopt;
     }
   }
+  refuse_unauthorized(res, sent, description);
+  return std::nullopt;
+}
+
+void HttpServer::refuse_unauthorized(httplib::Response& res, bool sent, const std::string& description) {
   res.status = 401;
   if (oauth_)
     res.set_header("WWW-Authenticate", oauth::challenge(oauth_->config(), sent ? "invalid_token" : "",
@@ -525,7 +536,6 @@ std::optional<HttpServer::Caller> HttpServer::authenticate(const httplib::Reques
                                       sent ? "Unauthorized: " + description : "Unauthorized: a bearer token is required")
                       .dump(),
                   "application/json");
-  return std::nullopt;
 }
 
 void HttpServer::refuse_insufficient_scope(httplib::Response& res, const std::string& why, const std::string& scope) {
@@ -615,13 +625,14 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
       ids.push_back(std::get<jsonrpc::Failure>(item).id.dump());  // answered with an error
       continue;
     }
-    if (m->kind != jsonrpc::Message::Kind::kRequest) continue;
-    // A read-only token may list and fetch, never run or change state
-    // (cancelling a task included).
+    // A read-only token may list and fetch, never run or change state:
+    // cancelling a task or a call (a notification) included.
     const bool runs = (m->method == "tools/call" && m->params.is_object() && m->params.contains("name") &&
                        m->params["name"].is_string() && tools::needs_run_scope(m->params["name"].get<std::string>())) ||
-                      m->method == "tasks/cancel" || m->method == "tasks/update";
+                      m->method == "tasks/cancel" || m->method == "tasks/update" ||
+                      m->method == "notifications/cancelled";
     if (runs && refuse_without_run_scope(*caller, res)) return;
+    if (m->kind != jsonrpc::Message::Kind::kRequest) continue;
     ids.push_back(m->id.dump());
     if (m->method == "initialize") initialize = true;
     if (m->params.is_object() && m->params.contains("_meta") && m->params["_meta"].is_object() &&
@@ -1037,6 +1048,14 @@ util::Status HttpServer::run() {
   // itself answers the POST, no client waits on). A chunked body is not
   // capped by httplib and reaches post(), which answers 413 with the id.
   srv->set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    // A bearer token longer than a header line may be: cpp-httplib's bare
+    // 400 (or 431) becomes the 401 any other bad token gets.
+    if ((res.status == 400 || res.status == 431) && res.body.empty() && t_authorization_too_long) {
+      refuse_unauthorized(res, true, "the bearer token is longer than " + std::to_string(kHeaderLineMax) +
+                                         " bytes (a header line's most)");
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (res.status != 413 || !res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     const size_t cap = ctx_.policy.server.message_max_bytes;
     const std::string length = req.get_header_value("Content-Length");

@@ -103,12 +103,22 @@ std::string_view trim(std::string_view v) {
 
 }  // namespace
 
-Arrival classify_arrival(std::string_view bytes, size_t* request_bytes) {
+Arrival classify_arrival(std::string_view bytes, size_t* request_bytes, bool* authorization_too_long) {
   size_t ignored = 0;
   size_t& length = request_bytes ? *request_bytes : ignored;
   length = 0;
   // Empty lines before a request line are allowed (RFC 9112 2.2); cpp-httplib skips none, so neither is this a request.
   const size_t end = bytes.find("\r\n\r\n");
+  if (authorization_too_long) {
+    *authorization_too_long = false;
+    const std::string_view head = bytes.substr(0, end);
+    for (size_t pos = head.find("\r\n"); pos != std::string_view::npos;) {
+      const size_t next = head.find("\r\n", pos + 2);
+      const std::string_view line = head.substr(pos + 2, next == std::string_view::npos ? std::string_view::npos : next - pos - 2);
+      if (line.size() + 2 >= kHeaderLineMax && iequals_prefix(line, "authorization:")) *authorization_too_long = true;
+      pos = next;
+    }
+  }
   if (end == std::string_view::npos) return bytes.size() >= kPeekBytes ? Arrival::kTooLong : Arrival::kPartial;
   const size_t header_bytes = end + 4;
   std::string_view headers = bytes.substr(0, end);
@@ -417,7 +427,7 @@ void Intake::park(std::shared_ptr<Connection> c) {
   if (c->tls && !tls_advance(*c) && c->buffered.empty()) return;  // the client ended it: closed
   c->waiting_first_byte = c->buffered.empty();
   // A pipelined request may already be whole in the buffer: no byte will come to say so.
-  if (classify_arrival(c->buffered, &c->request_bytes) != Arrival::kPartial) return hand_over(std::move(c));
+  if (classify_arrival(c->buffered, &c->request_bytes, &c->authorization_too_long) != Arrival::kPartial) return hand_over(std::move(c));
   watch(std::move(c));
 }
 
@@ -447,7 +457,7 @@ void Intake::check(const std::shared_ptr<Connection>& c) {
     }
     if (c->buffered.empty()) return;  // the handshake goes on, or no byte of a request yet
     c->waiting_first_byte = false;
-    if (classify_arrival(c->buffered, &c->request_bytes) == Arrival::kPartial) return;
+    if (classify_arrival(c->buffered, &c->request_bytes, &c->authorization_too_long) == Arrival::kPartial) return;
     if (auto mine = unwatch(fd)) hand_over(std::move(mine));
     return;
   }
@@ -462,11 +472,12 @@ void Intake::check(const std::shared_ptr<Connection>& c) {
   c->waiting_first_byte = false;
   Arrival a;
   if (c->buffered.empty()) {
-    a = classify_arrival(std::string_view(peek.data(), static_cast<size_t>(n)), &c->request_bytes);
+    a = classify_arrival(std::string_view(peek.data(), static_cast<size_t>(n)), &c->request_bytes,
+                         &c->authorization_too_long);
   } else {
     std::string joined = c->buffered;
     joined.append(peek.data(), static_cast<size_t>(n));
-    a = classify_arrival(joined, &c->request_bytes);
+    a = classify_arrival(joined, &c->request_bytes, &c->authorization_too_long);
   }
   if (a == Arrival::kPartial) return;
   if (auto mine = unwatch(fd)) hand_over(std::move(mine));

@@ -40,9 +40,15 @@ enum class Arrival {
   kHeadersOnly,  // headers here; the body (chunked, 100-continue or longer) is for the worker to read
   kTooLong,      // kPeekBytes without the end of the headers: the worker answers it (431/400) and closes
 };
+// The longest header line cpp-httplib reads (with its CRLF); a longer one is
+// its bare 400. An Authorization line that long is answered 401 instead.
+constexpr size_t kHeaderLineMax = CPPHTTPLIB_HEADER_MAX_LENGTH;
 // request_bytes: the request's length (headers and Content-Length body) when
 // known, else 0 (chunked, malformed or not yet whole headers).
-Arrival classify_arrival(std::string_view bytes, size_t* request_bytes = nullptr);
+// authorization_too_long: whether an Authorization line of what has come
+// reaches kHeaderLineMax (an oversized bearer token).
+Arrival classify_arrival(std::string_view bytes, size_t* request_bytes = nullptr,
+                         bool* authorization_too_long = nullptr);
 
 struct IntakeLimits {
   size_t connections_max = 512;       // open connections in all
@@ -65,6 +71,7 @@ struct Connection {
   bool lingering = false;           // answered (503/408) and shut for writing: drained, then closed
   size_t requests = 0;              // answered on this connection
   size_t request_bytes = 0;         // the next request's length as the intake saw it; 0: unknown
+  bool authorization_too_long = false;  // its Authorization line is longer than cpp-httplib reads
   // Bytes read but not yet served: past the last request (pipelining), and
   // over TLS everything the intake decrypted of the next request.
   std::string buffered;

@@ -8,13 +8,14 @@
 // key rotation, map scopes to what a caller may do, and keep static tokens.
 import test from 'node:test';
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
-import { skipWithoutHttp, startHttpServer, post, rawSession } from './lib/http.mjs';
+import { skipWithoutHttp, startHttpServer, startRefused, post, rawSession } from './lib/http.mjs';
 import { REQUEST_TIMEOUT_MS } from './lib/client.mjs';
 import { startIssuer } from './lib/test_issuer.mjs';
 
@@ -224,6 +225,84 @@ test('the SDK client with a read-only grant lists tools; run_code is refused, no
   assert.doesNotMatch(server.stderr(), /tenant=oauth-auditor runtime=/);
   const steps = issuer.tokenRequests().filter((r) => r.client_id === 'auditor');
   assert.ok(steps.some((r) => r.scope === 'throwbox.read'));
+});
+
+test('a claim spelled as another user\'s digest is a tenant of its own: no name space is shared', { timeout: 60_000 }, async () => {
+  const digest = crypto.createHash('sha256').update('John.Doe').digest('hex').slice(0, 40);
+  const s = await rawSession(server.url, good('John.Doe'));
+  const up = await s.call('tools/call', { name: 'upload_input', arguments: { name: 'j.txt', content: 'john' } });
+  assert.equal(up.status, 200, up.text);
+  const input = up.body.result.structuredContent.input_id;
+  for (const sub of [digest, `sha256-${digest}`]) {
+    const r = await runCode(good(sub), 'print(open("/inputs/j.txt").read())', { input_ids: [input] });
+    assert.equal(r.body.result.isError, true, `${sub}: ${r.text}`);
+    assert.match(r.body.result.content[0].text, /unknown input_id/);
+    // Nor is John's session theirs.
+    const other = await post(server.url, { jsonrpc: '2.0', id: 9, method: 'tools/list' }, { token: good(sub), sessionId: s.sessionId });
+    assert.equal(other.status, 404, `${sub} on John's session: ${other.text}`);
+  }
+});
+
+test('the tokens file may not name a tenant oauth-...: OAuth users are named so', () => {
+  const dir = fs.mkdtempSync('/tmp/throwbox-oauth-tokens-');
+  try {
+    const tokens = path.join(dir, 'tokens');
+    fs.writeFileSync(tokens, `oauth-alice ${'a'.repeat(64)}\n`, { mode: 0o600 });
+    const r = startRefused(['--http', '127.0.0.1:0', '--tokens', tokens]);
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /tenant "oauth-alice": names starting with "oauth-" are OAuth users' \(--oauth\); choose another/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a read-only token cannot cancel a run: notifications/cancelled needs the run scope', { timeout: 60_000 }, async () => {
+  const runner = await rawSession(server.url, good('erin'));
+  const started = post(server.url, { jsonrpc: '2.0', id: 41, method: 'tools/call',
+    params: { name: 'run_code', arguments: { runtime: 'python', code: 'import time; time.sleep(2); print("done")' } } },
+  { token: good('erin'), sessionId: runner.sessionId, protocolVersion: '2025-11-25' });
+  await new Promise((r) => setTimeout(r, 500));
+  const cancel = await post(server.url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 41 } },
+    { token: good('erin', { scope: 'throwbox.read' }), sessionId: runner.sessionId, protocolVersion: '2025-11-25' });
+  assert.equal(cancel.status, 403, cancel.text);
+  assert.match(challenge(cancel), /error="insufficient_scope"/);
+  const done = await started;
+  assert.equal(done.status, 200, done.text);
+  assert.equal(done.body.result.structuredContent.status, 'completed', done.text);
+  assert.equal(done.body.result.structuredContent.stdout, 'done\n');
+});
+
+test('an oversized bearer token is a 401 with the challenge, not a bare 400', async () => {
+  for (const n of [9_000, 70_000]) {
+    const r = await ping('x'.repeat(n));
+    assert.equal(r.status, 401, `${n} bytes: ${r.status} ${r.text}`);
+    assert.match(challenge(r), new RegExp(`^Bearer resource_metadata="${metadataUrl}", error="invalid_token"`));
+    assert.match(r.body.error.message, /longer than 8192 bytes/);
+  }
+});
+
+test('what a token or a request carries reaches the log escaped: no line can be forged', { timeout: 60_000 }, async () => {
+  const forged = '\n2099-01-01T00:00:00.000 info http: ADMIN LOGGED IN';
+  const marker = '2099-01-01T00:00:00.000 info http: ADMIN LOGGED IN';
+  // The kid of a token the server refuses (logged at info with the reason).
+  await ping(issuer.sign(claims('alice'), { kid: 'rsa-1', header: { kid: `k${forged}\r\u2028\u001b[2J` } }));
+  // The client's name and version in initialize, a request id in a cancellation.
+  const init = await post(server.url, { jsonrpc: '2.0', id: 1, method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: `c${forged}`, version: `v${forged}` } } },
+  { token: good('frank') });
+  assert.equal(init.status, 200, init.text);
+  await post(server.url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: `r${forged}` } },
+    { token: good('frank'), sessionId: init.headers.get('mcp-session-id'), protocolVersion: '2025-06-18' });
+  await new Promise((r) => setTimeout(r, 200));
+  // Every line is a log line of the server's (or its one start-up line on stderr).
+  const lines = server.stderr().split('\n').filter((l) => l && !l.startsWith('throwbox: listening on '));
+  for (const line of lines) {
+    assert.ok(!line.startsWith('2099-'), `a forged line: ${JSON.stringify(line)}`);
+    assert.match(line, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\S* (trace|debug|info|warning|error|critical) /, JSON.stringify(line));
+    assert.doesNotMatch(line, /[\u0000-\u001f\u007f\u2028]/, JSON.stringify(line));
+  }
+  assert.ok(lines.some((l) => l.includes(`k\\n${marker}`)), 'the kid is logged, escaped');
+  assert.ok(lines.some((l) => l.includes(`c\\n${marker}`)), 'the client name is logged, escaped');
 });
 
 test('key rotation: a new kid is fetched; a key the issuer dropped stops working', async () => {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <future>
 #include <sstream>
 #include <thread>
@@ -35,6 +36,13 @@ constexpr size_t kRelayChunkBytes = 16 * 1024;
 // this many more the listener is closed, so a loop of connects costs nothing.
 constexpr uint64_t kRefusalsPastCapMax = 64;
 constexpr size_t kQuotedTargetMax = 80;  // of a malformed target, in a reason
+constexpr size_t kReasonPhraseMax = 300;  // of a reason, in the status line
+constexpr const char* kJobEnded = "the job ended";
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 struct Rules {
   std::map<std::string, Address> hosts;
@@ -60,24 +68,39 @@ std::string quoted(const std::string& s) {
   return "\"" + out + (s.size() > kQuotedTargetMax ? "...\"" : "\"");
 }
 
+// A reason as a status line's reason phrase (RFC 9112 4: HTAB, SP, VCHAR):
+// printable ASCII only, bounded.
+std::string reason_phrase(const std::string& reason) {
+  std::string out;
+  for (char c : reason.substr(0, kReasonPhraseMax)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return reason.size() > kReasonPhraseMax ? out + "..." : out;
+}
+
 class Tunnel;
+
+// Lookups of one job in flight at once; its further ones wait for a slot
+// (within their own connect timeout), so no job holds more of the resolver.
+constexpr size_t kLookupsPerJobMax = 4;
 
 class SessionImpl final : public Session, public std::enable_shared_from_this<SessionImpl> {
  public:
-  SessionImpl(asio::io_context& io, const Rules& rules, const Rules::Profile& profile, std::string job_id,
-              int64_t deadline_ms)
-      : io_(io), rules_(rules), profile_(profile), job_id_(std::move(job_id)), acceptor_(io), deadline_(io) {
+  SessionImpl(asio::io_context& io, Resolver& resolver, const Rules& rules, const Rules::Profile& profile,
+              std::string job_id, int64_t deadline_ms)
+      : io_(io), resolver_(resolver), rules_(rules), profile_(profile), job_id_(std::move(job_id)), acceptor_(io),
+        deadline_(io) {
     report_.profile = profile.policy.name;
     deadline_.expires_at(std::chrono::steady_clock::time_point(std::chrono::milliseconds(deadline_ms)));
   }
 
   void serve(util::UniqueFd listener) override;
-  Report finish() override;
+  Report finish(int64_t program_ended_ms) override;
 
   // The io thread's side.
   void arm_deadline();
   void accept_next();
   void cut_all(const std::string& reason);
+  void queue_lookup(std::shared_ptr<Tunnel> t);
+  void lookup_ended();
   // How many of n bytes may still pass within the job's byte cap.
   uint64_t charge(uint64_t n) {
     const uint64_t take = std::min<uint64_t>(n, profile_.policy.max_bytes - bytes_);
@@ -93,14 +116,24 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
     return report_.connections.size() - 1;
   }
   Connection& slot(size_t i, Connection& scratch) { return i == SIZE_MAX ? scratch : report_.connections[i]; }
+  // A tunnel recorded allowed whose job side closed at job_closed_ms (steady
+  // clock) while its destination was still open: finish() decides whether
+  // the job's end did it.
+  void note_job_side_close(size_t slot, int64_t job_closed_ms) {
+    if (slot != SIZE_MAX) job_side_closes_.emplace_back(slot, job_closed_ms);
+  }
 
   asio::io_context& io_;
+  Resolver& resolver_;
   const Rules& rules_;
   const Rules::Profile& profile_;
   const std::string job_id_;
   tcp::acceptor acceptor_;
   asio::steady_timer deadline_;
   std::vector<std::weak_ptr<Tunnel>> tunnels_;
+  std::vector<std::pair<size_t, int64_t>> job_side_closes_;  // slot, steady ms
+  size_t lookups_in_flight_ = 0;
+  std::deque<std::shared_ptr<Tunnel>> lookup_waiters_;
   Report report_;
   uint64_t accepted_ = 0;
   uint64_t bytes_ = 0;
@@ -110,7 +143,7 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
 class Tunnel : public std::enable_shared_from_this<Tunnel> {
  public:
   Tunnel(std::shared_ptr<SessionImpl> s, tcp::socket client)
-      : s_(std::move(s)), client_(std::move(client)), upstream_(s_->io_), resolver_(s_->io_), timer_(s_->io_),
+      : s_(std::move(s)), client_(std::move(client)), upstream_(s_->io_), timer_(s_->io_),
         slot_(s_->open_slot()), ordinal_(s_->accepted_) {}
 
   void start() { read_head(); }
@@ -127,23 +160,27 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
       done_ = true;
       rec().verdict = verdict;
       rec().reason = reason;
+      if (job_closed_ms_ && destination_open_at_job_close_ && rec().verdict == "allowed")
+        s_->note_job_side_close(slot_, job_closed_ms_);
     }
     error_code ignored;
     client_.close(ignored);
     upstream_.close(ignored);
-    resolver_.cancel();
     timer_.cancel();
   }
 
-  // A response the program can print, then the connection is closed.
+  // A response the program can print, then the connection is closed. The
+  // reason is the status line's reason phrase too: clients that show only
+  // the status of a failed CONNECT (Python's "Tunnel connection failed: 403
+  // ...", curl -v) show why.
   void answer(int status, const char* text, const char* verdict, const std::string& reason) {
     if (done_) return;
     done_ = true;
     rec().verdict = verdict;
     rec().reason = reason;
     const std::string body = "throwbox proxy: " + reason + "\n";
-    out_ = "HTTP/1.1 " + std::to_string(status) + " " + text +
-           "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: " +
+    out_ = "HTTP/1.1 " + std::to_string(status) + " " + text + " (" + reason_phrase(reason) +
+           ")\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: " +
            std::to_string(body.size()) + "\r\n\r\n" + body;
     error_code ignored;
     upstream_.close(ignored);
@@ -217,28 +254,43 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
     resolve();
   }
 
-  // 5. Resolve: a literal is itself, network.hosts is fixed, else the host's resolver.
+  // 5. Resolve: a literal is itself, network.hosts is fixed, else the host's
+  // resolver (asynchronous, the name as a fully qualified one), once one of
+  // the job's lookup slots is free. Waiting for a slot, the lookup and the
+  // connect share the connect timeout.
   void resolve() {
     if (dest_.literal) return check_and_connect({*parse_address(dest_.host)});
     if (auto it = s_->rules_.hosts.find(dest_.host); it != s_->rules_.hosts.end())
       return check_and_connect({it->second});
     timer_.expires_after(kConnectTimeout);
     timer_.async_wait([self = shared_from_this()](error_code ec) {
-      if (!ec) self->resolver_.cancel();
+      if (ec || self->done_ || self->resolved_) return;
+      self->failed("cannot resolve " + self->dest_.host + ": no answer within 10 s" +
+                   (self->lookup_started_ ? "" : " (this job's other lookups held every slot)"));
     });
-    resolver_.async_resolve(dest_.host, std::to_string(dest_.port), tcp::resolver::numeric_service,
-                            [self = shared_from_this()](error_code ec, tcp::resolver::results_type results) {
-                              self->timer_.cancel();
-                              if (self->done_) return;
-                              if (ec) return self->failed("cannot resolve " + self->dest_.host + ": " + ec.message());
-                              std::vector<Address> found;
-                              for (auto& r : results) {
-                                auto a = parse_address(r.endpoint().address().to_string());
-                                if (a) found.push_back(*a);
-                              }
-                              if (found.empty()) return self->failed("cannot resolve " + self->dest_.host);
-                              self->check_and_connect(found);
-                            });
+    s_->queue_lookup(shared_from_this());
+  }
+
+ public:
+  bool done() const { return done_; }
+  // The session gave this tunnel a lookup slot; it gives it back with lookup_ended().
+  void start_lookup(Resolver& resolver) {
+    lookup_started_ = true;
+    resolver.resolve(dest_.host, [self = shared_from_this()](util::Result<std::vector<Address>> found) {
+      asio::post(self->s_->io_, [self, found = std::move(found)] {
+        self->s_->lookup_ended();
+        self->on_resolved(found);
+      });
+    });
+  }
+
+ private:
+  void on_resolved(const util::Result<std::vector<Address>>& found) {
+    resolved_ = true;
+    if (done_) return;
+    timer_.cancel();
+    if (!found) return failed("cannot resolve " + dest_.host + ": " + found.error().message);
+    check_and_connect(found.value());
   }
 
   // 6. Every address the name has must be reachable, or none is used: a name
@@ -344,6 +396,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
     auto& buf = up ? up_buf_ : down_buf_;
     src.async_read_some(asio::buffer(buf), [self = shared_from_this(), up](error_code ec, size_t n) {
       if (self->done_) return;
+      if (ec) (up ? self->mark_job_closed() : self->mark_destination_closed());
       if (ec == asio::error::eof) return self->half_close(up);
       if (ec) return self->end("allowed", "");
       auto& data = up ? self->up_buf_ : self->down_buf_;
@@ -353,12 +406,20 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
       asio::async_write(dst, asio::buffer(data.data(), take),
                         [self, up, capped = take < n](error_code wec, size_t) {
                           if (self->done_) return;
+                          if (wec && !up) self->mark_job_closed();  // the job no longer takes what comes
                           if (wec) return self->end("allowed", "");
                           if (capped) return self->cut(self->byte_cap_reason());
                           self->read_from(up);
                         });
     });
   }
+
+  void mark_job_closed() {
+    if (job_closed_ms_) return;
+    job_closed_ms_ = steady_ms();
+    destination_open_at_job_close_ = !down_eof_;
+  }
+  void mark_destination_closed() { down_eof_ = true; }
 
   void half_close(bool up) {
     error_code ignored;
@@ -369,7 +430,6 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
   std::shared_ptr<SessionImpl> s_;
   tcp::socket client_;
   tcp::socket upstream_;
-  tcp::resolver resolver_;
   asio::steady_timer timer_;
   beast::flat_buffer head_buf_;
   http::request_parser<http::empty_body> parser_;
@@ -381,8 +441,13 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
   Connection scratch_;  // the record of a connection beyond the logged ones
   bool connect_ = false;
   bool head_read_ = false;
+  bool lookup_started_ = false;
+  bool resolved_ = false;
   bool connected_ = false;
   bool done_ = false;
+  bool down_eof_ = false;      // the destination closed its side (or failed)
+  int64_t job_closed_ms_ = 0;  // when the job's side closed or stopped taking bytes; 0: it has not
+  bool destination_open_at_job_close_ = false;
   int open_directions_ = 2;
 };
 
@@ -430,20 +495,49 @@ void SessionImpl::accept_next() {
   });
 }
 
+void SessionImpl::queue_lookup(std::shared_ptr<Tunnel> t) {
+  if (lookups_in_flight_ < kLookupsPerJobMax) {
+    ++lookups_in_flight_;
+    t->start_lookup(resolver_);
+  } else {
+    lookup_waiters_.push_back(std::move(t));
+  }
+}
+
+void SessionImpl::lookup_ended() {
+  --lookups_in_flight_;
+  while (!lookup_waiters_.empty() && lookups_in_flight_ < kLookupsPerJobMax) {
+    std::shared_ptr<Tunnel> next = std::move(lookup_waiters_.front());
+    lookup_waiters_.pop_front();
+    if (next->done()) continue;  // its timeout, the job's deadline or end came first
+    ++lookups_in_flight_;
+    next->start_lookup(resolver_);
+  }
+}
+
 void SessionImpl::cut_all(const std::string& reason) {
   for (auto& weak : tunnels_)
     if (auto t = weak.lock()) t->cut(reason);
 }
 
-Report SessionImpl::finish() {
+Report SessionImpl::finish(int64_t program_ended_ms) {
   auto done = std::make_shared<std::promise<Report>>();
   std::future<Report> report = done->get_future();
-  asio::post(io_, [self = shared_from_this(), done] {
+  asio::post(io_, [self = shared_from_this(), done, program_ended_ms] {
     self->finished_ = true;
     error_code e;
     self->acceptor_.close(e);
     self->deadline_.cancel();
-    self->cut_all("the job ended");
+    self->cut_all(kJobEnded);
+    // Tunnels the job's end closed before this call: pid 1 killed what the
+    // program left once it had ended (the program's own sockets, closed as
+    // it exited, close before that moment: a client's normal end).
+    if (program_ended_ms > 0)
+      for (auto [slot, closed_ms] : self->job_side_closes_)
+        if (closed_ms >= program_ended_ms) {
+          self->report_.connections[slot].verdict = "cut";
+          self->report_.connections[slot].reason = kJobEnded;
+        }
     done->set_value(self->report_);
   });
   // The io thread answers at once unless the server is stopping.
@@ -483,6 +577,8 @@ struct Proxy::Impl {
   Rules rules;
   asio::io_context io{1};
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
+  // After io: destroyed before it, its last answers queued on io and dropped with it.
+  std::unique_ptr<Resolver> resolver;
   std::thread thread;
 };
 
@@ -507,6 +603,9 @@ util::Result<std::unique_ptr<Proxy>> Proxy::start(const policy::Network& policy)
     }
     impl->rules.profiles[name] = std::move(profile);
   }
+  auto resolver = Resolver::start();
+  if (!resolver) return util::make_error(util::ErrorCode::kInternal, "network: " + resolver.error().message);
+  impl->resolver = std::move(*resolver);
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] {
     for (;;) {
@@ -534,7 +633,8 @@ util::Result<std::shared_ptr<Session>> Proxy::open(const std::string& job_id, co
   auto it = impl_->rules.profiles.find(profile);
   if (it == impl_->rules.profiles.end())
     return util::make_error(util::ErrorCode::kInvalidArgument, "network: no profile \"" + profile + "\"");
-  return std::shared_ptr<Session>(std::make_shared<SessionImpl>(impl_->io, impl_->rules, it->second, job_id, deadline_ms));
+  return std::shared_ptr<Session>(
+      std::make_shared<SessionImpl>(impl_->io, *impl_->resolver, impl_->rules, it->second, job_id, deadline_ms));
 }
 
 }  // namespace network

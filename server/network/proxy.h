@@ -7,7 +7,8 @@
 // It speaks HTTP CONNECT and absolute-form http:// requests (Boost.Beast's
 // parser reads the request head), checks host and port against the job's
 // profile, resolves the name itself (network.hosts, else the host's
-// resolver), refuses any resolved address in a special-purpose range that
+// resolver, resolver.h: the name exactly, at most four lookups of a job at
+// once), refuses any resolved address in a special-purpose range that
 // network.allow_private does not name, connects to the very address it
 // checked, and relays within the profile's connection and byte caps and the
 // job's deadline. Payload is never logged or kept: only the per-connection
@@ -22,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/network/address.h"
+#include "server/network/resolver.h"
 #include "server/policy/policy.h"
 #include "server/util/fd.h"
 #include "server/util/result.h"
@@ -56,7 +58,11 @@ class Session {
   // Accept on the job's listener from now on (the proxy owns the descriptor).
   virtual void serve(util::UniqueFd listener) = 0;
   // The job ended: close the listener and every tunnel; the job's record.
-  virtual Report finish() = 0;
+  // program_ended_ms (CLOCK_MONOTONIC, 0: unknown): when the job's program
+  // ended; a tunnel whose job side closed from then on (pid 1 killing what
+  // the program left), its destination still open, was cut by the job's end
+  // and is recorded so.
+  virtual Report finish(int64_t program_ended_ms = 0) = 0;
 };
 
 class Proxy {

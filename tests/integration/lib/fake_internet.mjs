@@ -12,6 +12,9 @@
 //     198.18.1.12     pypi.test   HTTPS :443, a PEP 503 index of one wheel
 //     10.77.0.5       internal    HTTP :80, private: a request reaching it is a failure
 //     169.254.169.254 metadata    HTTP :80, link-local: likewise
+//     198.18.1.53     a nameserver (UDP :53) when startFakeInternet is given
+//                     `dns`: its zone, names it never answers, and the box's
+//                     resolv.conf (nameserver, search, ndots) for the server
 //
 // The servers (fake_internet_server.py) log every connection and request to
 // an events file the test reads. Everything is removed by stop(), at process
@@ -32,7 +35,7 @@ const SETUP_TIMEOUT_MS = 15_000;
 export const ADDR = {
   box: '198.18.0.2', gateway: '198.18.0.1',
   data: '198.18.1.10', tls: '198.18.1.11', pypi: '198.18.1.12',
-  internal: '10.77.0.5', metadata: '169.254.169.254',
+  internal: '10.77.0.5', metadata: '169.254.169.254', dns: '198.18.1.53',
 };
 // What each service answers: the test compares what a job received with these.
 export const TEXT = {
@@ -116,8 +119,12 @@ function links(ns) {
 /**
  * Set up the fake internet; exits 77 (ctest: skipped) where this host cannot
  * (not root, a tool missing, no network namespaces or veth). Returns
+ * dns (optional): { zone: {name: [IPv4, ...]}, silent: [name, ...], search: [domain, ...], ndots,
+ *   hosts: {name: address} }: a nameserver at ADDR.dns with that zone, and `wrap` gives the
+ *   command a mount namespace whose /etc/resolv.conf names it with that search list, and
+ *   whose /etc/hosts has those names.
  *   inet, box          the namespaces' names
- *   wrap               ['nsenter', '--net=<box>']: run a command in the box
+ *   wrap               ['nsenter', '--net=<box>'] (and with dns, the resolv.conf): run a command in the box
  *   caPem, caFile      the test CA (leaves for tls.test and pypi.test)
  *   wheel              {name, token}: the index's one wheel; its module's TOKEN
  *   mark()             a position in the events log
@@ -126,7 +133,7 @@ function links(ns) {
  *   inBox(args), inInet(args)  run a command in that namespace: {status, stdout, stderr}
  *   stop()             tear down; throws if a namespace of ours is left
  */
-export async function startFakeInternet({ ipSans = false } = {}) {
+export async function startFakeInternet({ ipSans = false, dns = null } = {}) {
   const why = fakeInternetUnavailable();
   if (why) skipFile(why);
 
@@ -168,7 +175,7 @@ export async function startFakeInternet({ ipSans = false } = {}) {
     ipIn(box, 'addr', 'add', `${ADDR.box}/24`, 'dev', 'veth0');
     ipIn(box, 'route', 'add', 'default', 'via', ADDR.gateway);
     ipIn(inet, 'addr', 'add', `${ADDR.gateway}/24`, 'dev', 'veth0');
-    for (const a of [ADDR.data, ADDR.tls, ADDR.pypi, ADDR.internal, ADDR.metadata]) {
+    for (const a of [ADDR.data, ADDR.tls, ADDR.pypi, ADDR.internal, ADDR.metadata, ...(dns ? [ADDR.dns] : [])]) {
       ipIn(inet, 'addr', 'add', `${a}/32`, 'dev', 'lo');
     }
     // The premise of "nothing leaves": the box has no other link, the fake
@@ -199,8 +206,24 @@ export async function startFakeInternet({ ipSans = false } = {}) {
           wheel: path.join(dir, wheelName), ...certs.leaves['pypi.test'] },
         { name: 'internal', kind: 'http', addr: ADDR.internal, port: 80, text: TEXT.internal },
         { name: 'metadata', kind: 'http', addr: ADDR.metadata, port: 80, text: TEXT.metadata },
+        ...(dns ? [{ name: 'dns', kind: 'dns', addr: ADDR.dns, port: 53, zone: dns.zone ?? {}, silent: dns.silent ?? [] }] : []),
       ],
     };
+    let wrap = ['nsenter', `--net=/run/netns/${box}`];
+    if (dns) {
+      const resolvConf = path.join(dir, 'resolv.conf');
+      fs.writeFileSync(resolvConf, [`nameserver ${ADDR.dns}`, ...(dns.search?.length ? [`search ${dns.search.join(' ')}`] : []),
+        ...(dns.ndots ? [`options ndots:${dns.ndots}`] : []), ''].join('\n'));
+      fs.chmodSync(resolvConf, 0o644);
+      // And an /etc/hosts of dns.hosts ({name: address}) and localhost.
+      const hostsFile = path.join(dir, 'hosts');
+      fs.writeFileSync(hostsFile, ['127.0.0.1 localhost', '::1 localhost',
+        ...Object.entries(dns.hosts ?? {}).map(([name, a]) => `${a} ${name}`), ''].join('\n'));
+      fs.chmodSync(hostsFile, 0o644);
+      // A mount namespace of the command's own, where those are /etc/resolv.conf and /etc/hosts.
+      wrap = [...wrap, 'unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c',
+        'mount --bind "$0" /etc/resolv.conf && mount --bind "$1" /etc/hosts && shift && exec "$@"', resolvConf, hostsFile];
+    }
     const configFile = path.join(dir, 'config.json');
     fs.writeFileSync(configFile, JSON.stringify(config));
 
@@ -293,7 +316,7 @@ export async function startFakeInternet({ ipSans = false } = {}) {
     };
 
     return {
-      inet, box, wrap: ['nsenter', `--net=/run/netns/${box}`],
+      inet, box, wrap,
       caPem: fs.readFileSync(certs.ca.cert, 'utf8'), caFile: certs.ca.cert,
       wheel: { name: wheelName, token },
       mark, events, waitForEvents, inBox, inInet, stop,

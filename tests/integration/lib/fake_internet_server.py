@@ -202,6 +202,53 @@ class Web(BaseHTTPRequestHandler):
         return self.send_body(404, b"not found\n")
 
 
+class Dns(socketserver.BaseRequestHandler):
+    """A nameserver for the fake internet, over UDP: A records from the
+    service's zone, an empty answer for any other type of a zone name, no
+    answer at all for a name in `silent` (a server that never replies), and
+    NXDOMAIN for the rest. Every query is an event, so a test sees exactly
+    which names a resolver asked for."""
+
+    def handle(self):
+        data, sock = self.request
+        if len(data) < 17:
+            return
+        qid, flags = data[0:2], int.from_bytes(data[2:4], "big")
+        labels, i = [], 12
+        while i < len(data) and data[i] != 0:
+            n = data[i]
+            labels.append(data[i + 1:i + 1 + n].decode("ascii", "replace"))
+            i += 1 + n
+        qtype = int.from_bytes(data[i + 1:i + 3], "big")
+        question = data[12:i + 5]
+        name = ".".join(labels).lower()
+        svc = self.server.service
+        event(svc=svc["name"], event="query", name=name, qtype=qtype, peer=self.client_address[0])
+        if name in svc.get("silent", []):
+            return
+        zone = svc.get("zone", {})
+        answers = []
+        if name in zone and qtype == 1:
+            for address in zone[name]:
+                rdata = bytes(int(x) for x in address.split("."))
+                answers.append(b"\xc0\x0c" + (1).to_bytes(2, "big") + (1).to_bytes(2, "big") +
+                               (30).to_bytes(4, "big") + len(rdata).to_bytes(2, "big") + rdata)
+        rcode = 0 if name in zone else 3
+        reply_flags = 0x8000 | (flags & 0x0100) | 0x0080 | rcode  # QR, RD as asked, RA
+        head = qid + reply_flags.to_bytes(2, "big") + (1).to_bytes(2, "big") + len(answers).to_bytes(2, "big") + bytes(4)
+        sock.sendto(head + question + b"".join(answers), self.client_address)
+
+
+class DnsServer(socketserver.ThreadingMixIn, socketserver.UDPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, service):
+        self.service = service
+        self.tls = None
+        super().__init__((service["addr"], service["port"]), Dns)
+
+
 class Echo(socketserver.BaseRequestHandler):
     def handle(self):
         self.request.settimeout(30)
@@ -217,7 +264,8 @@ def serve(config_file):
     with open(config_file) as f:
         config = json.load(f)
     EVENTS = open(config["events"], "a", encoding="utf-8")
-    servers = [Server(s, Echo if s["kind"] == "echo" else Web) for s in config["services"]]
+    servers = [DnsServer(s) if s["kind"] == "dns" else Server(s, Echo if s["kind"] == "echo" else Web)
+               for s in config["services"]]
     for s in servers:
         threading.Thread(target=s.serve_forever, daemon=True).start()
     print("ready", flush=True)

@@ -420,9 +420,9 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   struct FinishEgress {
     std::shared_ptr<network::Session>& session;
     JobResult& result;
-    void operator()() {
+    void operator()(int64_t program_ended_ms = 0) {
       if (!session) return;
-      result.network = network::to_json(session->finish());
+      result.network = network::to_json(session->finish(program_ended_ms));
       session.reset();
     }
     ~FinishEgress() { (*this)(); }
@@ -450,7 +450,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     if (finished) fleet_.retire(std::move(*finished));
     return *start->error;
   }
-  finish_egress();
+  finish_egress(outcome ? outcome->ended_ms : 0);
   if (workspace) {
     const bool saved = outcome && outcome->workspace_saved;
     WorkspaceInfo info = workspace->finish(saved, saved ? outcome->workspace_bytes : 0);

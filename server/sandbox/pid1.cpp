@@ -42,6 +42,7 @@ struct State {
   int loaded[2] = {-1, -1};       // loader -> pid 1
   pid_t program = -1;
   int program_status = 0;
+  long long ended_ns = 0;         // CLOCK_MONOTONIC when the program ended (or the kill came)
   bool network;                   // the job has a network profile: proxy listener, proxy environment
 };
 
@@ -358,6 +359,14 @@ void pid1_report_ready(State& s) {
 // Reaps the program and every orphan reparented here until the program
 // exits or the runner says kill (deadline, cancel).
 void pid1_reap_until_done(State& s) {
+  struct Stamp {  // the end's moment, whichever way the loop ends
+    State& s;
+    ~Stamp() {
+      struct timespec ts {};
+      ::clock_gettime(CLOCK_MONOTONIC, &ts);
+      s.ended_ns = static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+    }
+  } stamp{s};
   for (bool finished = false; !finished;) {
     struct pollfd fds[2] = {{s.sock, POLLIN, 0}, {s.sfd, POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {
@@ -410,7 +419,7 @@ void pid1_report_exit(State& s) {
   ExitReport report{s.program_status,
                     static_cast<long long>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000LL +
                         ru.ru_utime.tv_usec + ru.ru_stime.tv_usec,
-                    ru.ru_maxrss};
+                    ru.ru_maxrss, s.ended_ns};
   __builtin_memcpy(buf + 1, &report, sizeof report);
   trace::mark("pid 1: exit reported");
   ::send(s.sock, buf, sizeof buf, MSG_NOSIGNAL);

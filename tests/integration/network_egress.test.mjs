@@ -12,28 +12,21 @@
 // off, and one running as the normal user throwbox-test.
 import test, { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import crypto from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { REPO_ROOT, connect, upload, runCode, textOf, mkStateDir, throwboxBin, scaled, SLOWDOWN, REQUEST_TIMEOUT_MS } from './lib/client.mjs';
+import { upload, runCode, textOf, scaled, SLOWDOWN, REQUEST_TIMEOUT_MS } from './lib/client.mjs';
 import { skipCase } from './lib/skip.mjs';
 import { startFakeInternet, ADDR, TEXT, WHEEL_PROJECT } from './lib/fake_internet.mjs';
+import { boxServers, userIds, TEST_USER, PY, lastJson, token } from './lib/egress.mjs';
 
 // Exits 77 here, before any test, where the host cannot have one.
 const inet = await startFakeInternet();
 after(() => inet.stop());
 
-const work = fs.mkdtempSync(path.join(os.tmpdir(), 'throwbox-egress-'));
-fs.chmodSync(work, 0o755);
-const removeWork = () => fs.rmSync(work, { recursive: true, force: true });
-after(removeWork);
-process.on('exit', removeWork);
+const box = boxServers(inet, 'throwbox-egress-');
+after(() => box.remove());
 
 const ERRNO = { ENETUNREACH: 101, ECONNREFUSED: 111 };
 const PROXY_VARS = ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy', 'ALL_PROXY'];
-const TEST_USER = 'throwbox-test';
 // The deadline case's timeout_s: 3 s here, more in a slow guest (the host
 // matrix), where starting python and a TLS handshake alone take seconds.
 const DEADLINE_S = Math.ceil(3 * SLOWDOWN);
@@ -60,60 +53,13 @@ const HOSTS = {
   'tls.test': ADDR.tls, 'pypi.test': ADDR.pypi, 'internal.test': ADDR.internal, 'metadata.test': ADDR.metadata,
 };
 
-// The bundled policy plus the network section. The uid leases of root servers
-// are abstract sockets, which are per network namespace (README, Limits): a
-// server in the box gets a uid range no server outside it uses.
+// The bundled policy plus the network section.
 function writePolicy(mode) {
-  const doc = JSON.parse(fs.readFileSync(process.env.THROWBOX_POLICY ?? path.join(REPO_ROOT, 'policies/default.json'), 'utf8'));
-  doc.pool = { ...doc.pool, ...mode.pool };
-  doc.limits = { ...doc.limits, timeout_s: { default: 10, max: TIMEOUT_MAX_S } };
-  doc.sandbox = { ...doc.sandbox, uid_range: { first: 1879048192 + 65536, count: 4096 } };
-  doc.network = { profiles: PROFILES, hosts: HOSTS, allow_private: ['198.18.0.0/15'] };
-  const file = path.join(work, `policy-${mode.key}.json`);
-  fs.writeFileSync(file, JSON.stringify(doc));
-  fs.chmodSync(file, 0o644);
-  return file;
-}
-
-function userIds(user) {
-  const uid = spawnSync('id', ['-u', user], { encoding: 'utf8' });
-  const gid = spawnSync('id', ['-g', user], { encoding: 'utf8' });
-  if (uid.status !== 0 || gid.status !== 0) return null;
-  return { uid: Number(uid.stdout), gid: Number(gid.stdout) };
-}
-
-const asUser = (user) => ['setpriv', `--reuid=${user}`, `--regid=${user}`, '--init-groups', '--inh-caps=-all', '--'];
-
-// The user must be able to run the binary and its runner (found beside it):
-// a build tree under a root-only directory is copied to a 0755 one first.
-function binaryFor(user) {
-  const bin = throwboxBin();
-  const runner = path.join(path.dirname(bin), 'throwbox-runner');
-  const ok = (file) => spawnSync(asUser(user)[0], [...asUser(user).slice(1), 'test', '-x', file]).status === 0;
-  if (ok(bin) && ok(runner)) return bin;
-  const dir = path.join(work, 'bin');
-  fs.mkdirSync(dir, { mode: 0o755 });
-  for (const f of [bin, runner]) {
-    fs.copyFileSync(f, path.join(dir, path.basename(f)));
-    fs.chmodSync(path.join(dir, path.basename(f)), 0o755);
-  }
-  return path.join(dir, path.basename(bin));
+  return box.writePolicy(mode, { profiles: PROFILES, hosts: HOSTS, allow_private: ['198.18.0.0/15'] }, TIMEOUT_MAX_S);
 }
 
 async function startServer(mode) {
-  const policy = writePolicy(mode);
-  if (!mode.user) return connect({ policy, wrap: inet.wrap, label: mode.name });
-  const ids = userIds(mode.user);
-  const stateDir = mkStateDir();
-  fs.chownSync(stateDir, ids.uid, ids.gid);
-  const home = path.join(work, 'home');
-  fs.mkdirSync(home, { mode: 0o700 });
-  fs.chownSync(home, ids.uid, ids.gid);
-  return connect({
-    policy, stateDir, bin: binaryFor(mode.user), label: mode.name,
-    wrap: [...inet.wrap, ...asUser(mode.user)],
-    env: { HOME: home, TMPDIR: home, USER: mode.user, LOGNAME: mode.user },
-  });
+  return box.start(mode, writePolicy(mode));
 }
 
 const MODES = [
@@ -121,92 +67,6 @@ const MODES = [
   { key: 'cold', name: 'root server, pool off', start: 'cold', pool: { enabled: false } },
   { key: 'user', name: `server as ${TEST_USER}`, start: 'warm', pool: { enabled: true, claim_wait_ms: 20000 }, user: TEST_USER },
 ];
-
-const token = () => crypto.randomBytes(6).toString('hex');
-
-// Python helpers for the jobs: one request to the proxy named by HTTP_PROXY,
-// read to its end, and what came back. Raw sockets, so the job sees the
-// proxy's own answer (a 403 and its reason), not a library's exception.
-const PY = String.raw`
-import json, os, re, socket, ssl, sys, threading, time, urllib.request
-def proxy():
-    url = os.environ["HTTP_PROXY"]
-    m = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/?", url)
-    assert m, url
-    return ("127.0.0.1", int(m.group(1)))
-def exchange(request, timeout=10):
-    data, error = b"", None
-    try:
-        s = socket.create_connection(proxy(), timeout=timeout)
-    except OSError as e:
-        return {"status": None, "body": "", "received": 0, "error": f"{type(e).__name__}: {e}"}
-    try:
-        s.sendall(request)
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-            head, sep, body = data.partition(b"\r\n\r\n")
-            m = re.search(rb"(?im)^content-length:\s*(\d+)", head) if sep else None
-            if m and len(body) >= int(m.group(1)):
-                break
-    except OSError as e:
-        error = f"{type(e).__name__}: {e}"
-    finally:
-        s.close()
-    head, _, body = data.partition(b"\r\n\r\n")
-    m = re.match(rb"HTTP/1\.[01] (\d{3})", head)
-    return {"status": int(m.group(1)) if m else None, "body": body[:512].decode("utf-8", "replace"),
-            "received": len(body), "error": error}
-def get(url):
-    hostport = url.split("/")[2]
-    return exchange(f"GET {url} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n".encode())
-def connect(hostport):
-    return exchange(f"CONNECT {hostport} HTTP/1.1\r\nHost: {hostport}\r\n\r\n".encode(), timeout=5)
-def tcp(family, addr):
-    s = socket.socket(family, socket.SOCK_STREAM)
-    s.settimeout(5)
-    try:
-        s.connect(addr)
-        return {"connected": True, "errno": 0}
-    except OSError as e:
-        return {"connected": False, "errno": e.errno}
-    finally:
-        s.close()
-def udp(family, addr):
-    s = socket.socket(family, socket.SOCK_DGRAM)
-    try:
-        return {"sent": s.sendto(b"x", addr), "errno": 0}
-    except OSError as e:
-        return {"sent": None, "errno": e.errno}
-    finally:
-        s.close()
-def listeners():
-    found = []
-    for f in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
-        for line in open(f).read().splitlines()[1:]:
-            local, st = line.split()[1], line.split()[3]
-            if st != "0A":
-                continue
-            addr, port = local.split(":")
-            ip = socket.inet_ntoa(bytes.fromhex(addr)[::-1]) if len(addr) == 8 else addr
-            found.append(f"{ip}:{int(port, 16)}")
-    return found
-def ifaces():
-    return [l.split(":")[0].strip() for l in open("/proc/self/net/dev").read().splitlines()[2:]]
-def emit(obj):
-    print(json.dumps(obj), flush=True)
-`;
-
-// The last stdout line that parses as a JSON object.
-function lastJson(sc) {
-  const lines = (sc.stdout ?? '').split('\n').filter((l) => l.startsWith('{'));
-  for (let i = lines.length - 1; i >= 0; i -= 1) {
-    try { return JSON.parse(lines[i]); } catch { /* keep looking */ }
-  }
-  assert.fail(`no JSON line on stdout (status ${sc.status}, exit ${sc.exit_code})\nstdout: ${sc.stdout}\nstderr: ${sc.stderr}`);
-}
 
 // Every connection entry has the contract's fields; one the proxy refused or
 // cut says why.
@@ -607,6 +467,59 @@ time.sleep(600)
       const ss = inet.inInet(['ss', '-Htn', 'state', 'established']);
       assert.equal(ss.status, 0, ss.stderr);
       assert.deepEqual(ss.stdout.split('\n').filter((l) => l.includes(ADDR.box)), [], 'no connection from the box left');
+    });
+
+    it('a refused CONNECT says why in its status line, which Python\'s clients print', async () => {
+      const sc = await py('web', `
+import http.client
+ctx = ssl.create_default_context(cafile="/inputs/ca.pem")
+try:
+    urllib.request.urlopen("https://other.test/", context=ctx, timeout=10)
+    via_urllib = "reached"
+except Exception as e:
+    via_urllib = str(e)
+c = http.client.HTTPSConnection(*proxy(), timeout=10, context=ctx)
+c.set_tunnel("data.test", 443)
+try:
+    c.request("GET", "/")
+    via_http_client = "reached"
+except OSError as e:
+    via_http_client = str(e)
+emit({"urllib": via_urllib, "http_client": via_http_client})
+`);
+      const out = lastJson(sc);
+      assert.match(out.urllib, /Tunnel connection failed: 403 Forbidden \(other\.test:443 is not allowed by profile web\)/);
+      assert.match(out.http_client, /Tunnel connection failed: 403 Forbidden \(data\.test:443 is not allowed by profile web\)/);
+      assert.deepEqual(sc.network.connections.map((c) => c.verdict), ['refused', 'refused']);
+    });
+
+    it('a tunnel the job leaves open is cut when the job ends, and its record says so', async () => {
+      const t = token();
+      const mark = inet.mark();
+      // A child keeps a transfer going; the program ends first, and pid 1
+      // kills the child with the job.
+      const sc = await py('web', `
+r, w = os.pipe()
+if os.fork() == 0:
+    s = socket.create_connection(proxy(), timeout=30)
+    s.sendall(b"GET http://data.test/slow?t=${t} HTTP/1.1\\r\\nHost: data.test\\r\\nConnection: close\\r\\n\\r\\n")
+    s.recv(100)
+    os.write(w, b"x")
+    while s.recv(100):
+        pass
+    os._exit(0)
+os.read(r, 1)
+emit({"parent": "done"})
+`);
+      assert.deepEqual(lastJson(sc), { parent: 'done' });
+      assert.equal(sc.network.connections.length, 1, JSON.stringify(sc.network));
+      const [c] = sc.network.connections;
+      assert.equal(c.host, 'data.test');
+      assert.equal(c.verdict, 'cut', JSON.stringify(c));
+      assert.equal(c.reason, 'the job ended', JSON.stringify(c));
+      assert.ok(c.bytes_down > 0, JSON.stringify(c));
+      const closed = (evs) => evs.some((e) => e.event === 'slow-close' && e.path.includes(`t=${t}`));
+      assert.ok(closed(await inet.waitForEvents(closed, scaled(5_000), mark)), 'the server saw the transfer end');
     });
 
     it('a job without network has no proxy, no listener and no network section', async () => {

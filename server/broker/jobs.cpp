@@ -20,6 +20,7 @@
 
 #include "server/broker/artifact_intake.h"
 #include "server/broker/job_launch.h"
+#include "server/sandbox/workspace.h"
 #include "server/sandbox/seccomp.h"
 #include "server/util/base64.h"
 #include "server/util/call_trace.h"
@@ -347,7 +348,8 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
       if (!use) return use.error();
       workspace = std::move(*use);
     }
-    spec->work_max_bytes = workspaces_.size_max_bytes();
+    spec->work_max_bytes = workspaces_.size_max_bytes() + sandbox::workspace::code_room_bytes(req.code.size());
+    spec->workspace_max_bytes = workspaces_.size_max_bytes();
     spec->workspace_in = workspace->dir();
     spec->workspace_out = workspace->next_dir();
   }

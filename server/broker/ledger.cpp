@@ -440,12 +440,11 @@ std::optional<WorkspaceRow> Ledger::workspace_find(const std::string& tenant, co
   return read_workspace(st.s);
 }
 
-uint64_t Ledger::workspace_count(const std::string& tenant, int64_t now_ms) {
+uint64_t Ledger::workspace_count(const std::string& tenant) {
   ReadConnection db(*this);
   Stmt st;
   std::string error;
-  if (!prepare(db.get(), st, "SELECT COUNT(*) FROM workspaces WHERE tenant = ?1 AND closed_ms = 0 AND expires_ms > ?2",
-               {tenant, now_ms}, error))
+  if (!prepare(db.get(), st, "SELECT COUNT(*) FROM workspaces WHERE tenant = ?1 AND closed_ms = 0", {tenant}, error))
     return 0;
   if (sqlite3_step(st.s) != SQLITE_ROW) return 0;
   return static_cast<uint64_t>(sqlite3_column_int64(st.s, 0));

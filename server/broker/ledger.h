@@ -93,10 +93,11 @@ class Ledger {
   // kept at least until now_ms + keep_ms.
   size_t task_fail_interrupted(const std::string& message, const nlohmann::json& result, int64_t now_ms,
                                int64_t keep_ms);
-  // Workspaces. A find or count sees open rows not past expires_ms only.
+  // Workspaces. A find sees open rows not past expires_ms only.
   util::Status workspace_insert(const WorkspaceRow& row);
   std::optional<WorkspaceRow> workspace_find(const std::string& tenant, const std::string& workspace_id, int64_t now_ms);
-  uint64_t workspace_count(const std::string& tenant, int64_t now_ms);
+  // Not closed, expired or not: a workspace counts until it is closed (and its tree deleted).
+  uint64_t workspace_count(const std::string& tenant);
   // After a job in it: uses + 1, the new size and expiry.
   util::Status workspace_used(const std::string& workspace_id, uint64_t size_bytes, int64_t expires_ms);
   // Open -> closed; false when it was not open (or not the tenant's).

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <spdlog/spdlog.h>
 #include <vector>
 
@@ -39,9 +40,51 @@ nlohmann::json to_json(const WorkspaceInfo& info) {
           {"ttl_s", info.ttl_s}, {"size_max_bytes", info.size_max_bytes}, {"size_bytes", info.size_bytes}};
 }
 
-Workspaces::Workspaces(const policy::Workspaces& policy, std::string root, Ledger& ledger)
-    : policy_(policy), root_(std::move(root)), ledger_(ledger) {
+Workspaces::Workspaces(const policy::Workspaces& policy, std::string root, Ledger& ledger, RemoveTree remove_tree)
+    : policy_(policy), root_(std::move(root)), ledger_(ledger),
+      remove_tree_(remove_tree ? std::move(remove_tree) : RemoveTree(util::remove_tree)) {
   if (auto s = util::make_dirs(root_, 0700); !s) throw std::runtime_error("workspaces: " + s.error().message);
+}
+
+std::optional<Workspaces::Doomed> Workspaces::retire_locked(const WorkspaceRow& row, const char* by) {
+  if (busy_.count(row.workspace_id) || !well_formed_id(row.workspace_id)) return std::nullopt;
+  auto closed = ledger_.workspace_close(row.tenant, row.workspace_id, util::wall_ms(), by);
+  if (!closed || !*closed) return std::nullopt;
+  // Renamed aside first: the id's path is free at once, and reclaim() removes
+  // a tree a crash left there (no open row has that name).
+  Doomed d{row.tenant, row.workspace_id, root_ + "/" + row.workspace_id + ".gone-" + util::random_id()};
+  if (::rename((root_ + "/" + row.workspace_id).c_str(), d.path.c_str()) != 0) {
+    if (errno != ENOENT) spdlog::error("workspace {}: {}", row.workspace_id, util::call_error("rename", row.workspace_id, errno));
+    d.path = root_ + "/" + row.workspace_id;  // deleted in place
+  }
+  ++deleting_[row.tenant];
+  return d;
+}
+
+std::vector<Workspaces::Doomed> Workspaces::retire_expired_locked(const std::string& tenant) {
+  std::vector<Doomed> out;
+  for (const WorkspaceRow& row : ledger_.workspace_expired(util::wall_ms()))
+    if (tenant.empty() || row.tenant == tenant)
+      if (auto d = retire_locked(row, "expired")) out.push_back(std::move(*d));
+  return out;
+}
+
+void Workspaces::delete_trees(const std::vector<Doomed>& doomed) {
+  for (const Doomed& d : doomed) {
+    if (auto s = remove_tree_(d.path); !s) spdlog::error("workspace {}: {}", d.workspace_id, s.error().message);
+    std::lock_guard lock(mu_);
+    if (auto it = deleting_.find(d.tenant); it != deleting_.end() && --it->second == 0) deleting_.erase(it);
+  }
+}
+
+uint64_t Workspaces::count_locked(const std::string& tenant) {
+  auto it = deleting_.find(tenant);
+  return ledger_.workspace_count(tenant) + (it == deleting_.end() ? 0 : it->second);
+}
+
+uint64_t Workspaces::count(const std::string& tenant) {
+  std::lock_guard lock(mu_);
+  return count_locked(tenant);
 }
 
 util::Result<WorkspaceInfo> Workspaces::open(const std::string& tenant, std::optional<double> ttl_s) {
@@ -53,9 +96,17 @@ util::Result<WorkspaceInfo> Workspaces::open(const std::string& tenant, std::opt
                                   " seconds (the policy's workspaces.ttl_s.max)");
     ttl = static_cast<uint64_t>(std::llround(*ttl_s));
   }
+  // This tenant's expired workspaces are gone before it may open another:
+  // until its tree is deleted, an expired one still counts.
+  std::vector<Doomed> expired;
+  {
+    std::lock_guard lock(mu_);
+    expired = retire_expired_locked(tenant);
+  }
+  delete_trees(expired);
   std::lock_guard lock(mu_);
   const int64_t now = util::wall_ms();
-  if (uint64_t open = ledger_.workspace_count(tenant, now); open >= policy_.per_tenant_max)
+  if (uint64_t open = count_locked(tenant); open >= policy_.per_tenant_max)
     return util::make_error(util::ErrorCode::kBusy, "busy: this tenant has " + std::to_string(open) +
                                                         " open workspaces, the policy's workspaces.per_tenant_max; "
                                                         "close one (close_workspace) first");
@@ -78,22 +129,38 @@ util::Result<WorkspaceInfo> Workspaces::open(const std::string& tenant, std::opt
 
 util::Status Workspaces::close(const std::string& tenant, const std::string& id) {
   if (!well_formed_id(id)) return unknown();
-  std::lock_guard lock(mu_);
-  if (!ledger_.workspace_find(tenant, id, util::wall_ms())) return unknown();
-  if (busy_.count(id)) return in_use(id, "close it once that call has returned");
-  auto closed = ledger_.workspace_close(tenant, id, util::wall_ms(), "close_workspace");
-  if (!closed) return closed.error();
-  if (!*closed) return unknown();
-  if (auto s = util::remove_tree(root_ + "/" + id); !s) spdlog::error("workspace {}: {}", id, s.error().message);
-  spdlog::info("workspace {} closed by tenant {}", id, tenant);
-  return util::ok_status();
+  std::vector<Doomed> doomed;
+  util::Status answer = util::ok_status();
+  {
+    std::lock_guard lock(mu_);
+    doomed = retire_expired_locked(tenant);
+    auto row = ledger_.workspace_find(tenant, id, util::wall_ms());
+    if (!row) {
+      answer = unknown();
+    } else if (busy_.count(id)) {
+      answer = in_use(id, "close it once that call has returned");
+    } else if (auto d = retire_locked(*row, "close_workspace")) {
+      doomed.push_back(std::move(*d));
+      spdlog::info("workspace {} closed by tenant {}", id, tenant);
+    } else {
+      answer = unknown();
+    }
+  }
+  delete_trees(doomed);
+  return answer;
 }
 
 util::Result<std::shared_ptr<WorkspaceUse>> Workspaces::begin(const std::string& tenant, const std::string& id) {
   if (!well_formed_id(id)) return unknown();
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   auto row = ledger_.workspace_find(tenant, id, util::wall_ms());
-  if (!row) return unknown();
+  if (!row) {
+    // Likely expired: its tree, and any other expired one of the tenant's, goes now.
+    std::vector<Doomed> expired = retire_expired_locked(tenant);
+    lock.unlock();
+    delete_trees(expired);
+    return unknown();
+  }
   if (busy_.count(id)) return in_use(id, "calls on one workspace run one at a time: retry when it has returned");
   const std::string dir = root_ + "/" + id;
   // A tree someone removed under a live row: the workspace is empty again.
@@ -143,19 +210,16 @@ WorkspaceUse::~WorkspaceUse() {
 }
 
 size_t Workspaces::expire(uint64_t forget_after_s) {
-  size_t removed = 0;
-  std::lock_guard lock(mu_);
-  for (const WorkspaceRow& row : ledger_.workspace_expired(util::wall_ms())) {
-    if (busy_.count(row.workspace_id) || !well_formed_id(row.workspace_id)) continue;
-    auto closed = ledger_.workspace_close(row.tenant, row.workspace_id, util::wall_ms(), "expired");
-    if (!closed || !*closed) continue;
-    if (auto s = util::remove_tree(root_ + "/" + row.workspace_id); !s)
-      spdlog::error("workspace {}: {}", row.workspace_id, s.error().message);
-    spdlog::info("workspace {} of tenant {} expired and was deleted", row.workspace_id, row.tenant);
-    ++removed;
+  std::vector<Doomed> expired;
+  {
+    std::lock_guard lock(mu_);
+    expired = retire_expired_locked("");
   }
+  delete_trees(expired);
+  for (const Doomed& d : expired)
+    spdlog::info("workspace {} of tenant {} expired and was deleted", d.workspace_id, d.tenant);
   ledger_.workspace_forget(forget_after_s);
-  return removed;
+  return expired.size();
 }
 
 size_t Workspaces::reclaim() {

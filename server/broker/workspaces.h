@@ -5,12 +5,19 @@
 // is that job's /work tmpfs, so its cap holds while the job writes. One call
 // at a time: a second is busy at once. The ledger records open, each use and
 // close; an unknown, expired, closed or foreign id reads exactly alike.
+// A workspace counts toward its tenant's per_tenant_max until its tree is
+// gone, expired or not; an expired one is deleted as soon as it is seen (its
+// tenant's next open, call or close, or the janitor). Trees are deleted
+// outside the lock every call takes: one tenant's deletion never stalls another.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <vector>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -57,8 +64,10 @@ class WorkspaceUse {
 
 class Workspaces {
  public:
+  // How a tree is deleted (util::remove_tree; a test's may block).
+  using RemoveTree = std::function<util::Status(const std::string& path)>;
   // root: <state>/workspaces, made 0700 if missing.
-  Workspaces(const policy::Workspaces& policy, std::string root, Ledger& ledger);
+  Workspaces(const policy::Workspaces& policy, std::string root, Ledger& ledger, RemoveTree remove_tree = {});
 
   util::Result<WorkspaceInfo> open(const std::string& tenant, std::optional<double> ttl_s);
   util::Status close(const std::string& tenant, const std::string& workspace_id);
@@ -67,6 +76,8 @@ class Workspaces {
   // The janitor: expired workspaces closed and deleted (not one in use), and
   // the rows of those closed more than forget_after_s ago.
   size_t expire(uint64_t forget_after_s);
+  // Open workspaces of the tenant and trees of its still being deleted.
+  uint64_t count(const std::string& tenant);
   // Start-up: every directory under root that is not an open workspace's
   // (a crash's half-swapped copies, a deleted row's tree) is removed.
   size_t reclaim();
@@ -76,12 +87,26 @@ class Workspaces {
  private:
   friend class WorkspaceUse;
   void release(WorkspaceUse& use, bool saved, uint64_t size_bytes, WorkspaceInfo* info);
+  // A tree moved aside under the lock, deleted outside it.
+  struct Doomed {
+    std::string tenant, workspace_id, path;
+  };
+  // Under mu_: the row closed and the tree renamed aside (no file is
+  // touched), counted in deleting_ until delete_trees has removed it.
+  std::optional<Doomed> retire_locked(const WorkspaceRow& row, const char* by);
+  // Under mu_: every expired workspace of the tenant ("" : of every tenant) not in use.
+  std::vector<Doomed> retire_expired_locked(const std::string& tenant);
+  // Without mu_: the trees deleted, then uncounted.
+  void delete_trees(const std::vector<Doomed>& doomed);
+  uint64_t count_locked(const std::string& tenant);
 
   const policy::Workspaces& policy_;
   const std::string root_;
   Ledger& ledger_;
-  std::mutex mu_;              // orders begin, close and expire over busy_ and the rows
+  RemoveTree remove_tree_;
+  std::mutex mu_;              // orders begin, close and expire over busy_, deleting_ and the rows
   std::set<std::string> busy_;  // ids a call holds
+  std::map<std::string, uint64_t> deleting_;  // tenant -> trees closed and not yet deleted
 };
 
 nlohmann::json to_json(const WorkspaceInfo& info);

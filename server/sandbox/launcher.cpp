@@ -357,13 +357,17 @@ util::Status copy_workspace_in_cold(pid_t pid, const LaunchSpec& spec, int sock,
   return util::ok_status();
 }
 
-// Warm, a claim with a workspace: pid 1 gives /work the workspace's size
-// (kMsgWorkspace) before claim_files copies the workspace in.
+// Warm, a claim with a workspace: pid 1 gives /work the workspace's size and
+// room for the claim's code file (kMsgWorkspace) before claim_files copies
+// the workspace in.
 util::Status size_work_for_claim(const LaunchSpec& spec, const Claim& claim, int sock, int cancel_fd) {
   if (auto c = check_claim(spec, claim); !c) return c;
   if (claim.workspace_in.empty()) return util::ok_status();
-  char byte = kMsgWorkspace;
-  if (::send(sock, &byte, 1, MSG_NOSIGNAL) != 1)
+  char msg[1 + sizeof(uint64_t)];
+  msg[0] = kMsgWorkspace;
+  const uint64_t room = workspace::code_room_bytes(claim.code.size());
+  std::memcpy(msg + 1, &room, sizeof room);
+  if (::send(sock, msg, sizeof msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof msg))
     return util::make_error(util::ErrorCode::kSandbox, util::call_error("send", "workspace", errno));
   return await_work_ready(sock, cancel_fd);
 }

@@ -77,10 +77,9 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
                       : tmpfs_opts(spec.inputs_max_bytes + kInputsSlackBytes, spec.inputs_max_files + kInputsSlackInodes,
                                    "0755", false);
   p.work_opts = tmpfs_opts(spec.work_max_bytes, kScratchInodes, "0755", true);
-  // The size is the one thing a claim with a workspace changes (tmpfs ignores
-  // mode, uid and gid on a remount; they are here as work_opts has them).
-  if (spec.warm != Warm::cold && spec.workspace_max_bytes > 0)
-    p.workspace_work_opts = tmpfs_opts(spec.workspace_max_bytes, kScratchInodes, "0755", true);
+  // The size is the one thing a claim with a workspace changes (a tmpfs
+  // remount keeps what its options leave out).
+  if (spec.warm != Warm::cold && spec.workspace_max_bytes > 0) p.workspace_work_bytes = spec.workspace_max_bytes;
   p.tmp_opts = tmpfs_opts(spec.tmp_max_bytes, kScratchInodes, "1777", true);
   p.outputs_opts = tmpfs_opts(spec.outputs_max_bytes, spec.outputs_max_files + kOutputsSlackInodes, "0755", true);
   // Every path below is relative to the new root, which is the child's cwd

@@ -38,8 +38,9 @@ struct Link {
 struct Plan {
   std::string root;
   std::string root_opts, dev_opts, inputs_opts, work_opts, tmp_opts, outputs_opts;
-  // Warm with workspace_max_bytes: /work's options once a claim brings a workspace; "" otherwise.
-  std::string workspace_work_opts;
+  // Warm with workspace_max_bytes: /work's size once a claim brings a
+  // workspace, before the room for the claim's code file; 0 otherwise.
+  uint64_t workspace_work_bytes = 0;
   std::string dev, proc, inputs, work, tmp, outputs;
   std::vector<std::string> dirs;      // created in this order
   std::vector<Link> links;
@@ -75,7 +76,8 @@ void pivot_into_root_in_child(const Plan& plan, int report_sock);
 // for the copies.
 void fill_inputs_in_child(const Plan& plan, const LaunchSpec& spec, int report_sock);
 // Warm, a claim with a workspace: /work remounted at the workspace's size
-// (Plan::workspace_work_opts), after pivot_root and before the runner copies in.
-void size_work_for_workspace_in_child(const Plan& plan, int report_sock);
+// (Plan::workspace_work_bytes) and code_room_bytes for the claim's code file,
+// after pivot_root and before the runner copies in.
+void size_work_for_workspace_in_child(const Plan& plan, uint64_t code_room_bytes, int report_sock);
 
 }  // namespace sandbox::mounts

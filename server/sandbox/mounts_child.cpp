@@ -185,12 +185,22 @@ void fill_inputs_in_child(const Plan& p, const LaunchSpec& spec, int sock) {
   remount_readonly(p.inputs.c_str(), MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
 }
 
-void size_work_for_workspace_in_child(const Plan& p, int sock) {
+void size_work_for_workspace_in_child(const Plan& p, uint64_t code_room_bytes, int sock) {
   // A warm spec without workspace_max_bytes takes no workspace (the runner refuses such a claim first).
-  if (p.workspace_work_opts.empty()) fail_in_child(sock, "workspace claim", "/work", EINVAL);
+  if (p.workspace_work_bytes == 0) fail_in_child(sock, "workspace claim", "/work", EINVAL);
+  // "size=<bytes>", without allocation.
+  static constexpr char kPrefix[] = "size=";
+  char opts[sizeof kPrefix + 20];
+  char digits[20];
+  int n = 0;
+  for (uint64_t v = p.workspace_work_bytes + code_room_bytes; n == 0 || v > 0; v /= 10)
+    digits[n++] = static_cast<char>('0' + v % 10);
+  size_t len = 0;
+  for (const char* c = kPrefix; *c; ++c) opts[len++] = *c;
+  while (n > 0) opts[len++] = digits[--n];
+  opts[len] = '\0';
   // The flags /work was mounted with: a remount without them would clear them.
-  if (::mount(nullptr, "/work", nullptr, MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-              p.workspace_work_opts.c_str()) != 0)
+  if (::mount(nullptr, "/work", nullptr, MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) != 0)
     fail_in_child(sock, "mount(MS_REMOUNT)", "/work", errno);
 }
 

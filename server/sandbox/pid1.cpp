@@ -242,8 +242,8 @@ void pid1_start_program(State& s) {
 
 // Warm, a claim with a workspace: /work gets the workspace's size, not the
 // warm spec's, before the runner copies the workspace in.
-void pid1_size_work(State& s) {
-  mounts::size_work_for_workspace_in_child(*s.ctx.plan, s.sock);
+void pid1_size_work(State& s, uint64_t code_room_bytes) {
+  mounts::size_work_for_workspace_in_child(*s.ctx.plan, code_room_bytes, s.sock);
   char ready = kMsgWorkReady;
   if (::send(s.sock, &ready, 1, MSG_NOSIGNAL) != 1) fail_in_child(s.sock, "send", "work ready", errno);
 }
@@ -276,11 +276,18 @@ void pid1_await_claim(State& s) {
         fail_in_child(s.sock, "warm loader exited before a job claimed it", s.ctx.argv[0], ECHILD);
     }
     if (fds[0].revents) {
-      char cmd = 0;
-      ssize_t r = ::recv(s.sock, &cmd, 1, MSG_DONTWAIT);
+      // One command byte; kMsgWorkspace carries the claim's code room after it.
+      char msg[1 + sizeof(uint64_t)] = {};
+      ssize_t r = ::recv(s.sock, msg, sizeof msg, MSG_DONTWAIT);
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) ::_exit(1);  // the runner is gone
-      if (r == 1 && cmd == kMsgKill) ::_exit(1);
-      if (r == 1 && cmd == kMsgWorkspace) pid1_size_work(s);
+      const char cmd = msg[0];
+      if (r >= 1 && cmd == kMsgKill) ::_exit(1);
+      if (r == static_cast<ssize_t>(sizeof msg) && cmd == kMsgWorkspace) {
+        uint64_t code_room_bytes = 0;
+        __builtin_memcpy(&code_room_bytes, msg + 1, sizeof code_room_bytes);
+        pid1_size_work(s, code_room_bytes);
+      }
+      if (r == 1 && cmd == kMsgWorkspace) fail_in_child(s.sock, "workspace claim", "code room", EINVAL);
       if (r == 1 && (cmd == kMsgClaim || cmd == kMsgClaimNetwork)) {
         claimed = true;
         s.network = cmd == kMsgClaimNetwork;
@@ -359,14 +366,6 @@ void pid1_report_ready(State& s) {
 // Reaps the program and every orphan reparented here until the program
 // exits or the runner says kill (deadline, cancel).
 void pid1_reap_until_done(State& s) {
-  struct Stamp {  // the end's moment, whichever way the loop ends
-    State& s;
-    ~Stamp() {
-      struct timespec ts {};
-      ::clock_gettime(CLOCK_MONOTONIC, &ts);
-      s.ended_ns = static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-    }
-  } stamp{s};
   for (bool finished = false; !finished;) {
     struct pollfd fds[2] = {{s.sock, POLLIN, 0}, {s.sfd, POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {
@@ -394,6 +393,10 @@ void pid1_reap_until_done(State& s) {
       }
     }
   }
+  // The end's moment, before pid 1 kills what the program left.
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  s.ended_ns = static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
 }
 
 // The job ends with its program: a daemonized grandchild does not survive it.

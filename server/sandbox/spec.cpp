@@ -210,9 +210,11 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
       return util::make_error(util::ErrorCode::kSpec, "launch spec: " + *why);
     if (s.warm != Warm::cold && !s.workspace_in.empty())
       return util::make_error(util::ErrorCode::kSpec, "a warm spec has no workspace (a job's claim brings it)");
-    if (s.warm == Warm::cold && s.workspace_max_bytes != 0)
+    if (s.warm == Warm::cold && (s.workspace_max_bytes != 0) != !s.workspace_in.empty())
       return util::make_error(util::ErrorCode::kSpec,
-                              "workspace_max_bytes is a warm spec's (a cold workspace job's /work is work_max_bytes)");
+                              "a cold spec has workspace_max_bytes (the workspace's size) exactly when it has a workspace");
+    if (s.warm == Warm::cold && s.work_max_bytes < s.workspace_max_bytes)
+      return util::make_error(util::ErrorCode::kSpec, "a cold workspace job's work_max_bytes is below its workspace_max_bytes");
     s.cache_dir = j.value("cache_dir", "");
     s.cache_link_dir = j.value("cache_link_dir", "");
     if (j.contains("cache_files")) j.at("cache_files").get_to(s.cache_files);

@@ -93,12 +93,15 @@ struct LaunchSpec {
   // copies the tree of workspace_in (a host directory) into /work before the
   // program starts (the code file's name excepted: the job's code wins), and
   // once the program ended creates workspace_out (0700, must not exist) with
-  // /work's tree (workspace.h). Both set or both "". A cold workspace job's
-  // /work is work_max_bytes, the workspace's cap.
+  // /work's tree but the code file (workspace.h). Both set or both "". A
+  // cold workspace job's /work is work_max_bytes: the workspace's size and
+  // the room of its code file (workspace::code_room_bytes).
   std::string workspace_in;
   std::string workspace_out;
-  // Warm only: the /work size a claim with a workspace gets (pid 1 remounts
-  // /work to it before the copy-in); 0: this sandbox takes no workspace job.
+  // The workspace's size: what its tree may occupy when copied out, cold or
+  // warm. Warm, also /work's size for a claim with a workspace (pid 1
+  // remounts /work to it and the claim's code room before the copy-in); 0:
+  // this sandbox takes no workspace job.
   uint64_t workspace_max_bytes = 0;
   // A runtime cache (policy runtimes.<name>.cache): cache_files, plain files
   // of cache_dir (a host directory built once per server), are copied into a

@@ -105,23 +105,50 @@ struct Walker {
     return ::futimens(fd, times);
   }
 
+  // The file's data ranges only (SEEK_DATA, SEEK_HOLE): a hole stays a hole,
+  // so a copy occupies what the original did, and a tree that fit one tmpfs
+  // fits another of the same size.
   util::Status copy_bytes(int in, int out, uint64_t size, const std::string& rel) {
-    uint64_t copied = 0;
-    for (;;) {
-      // One byte past the size: a file that grew is noticed, not truncated.
-      const size_t want = static_cast<size_t>(std::min<uint64_t>(size - copied + 1, kSendfileChunk));
-      ssize_t n = ::sendfile(out, in, nullptr, want);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        const int err = errno;
-        return err == ENOSPC || err == EDQUOT || err == EFBIG ? dst_error("sendfile", rel, err)
-                                                              : src_error("sendfile", rel, err);
+    uint64_t pos = 0;
+    while (pos < size) {
+      const off_t data = ::lseek(in, static_cast<off_t>(pos), SEEK_DATA);
+      if (data < 0 && errno == ENXIO) break;  // only a hole from here on
+      if (data < 0) return src_error("lseek(SEEK_DATA)", rel, errno);
+      off_t hole = ::lseek(in, data, SEEK_HOLE);
+      if (hole < 0) return src_error("lseek(SEEK_HOLE)", rel, errno);
+      if (static_cast<uint64_t>(data) >= size) break;
+      const uint64_t end = std::min<uint64_t>(static_cast<uint64_t>(hole), size);
+      if (::lseek(out, data, SEEK_SET) < 0) return dst_error("lseek", rel, errno);
+      off_t from = data;
+      while (static_cast<uint64_t>(from) < end) {
+        const size_t want = static_cast<size_t>(std::min<uint64_t>(end - static_cast<uint64_t>(from), kSendfileChunk));
+        ssize_t n = ::sendfile(out, in, &from, want);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+          const int err = errno;
+          return err == ENOSPC || err == EDQUOT || err == EFBIG ? dst_error("sendfile", rel, err)
+                                                                : src_error("sendfile", rel, err);
+        }
+        if (n == 0) return changed(rel);  // shrank while being copied
       }
-      if (n == 0) break;
-      copied += static_cast<uint64_t>(n);
-      if (copied > size) return changed(rel);
+      pos = end;
     }
-    if (copied != size) return changed(rel);
+    if (::ftruncate(out, static_cast<off_t>(size)) != 0) return dst_error("ftruncate", rel, errno);
+    // A file that grew meanwhile is noticed, not cut at its old size.
+    struct stat after {};
+    if (::fstat(in, &after) != 0) return src_error("fstat", rel, errno);
+    if (static_cast<uint64_t>(after.st_size) != size) return changed(rel);
+    return util::ok_status();
+  }
+
+  // What the entry occupies counts toward allocated_max (rules): a tmpfs's pages.
+  util::Status charge_allocation(const std::string& rel, const struct stat& st) {
+    const uint64_t occupied = static_cast<uint64_t>(st.st_blocks) * 512;
+    if (occupied > rules.allocated_max - tally.allocated)
+      return util::make_error(util::ErrorCode::kTooLarge, src_name(rel) + ": the files take more than " +
+                                                              std::to_string(rules.allocated_max) + " bytes together" +
+                                                              (rules.allocated_note.empty() ? "" : "; " + rules.allocated_note));
+    tally.allocated += occupied;
     return util::ok_status();
   }
 
@@ -157,6 +184,7 @@ struct Walker {
     if (size > rules.bytes_max - tally.bytes)
       return util::make_error(util::ErrorCode::kTooLarge, src_name(rel) + ": the files reach more than " +
                                                               std::to_string(rules.bytes_max) + " bytes together");
+    if (auto c = charge_allocation(rel, fst); !c) return c;
     CreateScope as(rules.create_as);
     util::UniqueFd out(open_beneath(dst, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY, 0, 0600));
     if (!out.valid()) return dst_error("openat2", rel, errno);
@@ -176,6 +204,7 @@ struct Walker {
     if (n < 0) return src_error("readlinkat", rel, errno);
     if (static_cast<size_t>(n) >= sizeof target) return src_error("readlinkat", rel, ENAMETOOLONG);
     target[n] = '\0';
+    if (auto c = charge_allocation(rel, st); !c) return c;
     CreateScope as(rules.create_as);
     if (::symlinkat(target, dst, leaf) != 0) return dst_error("symlinkat", rel, errno);
     const struct timespec times[2] = {st.st_atim, st.st_mtim};
@@ -342,6 +371,11 @@ util::Result<Tally> save_tree(int src_dir, const std::string& dst_path, const Tr
   return error;
 }
 
+uint64_t code_room_bytes(uint64_t code_bytes) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return (code_bytes + page - 1) / page * page;
+}
+
 bool nearly_full(const struct statfs& st) {
   const uint64_t size = static_cast<uint64_t>(st.f_blocks) * static_cast<uint64_t>(st.f_bsize);
   const uint64_t free = static_cast<uint64_t>(st.f_bavail) * static_cast<uint64_t>(st.f_bsize);
@@ -385,6 +419,10 @@ Report copy_out(pid_t init_pid, const LaunchSpec& spec) {
     return r;
   }
   r.full = nearly_full(fs);
+  if (spec.code_path.rfind("/work/", 0) != 0) {
+    r.error = "code_path must be under /work";
+    return r;
+  }
   if (auto u = unlock_work(work->get()); !u) {
     r.error = u.error().message;
     return r;
@@ -395,6 +433,17 @@ Report copy_out(pid_t init_pid, const LaunchSpec& spec) {
   // CAP_DAC_OVERRIDE): every directory keeps u+rwx there.
   rules.dir_mode_add = 0700;
   rules.bytes_max = static_cast<uint64_t>(fs.f_blocks) * static_cast<uint64_t>(fs.f_bsize);
+  // The code file is the call's, not the workspace's; the rest is kept only
+  // within the workspace's size, so the next call's /work has room for it
+  // and for any code (code_room_bytes).
+  rules.skip = spec.code_path.substr(sizeof "/work/" - 1);
+  if (spec.workspace_max_bytes == 0) {
+    r.error = "a workspace job without workspace_max_bytes";
+    return r;
+  }
+  rules.allocated_max = spec.workspace_max_bytes;
+  rules.allocated_note = "more than the workspace's size (workspaces.size_max_bytes): not saved, the workspace is as "
+                         "the call before left it; delete files and run again";
   rules.unlock_unreadable = true;
   rules.src_label = "/work";
   rules.dst_label = "workspace_out";

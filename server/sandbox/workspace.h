@@ -38,6 +38,8 @@ struct TreeRules {
   uint64_t entries_max = kEntriesMax;   // every entry seen, skipped ones too
   int depth_max = kDepthMax;            // directories below the top one
   uint64_t bytes_max = UINT64_MAX;      // regular files' sizes together
+  uint64_t allocated_max = UINT64_MAX;  // what files and symlinks occupy together (a tmpfs's pages)
+  std::string allocated_note;           // appended when allocated_max is passed
   Special special = Special::refuse;
   mode_t dir_mode_add = 0;              // added to every directory's mode (the host keeps u+rwx)
   std::optional<CreateAs> create_as;
@@ -53,6 +55,7 @@ struct TreeRules {
 
 struct Tally {
   uint64_t bytes = 0;                   // regular files' contents copied
+  uint64_t allocated = 0;               // what the source's files and symlinks occupy (st_blocks)
   uint64_t entries = 0;                 // files, directories and symlinks made
   uint64_t skipped = 0;                 // special files not copied (Special::skip)
   std::vector<std::string> skipped_names;  // the first kSkippedNamesMax, labelled
@@ -72,6 +75,11 @@ util::Result<Tally> copy_tree(int src_dir, int dst_dir, const TreeRules& rules);
 util::Result<Tally> save_tree(int src_dir, const std::string& dst_path, const TreeRules& rules);
 // /work nearly full when the program ended: under 64 KiB or 1% free, or no inode.
 bool nearly_full(const struct statfs& st);
+// What a workspace job's /work holds beyond the workspace's size: the pages
+// of its code file. The workspace itself (every file but the code file) is
+// kept within the workspace's size, so a workspace and any code always fit
+// the next call's /work, however full the last call left it.
+uint64_t code_room_bytes(uint64_t code_bytes);
 
 // The workspace's tree (a host directory) into the sandbox's /work, as the
 // sandbox user; the code file's name (spec.code_path) is left to the code.

@@ -656,6 +656,86 @@ print(json.dumps({n: os.path.getsize("/work/" + n) for n in os.listdir("/work")}
     await closeWs(client, id);
   });
 
+test('a full workspace is always usable again: bash, a long program, and a clean-up all run', { timeout: scaled(90_000) }, async () => {
+  const srv = await mainServer();
+  const { client } = srv;
+  const cap = srv.policy.workspaces.size_max_bytes;
+  const { workspace_id: id } = await openWs(srv);
+  // Filled to ENOSPC by a job whose code file is small: whatever the next
+  // call's code, it and the copy of the workspace fit its /work.
+  const fill = completed(await run(client, PY`
+import errno, json, os
+n, err = 0, None
+try:
+    with open("/work/fill.bin", "wb", buffering=0) as f:
+        while True:
+            n += f.write(b"f" * 65536)
+except OSError as e:
+    err = errno.errorcode.get(e.errno, e.errno)
+print(json.dumps({"error": err, "size": os.path.getsize("/work/fill.bin")}))
+`, { workspace_id: id, timeout_s: 20 }));
+  assert.equal(lastJson(fill).error, 'ENOSPC');
+  const w = wsOf(fill, id, cap);
+  assert.equal(w.saved, true, JSON.stringify(w));
+  assert.equal(w.full, true);
+
+  // Another runtime (its code file of another name), and a python program of
+  // 64 KiB (many pages), each on the full workspace.
+  const bash = await runCode(client, { runtime: 'bash', workspace_id: id, code: 'ls -s /work; echo listed' });
+  assert.ok(!bash.isError, textOf(bash));
+  assert.equal(bash.structuredContent.status, 'completed',
+    `bash on a full workspace: ${bash.structuredContent.status} ${bash.structuredContent.error ?? ''} ${bash.structuredContent.stderr}`);
+  assert.match(bash.structuredContent.stdout, /fill\.bin[\s\S]*listed/);
+  const long = completed(await run(client, `${'#'.repeat(100)}\n`.repeat(650) +
+    'import os\nprint(os.path.getsize("/work/fill.bin"))\nos.unlink("/work/fill.bin")\n', { workspace_id: id }));
+  assert.equal(Number(long.stdout.trim()), lastJson(fill).size);
+  const after = wsOf(long, id, cap);
+  assert.equal(after.saved, true);
+  assert.equal(after.full, false);
+  assert.ok(after.size_bytes < 64 * 1024, `cleaned: ${after.size_bytes} bytes left`);
+  await closeWs(client, id);
+});
+
+// Bytes a directory's files occupy on the host (st_blocks), walking it.
+function occupied(dir) {
+  let total = 0;
+  const walk = (d) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      const st = fs.lstatSync(p);
+      total += st.blocks * 512;
+      if (e.isDirectory()) walk(p);
+    }
+  };
+  if (fs.existsSync(dir)) walk(dir);
+  return total;
+}
+
+test('a tenant cannot stack expired workspaces past per_tenant_max x size_max_bytes on disk', { timeout: scaled(120_000) }, async () => {
+  const srv = await limitServer();
+  const { client } = srv;
+  const { per_tenant_max: most, size_max_bytes: cap } = srv.policy.workspaces;
+  const bound = most * cap;
+  const root = path.join(srv.stateDir, 'workspaces');
+  let peak = 0;
+  // Open with the shortest ttl_s, fill, let it expire, again: each expired
+  // workspace counts until its tree is gone, and goes on the next open.
+  for (let i = 0; i < most + 3; i += 1) {
+    const { workspace_id: id } = await openWs(srv, { ttl_s: 1 });
+    completed(await run(client, PY`open("/work/junk.bin", "wb").write(b"j" * ${cap - MiB})`, { workspace_id: id }));
+    peak = Math.max(peak, occupied(root));
+    await delay(1200);
+  }
+  assert.ok(peak <= bound + 256 * 1024, `the tenant's workspaces held ${peak} bytes on disk, over ${most} x ${cap}`);
+  // And the cap itself holds for workspaces that have not expired.
+  const kept = [];
+  for (let i = 0; i < most; i += 1) kept.push((await openWs(srv)).workspace_id);
+  const over = await call(client, 'open_workspace', {});
+  assert.equal(over.isError, true, JSON.stringify(over));
+  assert.match(textOf(over), /busy: this tenant has 2 open workspaces/);
+  for (const id of kept) await closeWs(client, id);
+});
+
 test('tenants: another tenant\'s workspace and artifact read exactly like made-up ones; the owner is unaffected',
   { timeout: scaled(60_000) }, async (t) => {
     const help = spawnSync(throwboxBin(), ['serve', '--help'], { encoding: 'utf8' });

@@ -148,6 +148,7 @@ TEST_CASE("a workspace job's fields read back as written, cold and warm") {
   sandbox::LaunchSpec cold = sample_spec();
   cold.workspace_in = "/var/lib/throwbox/workspaces/w1/tree";
   cold.workspace_out = "/var/lib/throwbox/workspaces/w1/next-j1";
+  cold.workspace_max_bytes = cold.work_max_bytes;
   auto back = sandbox::spec_from_json(json::parse(sandbox::to_json(cold).dump()));
   REQUIRE(back.ok());
   CHECK(back->workspace_in == cold.workspace_in);
@@ -181,8 +182,18 @@ TEST_CASE("a launch spec's workspace: both paths absolute or neither; a warm spe
   CHECK(error_with(j, "workspace_out", "\"/w/next\"", sandbox::spec_from_json) == both);
   j["workspace_in"] = std::string("/w/tree\0/etc", 12);
   CHECK(error_with(j, "workspace_out", "\"/w/next\"", sandbox::spec_from_json) == both);
-  CHECK(spec_error("workspace_max_bytes", "1048576") ==
-        "workspace_max_bytes is a warm spec's (a cold workspace job's /work is work_max_bytes)");
+  const std::string sized = "a cold spec has workspace_max_bytes (the workspace's size) exactly when it has a workspace";
+  CHECK(spec_error("workspace_max_bytes", "1048576") == sized);
+  sandbox::LaunchSpec cold = sample_spec();
+  cold.workspace_in = "/w/tree";
+  cold.workspace_out = "/w/next";
+  auto unsized = sandbox::spec_from_json(sandbox::to_json(cold));
+  REQUIRE_FALSE(unsized.ok());
+  CHECK(unsized.error().message == sized);
+  cold.workspace_max_bytes = cold.work_max_bytes + 1;
+  auto larger = sandbox::spec_from_json(sandbox::to_json(cold));
+  REQUIRE_FALSE(larger.ok());
+  CHECK(larger.error().message == "a cold workspace job's work_max_bytes is below its workspace_max_bytes");
   CHECK(spec_error("workspace_max_bytes", "-1") ==
         "launch spec field workspace_max_bytes: not an integer in 0..9223372036854775807");
 

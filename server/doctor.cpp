@@ -131,7 +131,8 @@ int run(const policy::Policy& pol, const std::string& state_dir, const std::stri
     job.detail = s.error().message;
   } else {
     store::Store store(probe_state);
-    broker::Jobs jobs(pol, store, runner_exe, sandbox::cgroups::to_json(tree->host()));
+    policy::Live live(std::make_shared<const policy::Policy>(pol));
+    broker::Jobs jobs(live, store, runner_exe, sandbox::cgroups::to_json(tree->host()));
     std::string runtime = pol.available_runtimes().front();
     const char* code = runtime == "python" ? "print('ok')" : runtime == "node" ? "console.log('ok')" : "echo ok";
     broker::JobRequest probe;

@@ -13,6 +13,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server/broker/audit.h"
@@ -20,6 +21,7 @@
 #include "server/broker/ledger.h"
 #include "server/broker/tasks.h"
 #include "server/doctor.h"
+#include "server/policy/live.h"
 #include "server/policy/policy.h"
 #include "server/protocol/mcp.h"
 #include "server/sandbox/cgroup_host.h"
@@ -30,6 +32,7 @@
 #include "server/util/fd.h"
 #include "server/util/fs.h"
 #include "server/util/log_setup.h"
+#include "server/util/reloads.h"
 #include "server/util/text.h"
 #include "tools/registry.h"
 
@@ -215,6 +218,46 @@ std::string runner_exe() {
                            candidates[1] + " (it is built and installed with throwbox)");
 }
 
+// SIGHUP (blocked in every thread) runs the reload steps, on this thread,
+// until the server stops.
+void reload_on_sighup(std::stop_token stop, util::Reloads* reloads) {
+  sigset_t hup;
+  ::sigemptyset(&hup);
+  ::sigaddset(&hup, SIGHUP);
+  while (!stop.stop_requested()) {
+    struct timespec tick {0, 200 * 1000 * 1000};
+    if (::sigtimedwait(&hup, nullptr, &tick) == SIGHUP) {
+      spdlog::info("reload: SIGHUP");
+      reloads->run();
+    }
+  }
+}
+
+// The policy file read again: applied when only what a running server can
+// take over changed (policy::reload_problems), else refused, saying which.
+util::Result<std::string> reload_policy(const std::string& path, policy::Live& live, broker::Jobs& jobs,
+                                        tools::Registry& registry, broker::Tasks& tasks) {
+  auto next = policy::load_file(path);
+  if (!next) return next.error();
+  const std::shared_ptr<const policy::Policy> running = live.get();
+  const std::vector<std::string> changed = policy::changed_sections(*running, *next);
+  if (changed.empty()) return std::string(path + ": unchanged");
+  auto join = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  };
+  if (auto problems = policy::reload_problems(*running, *next); !problems.empty())
+    return util::make_error(util::ErrorCode::kPolicy, path + ": " + join(problems) +
+                                                          " changed, which needs a restart (a reload takes " +
+                                                          "limits, admission and network)");
+  auto shared = std::make_shared<const policy::Policy>(std::move(*next));
+  if (auto s = jobs.apply(shared); !s) return s.error();
+  registry.replace(tools::make_registry(*shared));
+  tasks.set_per_tenant_max(shared->admission.tasks_per_tenant_max);
+  return path + ": " + join(changed) + " applied to the calls that start from now on";
+}
+
 int serve(int argc, char** argv) {
   int wire = transport::stdio::guard_stdout();
   Options opt = parse_flags("serve", argc, argv);
@@ -233,12 +276,15 @@ int serve(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   // Before any thread exists, so every thread inherits the mask: SIGINT and
   // SIGTERM end the server through its normal exit (HTTP: sigtimedwait; stdio:
-  // a signalfd beside stdin), which removes its cgroups.
+  // a signalfd beside stdin), which removes its cgroups; SIGHUP reloads
+  // (reload_on_sighup), never ends it.
   sigset_t stop;
   ::sigemptyset(&stop);
   ::sigaddset(&stop, SIGINT);
   ::sigaddset(&stop, SIGTERM);
-  ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  sigset_t blocked = stop;
+  ::sigaddset(&blocked, SIGHUP);
+  ::pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
   util::UniqueFd stop_fd(opt.http ? -1 : ::signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!opt.http && !stop_fd.valid()) throw std::runtime_error(util::call_error("signalfd", "SIGINT|SIGTERM", errno));
 
@@ -259,21 +305,28 @@ int serve(int argc, char** argv) {
     spdlog::info("cgroups: {} ({})", to_string(cgroup_host.mode), cgroup_host.placement);
   }
   store::Store store(opt.state_dir);
-  broker::Jobs jobs(*pol, store, runner_exe(), sandbox::cgroups::to_json(cgroup_host));
+  policy::Live live(std::make_shared<const policy::Policy>(std::move(*pol)));
+  const std::shared_ptr<const policy::Policy> boot = live.get();
+  broker::Jobs jobs(live, store, runner_exe(), sandbox::cgroups::to_json(cgroup_host));
   jobs.reclaim_leftovers();
   jobs.start_pool();
-  tools::Registry registry = tools::make_registry(*pol);
+  tools::Registry registry = tools::make_registry(*boot);
   // Audit: one JSON line per tool call, bounded to 2 x 16 MiB.
   broker::Audit audit(opt.state_dir + "/audit.log", 16 * 1024 * 1024);
   // MCP tasks, on a ledger connection of their own. Declared after what their
   // work uses (jobs, store, registry, audit), so it is destroyed first.
   auto task_ledger = broker::Ledger::open(opt.state_dir + "/ledger.sqlite3");
   if (!task_ledger) throw std::runtime_error("task ledger: " + task_ledger.error().message);
-  broker::Tasks tasks(std::move(*task_ledger), broker::tasks_options(*pol));
-  protocol::mcp::ServerContext ctx{*pol, store, jobs, registry, &audit, &tasks};
+  broker::Tasks tasks(std::move(*task_ledger), broker::tasks_options(*boot));
+  util::Reloads reloads;
+  reloads.add("policy", [&] { return reload_policy(opt.policy_path, live, jobs, registry, tasks); });
+  // Declared after what the reload steps use: it stops (joins) before they go.
+  std::jthread reloader(reload_on_sighup, &reloads);
+  protocol::mcp::ServerContext ctx{live, store, jobs, registry, &audit, &tasks};
+  ctx.reloads = &reloads;
   if (opt.http) {
     spdlog::info("throwbox {} serving MCP over Streamable HTTP; uid={} policy={} state={} runtimes={}",
-                 THROWBOX_VERSION, ::geteuid(), pol->source, opt.state_dir, pol->available_runtimes().size());
+                 THROWBOX_VERSION, ::geteuid(), boot->source, opt.state_dir, boot->available_runtimes().size());
     if (auto s = transport::http::serve(ctx, opt.http_options); !s) throw std::runtime_error(s.error().message);
     tasks.drain();
     spdlog::info("stopped");
@@ -281,10 +334,10 @@ int serve(int argc, char** argv) {
   }
   transport::stdio::Writer writer(wire);
   spdlog::info("throwbox {} serving MCP on stdio; uid={} policy={} state={} runtimes={}", THROWBOX_VERSION,
-               ::geteuid(), pol->source, opt.state_dir, pol->available_runtimes().size());
+               ::geteuid(), boot->source, opt.state_dir, boot->available_runtimes().size());
   {
     protocol::mcp::Session session(ctx, writer, "local");
-    transport::stdio::serve(session, pol->server.message_max_bytes, 0, stop_fd.get());
+    transport::stdio::serve(session, boot->server.message_max_bytes, 0, stop_fd.get());
   }
   // Tasks outlive their session: let the running ones end (each is bounded by
   // its job's timeout) so their results are recorded.

@@ -26,23 +26,38 @@ ToolResult ok_result(json structured, std::string summary) {
   return r;
 }
 
-void Registry::add(Tool tool) {
-  std::string name = tool.definition.at("name").get<std::string>();
-  tools_[name] = std::move(tool);
+std::shared_ptr<const Registry::Map> Registry::snapshot() const {
+  std::lock_guard lock(mu_);
+  return tools_;
 }
 
-const Tool* Registry::find(const std::string& name) const {
-  auto it = tools_.find(name);
-  return it == tools_.end() ? nullptr : &it->second;
+void Registry::add(Tool tool) {
+  std::string name = tool.definition.at("name").get<std::string>();
+  std::lock_guard lock(mu_);
+  auto next = std::make_shared<Map>(*tools_);
+  (*next)[name] = std::make_shared<const Tool>(std::move(tool));
+  tools_ = std::move(next);
+}
+
+void Registry::replace(const Registry& next) {
+  auto tools = next.snapshot();
+  std::lock_guard lock(mu_);
+  tools_ = std::move(tools);
+}
+
+std::shared_ptr<const Tool> Registry::find(const std::string& name) const {
+  auto tools = snapshot();
+  auto it = tools->find(name);
+  return it == tools->end() ? nullptr : it->second;
 }
 
 json Registry::list(bool with_task_support) const {
   json out = json::array();
-  for (auto& [_, t] : tools_) {
-    out.push_back(t.definition);
+  for (auto& [_, t] : *snapshot()) {
+    out.push_back(t->definition);
     // Absent means forbidden (MCP tasks, tool-level negotiation).
-    if (with_task_support && t.task_support != "forbidden")
-      out.back()["execution"] = {{"taskSupport", t.task_support}};
+    if (with_task_support && t->task_support != "forbidden")
+      out.back()["execution"] = {{"taskSupport", t->task_support}};
   }
   return out;
 }

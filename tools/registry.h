@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -52,15 +53,24 @@ struct Tool {
       hold;
 };
 
+// Thread-safe. A reload replaces the tools whole (their schemas name the
+// policy's runtimes, profiles and limits); a call keeps the Tool it found.
 class Registry {
  public:
+  Registry() = default;
+  Registry(Registry&& other) noexcept : tools_(other.snapshot()) {}
   void add(Tool tool);
-  const Tool* find(const std::string& name) const;
+  std::shared_ptr<const Tool> find(const std::string& name) const;
   // with_task_support: add execution.taskSupport (sessions that negotiated tasks).
   json list(bool with_task_support = false) const;
+  // Every tool of `next` instead of these.
+  void replace(const Registry& next);
 
  private:
-  std::map<std::string, Tool> tools_;
+  using Map = std::map<std::string, std::shared_ptr<const Tool>>;
+  std::shared_ptr<const Map> snapshot() const;
+  mutable std::mutex mu_;
+  std::shared_ptr<const Map> tools_ = std::make_shared<Map>();
 };
 
 Registry make_registry(const policy::Policy& policy);

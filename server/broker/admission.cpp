@@ -70,6 +70,16 @@ std::vector<std::shared_ptr<Admission::Waiter>> Admission::admit_waiters() {
   return woken;
 }
 
+void Admission::set_limits(const policy::Admission& limits) {
+  std::vector<std::shared_ptr<Waiter>> woken;
+  {
+    std::lock_guard lock(mu_);
+    limits_ = limits;
+    woken = admit_waiters();
+  }
+  wake(woken);
+}
+
 util::Status Admission::acquire(const std::string& tenant, const std::shared_ptr<Cancellation>& cancel) {
   std::shared_ptr<Waiter> w;
   {

@@ -23,6 +23,8 @@ class Cancellation;
 class Admission {
  public:
   explicit Admission(const policy::Admission& limits) : limits_(limits) {}
+  // A reload's: held slots stay held; waiters the new limits make room for go now.
+  void set_limits(const policy::Admission& limits);
   // Waits for a slot. Errors: "busy" (queue full, budget spent), "cancelled".
   util::Status acquire(const std::string& tenant, const std::shared_ptr<Cancellation>& cancel);
   void release(const std::string& tenant, uint64_t cpu_ms);
@@ -46,7 +48,7 @@ class Admission {
   // After mu_ is released: tells each admitted waiter.
   static void wake(const std::vector<std::shared_ptr<Waiter>>& woken);
 
-  const policy::Admission limits_;
+  policy::Admission limits_;  // under mu_
   std::mutex mu_;
   uint64_t running_ = 0;
   std::deque<std::shared_ptr<Waiter>> waiters_;  // in arrival order

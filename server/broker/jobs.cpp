@@ -76,11 +76,14 @@ Identities make_identities(const policy::Policy& policy) {
   return std::move(*ids);
 }
 
+// Started even without profiles, so a reload can add some. Where it cannot
+// start, a policy with profiles is refused; one without runs without it.
 std::unique_ptr<network::Proxy> start_proxy(const policy::Policy& policy) {
-  if (policy.network.profiles.empty()) return nullptr;
   auto proxy = network::Proxy::start(policy.network);
-  if (!proxy) throw std::runtime_error("egress proxy: " + proxy.error().message);
-  return std::move(*proxy);
+  if (proxy) return std::move(*proxy);
+  if (!policy.network.profiles.empty()) throw std::runtime_error("egress proxy: " + proxy.error().message);
+  spdlog::warn("egress proxy: {}; network profiles cannot be added by a reload", proxy.error().message);
+  return nullptr;
 }
 
 std::unique_ptr<Ledger> open_ledger(const std::string& state_dir) {
@@ -93,18 +96,20 @@ using util::now_us;
 
 }  // namespace
 
-Jobs::Jobs(const policy::Policy& policy, store::Store& store, std::string runner_exe, nlohmann::json cgroup_host)
-    : policy_(policy),
+Jobs::Jobs(policy::Live& live, store::Store& store, std::string runner_exe, nlohmann::json cgroup_host)
+    : live_(live),
+      boot_(live.get()),
+      policy_(*boot_),
       store_(store),
-      spec_host_(make_spec_host(policy, store.state_dir(), std::move(cgroup_host))),
-      identities_(make_identities(policy)),
-      gate_(make_gate(policy)),
+      spec_host_(make_spec_host(policy_, store.state_dir(), std::move(cgroup_host))),
+      identities_(make_identities(policy_)),
+      gate_(make_gate(policy_)),
       ledger_(open_ledger(store.state_dir())),
-      workspaces_(policy.workspaces, store.state_dir() + "/workspaces", *ledger_),
-      admission_(policy.admission),
+      workspaces_(policy_.workspaces, store.state_dir() + "/workspaces", *ledger_),
+      admission_(policy_.admission),
       keys_([this](const std::string& tenant, const std::string& key) { return ledger_->find_by_key(tenant, key); }),
       fleet_(std::move(runner_exe), store.state_dir(), spec_host_.cgroup_host),
-      proxy_(start_proxy(policy)) {
+      proxy_(start_proxy(policy_)) {
   // Cold jobs' scratch directories are made in it by their runners.
   if (auto s = util::make_dirs(store_.state_dir() + "/run", 0700); !s)
     throw std::runtime_error("scratch directory: " + s.error().message);
@@ -240,15 +245,17 @@ void Jobs::start_pool() {
   fleet_.keep_spare();
   if (pool_ || !policy_.pool.enabled || policy_.pool.runtimes.empty()) return;
   pool_ = std::make_unique<Pool>(
-      policy_, fleet_.runner_exe(),
+      policy_, live_, fleet_.runner_exe(),
       [this](const policy::Runtime& rt, IdentityLease& lease) -> util::Result<sandbox::LaunchSpec> {
         // Built with the cache it will read, never before the cache's first try.
         std::optional<RuntimeCache> cache = cache_for(rt, true);
         auto held = identities_.lease();
         if (!held) return held.error();
         lease = std::move(*held);
-        sandbox::LaunchSpec spec = build_warm_spec(policy_, spec_host_, rt, util::random_id());
-        if (cache) apply_cache(policy_, rt, *cache, spec);
+        // The limits in force now (a reload retires what was built before).
+        const std::shared_ptr<const policy::Policy> now = live_.get();
+        sandbox::LaunchSpec spec = build_warm_spec(*now, spec_host_, rt, util::random_id());
+        if (cache) apply_cache(*now, rt, *cache, spec);
         set_identity(spec, lease.identity());
         return spec;
       },
@@ -264,6 +271,20 @@ size_t Jobs::expire() {
   rows += workspaces_.expire(r.jobs_ttl_s);
   if (files || rows) spdlog::info("janitor: removed {} expired files and {} job records", files, rows);
   return files + rows;
+}
+
+util::Status Jobs::apply(std::shared_ptr<const policy::Policy> next) {
+  // The one step that can fail first: nothing has changed when it does.
+  if (proxy_) {
+    if (auto s = proxy_->update(next->network); !s) return s;
+  } else if (!next->network.profiles.empty()) {
+    return util::make_error(util::ErrorCode::kPolicy, "network profiles need the egress proxy, which did not start");
+  }
+  admission_.set_limits(next->admission);
+  live_.set(std::move(next));
+  if (pool_)
+    if (size_t n = pool_->retire_stale(); n) spdlog::info("reload: {} idle warm sandbox(es) retired; new ones follow", n);
+  return util::ok_status();
 }
 
 PoolStats Jobs::pool_stats() { return pool_ ? pool_->stats() : PoolStats{}; }
@@ -291,16 +312,18 @@ util::Result<std::shared_ptr<WorkspaceUse>> Jobs::hold_workspace(const std::stri
   return use;
 }
 
-util::Result<sandbox::LaunchSpec> Jobs::resolve(const JobRequest& req, const std::string& job_id,
-                                                std::vector<InputRef>& inputs) {
-  auto rt = check_request(policy_, req);
+util::Result<sandbox::LaunchSpec> Jobs::resolve(const policy::Policy& policy, const JobRequest& req,
+                                                const std::string& job_id, std::vector<InputRef>& inputs) {
+  auto rt = check_request(policy, req);
   if (!rt) return rt.error();
   std::vector<util::Result<store::InputRecord>> found;
   found.reserve(req.input_ids.size());
   for (const std::string& id : req.input_ids) found.push_back(store_.get_input(req.tenant, id));
-  auto spec = build_job_spec(policy_, spec_host_, req, found, job_id);
+  auto spec = build_job_spec(policy, spec_host_, req, found, job_id);
   if (!spec) return spec.error();
-  if (auto cache = cache_for(**rt, false)) apply_cache(policy_, **rt, *cache, *spec);
+  // Caches are keyed by the start-up policy's runtimes (a reload never changes them).
+  if (const policy::Runtime* boot_rt = policy_.find_runtime((*rt)->name))
+    if (auto cache = cache_for(*boot_rt, false)) apply_cache(policy, *boot_rt, *cache, *spec);
   for (auto& in : found) inputs.push_back({in->input_id, in->name, in->sha256});
   // Artifacts as inputs: under their base name, read-only, like an upload.
   std::map<std::string, std::string> taken;  // name -> "input <id>" / "artifact <id>"
@@ -333,8 +356,10 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   result.job_id = util::random_id();
   // Where a job's time goes outside the sandbox (debug log; bench/speed.py).
   const int64_t t_begin = now_us();
+  // The policy this job runs under, to its end, whatever a reload does meanwhile.
+  const std::shared_ptr<const policy::Policy> pol = live_.get();
   std::vector<InputRef> inputs;
-  auto spec = resolve(req, result.job_id, inputs);
+  auto spec = resolve(*pol, req, result.job_id, inputs);
   if (!spec) return spec.error();
   // A workspace job holds its workspace from here to the end (one call at a
   // time; a second is busy at once): its tree is copied into the job's /work,
@@ -466,7 +491,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     result.outcome = std::move(*outcome);
     t_outcome = now_us();
     util::call_mark("outcome read", result.job_id);
-    result.artifacts = store_artifacts(gate_, store_, policy_.limits.outputs_max_bytes, req.tenant, result.job_id,
+    result.artifacts = store_artifacts(gate_, store_, pol->limits.outputs_max_bytes, req.tenant, result.job_id,
                                        result.outcome);
   } else {
     spdlog::error("job {}: {}", result.job_id, outcome.error().message);

@@ -28,6 +28,7 @@
 #include "server/broker/workspaces.h"
 #include "server/network/proxy.h"
 #include "server/broker/runner_fleet.h"
+#include "server/policy/live.h"
 #include "server/policy/policy.h"
 #include "server/store/store.h"
 #include "server/util/periodic.h"
@@ -39,7 +40,9 @@ namespace broker {
 class Jobs {
  public:
   // cgroup_host: sandbox::cgroups::Host detected once at start-up, as JSON.
-  Jobs(const policy::Policy& policy, store::Store& store, std::string runner_exe, nlohmann::json cgroup_host);
+  // live: the policy in force; what a reload may not change is read from
+  // the policy it holds now, for the server's life.
+  Jobs(policy::Live& live, store::Store& store, std::string runner_exe, nlohmann::json cgroup_host);
   ~Jobs();
 
   // Errors are request problems (kInvalidArgument, kNotFound, kConflict for a
@@ -67,6 +70,11 @@ class Jobs {
   }
   // One janitor pass: expired inputs, artifacts, blobs and ledger rows.
   size_t expire();
+  // A reload (reload_problems found none): the network profiles and the
+  // admission limits take `next`, which is then in force in live; warm
+  // sandboxes built under the last one are retired. Jobs running keep what
+  // they started with. An error changes nothing.
+  util::Status apply(std::shared_ptr<const policy::Policy> next);
 
  private:
   util::Result<JobResult> run_once(const JobRequest& request, const std::string& request_sha256);
@@ -80,9 +88,13 @@ class Jobs {
   // The runtime's cache if built (asks for it to be built). wait: until that build ended.
   std::optional<RuntimeCache> cache_for(const policy::Runtime& rt, bool wait);
   // The job's spec, with its inputs as the ledger row names them.
-  util::Result<sandbox::LaunchSpec> resolve(const JobRequest& request, const std::string& job_id,
-                                            std::vector<InputRef>& inputs);
+  util::Result<sandbox::LaunchSpec> resolve(const policy::Policy& policy, const JobRequest& request,
+                                            const std::string& job_id, std::vector<InputRef>& inputs);
 
+  policy::Live& live_;
+  // The policy at start-up: its runtimes, sandbox, pool, artifacts,
+  // workspaces and retention stay for the server's life.
+  const std::shared_ptr<const policy::Policy> boot_;
   const policy::Policy& policy_;
   store::Store& store_;
   SpecHost spec_host_;

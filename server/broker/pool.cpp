@@ -69,8 +69,10 @@ uint64_t tree_memory_bytes(pid_t pid) {
   return total;
 }
 
-Pool::Pool(const policy::Policy& policy, std::string runner_exe, MakeSpec make_spec, Retire retire)
-    : policy_(policy), runner_exe_(std::move(runner_exe)), make_spec_(std::move(make_spec)), retire_(std::move(retire)) {
+Pool::Pool(const policy::Policy& policy, const policy::Live& live, std::string runner_exe, MakeSpec make_spec,
+           Retire retire)
+    : policy_(policy), live_(live), runner_exe_(std::move(runner_exe)), make_spec_(std::move(make_spec)),
+      retire_(std::move(retire)) {
   filler_ = std::jthread([this](std::stop_token stop) { fill_loop(stop); });
 }
 
@@ -91,6 +93,27 @@ Pool::~Pool() {
   idle_.clear();
 }
 
+size_t Pool::retire_stale() {
+  const uint64_t generation = live_.generation();
+  size_t retired = 0;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [_, queue] : idle_)
+      for (auto it = queue.begin(); it != queue.end();) {
+        if ((*it)->generation == generation) {
+          ++it;
+          continue;
+        }
+        (*it)->runner->close_stdin();
+        retire_(std::move((*it)->runner), (*it)->spec.scratch_dir, (*it)->spec.job_id);
+        it = queue.erase(it);
+        ++retired;
+      }
+  }
+  cv_.notify_all();  // the filler builds their successors
+  return retired;
+}
+
 std::unique_ptr<WarmSandbox> Pool::claim(const std::string& runtime) {
   std::unique_ptr<WarmSandbox> got;
   bool pooled = false;
@@ -109,9 +132,15 @@ std::unique_ptr<WarmSandbox> Pool::claim(const std::string& runtime) {
       cv_.wait_until(lock, deadline, [&] { return !queue.empty() || stopping_; });
       --waiting_claims_;
     }
+    const uint64_t generation = live_.generation();
     while (!queue.empty()) {
       auto w = std::move(queue.front());
       queue.pop_front();
+      if (w->generation != generation) {  // made under a policy a reload replaced
+        w->runner->close_stdin();
+        retire_(std::move(w->runner), w->spec.scratch_dir, w->spec.job_id);
+        continue;
+      }
       if (still_idle(*w->runner)) {
         got = std::move(w);
         ++counters_.claimed;
@@ -149,6 +178,8 @@ PoolStats Pool::stats() {
 
 util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt) {
   IdentityLease lease;
+  // Read before the spec is made: a reload in between makes it stale, never current.
+  const uint64_t generation = live_.generation();
   auto spec = make_spec_(rt, lease);
   if (!spec) return spec.error();
   if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
@@ -161,6 +192,7 @@ util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt
   w->runner = std::move(*runner);
   w->runner->hold(std::move(lease));
   w->spec = std::move(*spec);
+  w->generation = generation;
   auto fail = [&](const std::string& why) {
     w->runner->close_stdin();
     retire_(std::move(w->runner), w->spec.scratch_dir, w->spec.job_id);

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "server/broker/identities.h"
+#include "server/policy/live.h"
 #include "server/policy/policy.h"
 #include "server/sandbox/spec.h"
 #include "server/util/result.h"
@@ -28,6 +29,7 @@ class RunnerProcess;
 struct WarmSandbox {
   std::unique_ptr<RunnerProcess> runner;  // waiting for a claim line on its stdin
   sandbox::LaunchSpec spec;               // the warm spec it was built from
+  uint64_t generation = 0;                // of the policy it was built under (policy::Live)
   uint64_t memory_bytes = 0;              // measured once ready (PSS of its processes)
   std::function<void()> on_end;           // set by claim: the pool learns its job is over
   WarmSandbox() = default;
@@ -52,7 +54,10 @@ class Pool {
   using MakeSpec = std::function<util::Result<sandbox::LaunchSpec>(const policy::Runtime&, IdentityLease& lease)>;
   using Retire = std::function<void(std::unique_ptr<RunnerProcess>, const std::string& scratch_dir,
                                     const std::string& id)>;
-  Pool(const policy::Policy& policy, std::string runner_exe, MakeSpec make_spec, Retire retire);
+  // policy: its pool section (fixed while the server runs); live: the policy
+  // the specs are made under: a sandbox built under an earlier one is never claimed.
+  Pool(const policy::Policy& policy, const policy::Live& live, std::string runner_exe, MakeSpec make_spec,
+       Retire retire);
   ~Pool();  // stops refilling and retires every idle sandbox
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
@@ -64,12 +69,16 @@ class Pool {
   // build of the next sandbox does not take CPU from the job that claimed.
   std::unique_ptr<WarmSandbox> claim(const std::string& runtime);
   PoolStats stats();
+  // After a reload: idle sandboxes built under an earlier policy are retired
+  // (the filler builds new ones). Returns how many.
+  size_t retire_stale();
 
  private:
   void fill_loop(std::stop_token stop);
   util::Result<std::unique_ptr<WarmSandbox>> build(const policy::Runtime& rt);
 
   const policy::Policy& policy_;
+  const policy::Live& live_;
   std::string runner_exe_;
   MakeSpec make_spec_;
   Retire retire_;

@@ -148,6 +148,11 @@ Tasks::~Tasks() {
   pool_.drain();
 }
 
+void Tasks::set_per_tenant_max(uint64_t per_tenant_max) {
+  std::lock_guard lock(mu_);
+  options_.per_tenant_max = per_tenant_max;
+}
+
 util::Result<TaskRow> Tasks::start(const std::string& tenant, const std::string& tool, std::optional<double> ttl_ms,
                                    Work work, Listener on_terminal) {
   // The client may ask; the policy's ceiling decides (MCP tasks: receivers MAY override ttl).

@@ -79,6 +79,8 @@ class Tasks {
   Tasks(const Tasks&) = delete;
   Tasks& operator=(const Tasks&) = delete;
 
+  // A reload's admission.tasks_per_tenant_max, for the tasks started from now on.
+  void set_per_tenant_max(uint64_t per_tenant_max);
   // Errors: "busy" (tenant cap or a full pool), "internal".
   util::Result<TaskRow> start(const std::string& tenant, const std::string& tool, std::optional<double> ttl_ms,
                               Work work, Listener on_terminal = {});

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <mutex>
 #include <future>
 #include <sstream>
 #include <thread>
@@ -84,10 +85,11 @@ constexpr size_t kLookupsPerJobMax = 4;
 
 class SessionImpl final : public Session, public std::enable_shared_from_this<SessionImpl> {
  public:
-  SessionImpl(asio::io_context& io, Resolver& resolver, const Rules& rules, const Rules::Profile& profile,
-              std::string job_id, int64_t deadline_ms)
-      : io_(io), resolver_(resolver), rules_(rules), profile_(profile), job_id_(std::move(job_id)), acceptor_(io),
-        deadline_(io) {
+  // rules: what the job started under, kept to its end whatever a reload does.
+  SessionImpl(asio::io_context& io, Resolver& resolver, std::shared_ptr<const Rules> rules,
+              const Rules::Profile& profile, std::string job_id, int64_t deadline_ms)
+      : io_(io), resolver_(resolver), held_rules_(std::move(rules)), rules_(*held_rules_), profile_(profile),
+        job_id_(std::move(job_id)), acceptor_(io), deadline_(io) {
     report_.profile = profile.policy.name;
     deadline_.expires_at(std::chrono::steady_clock::time_point(std::chrono::milliseconds(deadline_ms)));
   }
@@ -125,6 +127,7 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
 
   asio::io_context& io_;
   Resolver& resolver_;
+  const std::shared_ptr<const Rules> held_rules_;
   const Rules& rules_;
   const Rules::Profile& profile_;
   const std::string job_id_;
@@ -573,8 +576,34 @@ Report report_from_json(const nlohmann::json& j) {
   return r;
 }
 
+// The policy's network section, checked and parsed.
+util::Result<std::shared_ptr<const Rules>> compile_rules(const policy::Network& policy) {
+  auto rules = std::make_shared<Rules>();
+  for (auto& [name, address] : policy.hosts) {
+    auto a = parse_address(address);
+    if (!a) return util::make_error(util::ErrorCode::kPolicy, "network.hosts." + name + ": not an address");
+    rules->hosts[name] = *a;
+  }
+  for (auto& c : policy.allow_private) {
+    auto cidr = parse_cidr(c);
+    if (!cidr) return util::make_error(util::ErrorCode::kPolicy, "network.allow_private: " + cidr.error().message);
+    rules->allow_private.push_back(*cidr);
+  }
+  for (auto& [name, p] : policy.profiles) {
+    Rules::Profile profile{p, {}};
+    for (auto& entry : p.allow) {
+      auto rule = parse_allow(entry);
+      if (!rule) return util::make_error(util::ErrorCode::kPolicy, "network.profiles." + name + ".allow: " + rule.error().message);
+      profile.allow.push_back(*rule);
+    }
+    rules->profiles[name] = std::move(profile);
+  }
+  return std::shared_ptr<const Rules>(std::move(rules));
+}
+
 struct Proxy::Impl {
-  Rules rules;
+  std::mutex rules_mu;
+  std::shared_ptr<const Rules> rules;  // what new sessions get; a reload replaces it
   asio::io_context io{1};
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
   // After io: destroyed before it, its last answers queued on io and dropped with it.
@@ -584,25 +613,9 @@ struct Proxy::Impl {
 
 util::Result<std::unique_ptr<Proxy>> Proxy::start(const policy::Network& policy) {
   auto impl = std::make_unique<Impl>();
-  for (auto& [name, address] : policy.hosts) {
-    auto a = parse_address(address);
-    if (!a) return util::make_error(util::ErrorCode::kPolicy, "network.hosts." + name + ": not an address");
-    impl->rules.hosts[name] = *a;
-  }
-  for (auto& c : policy.allow_private) {
-    auto cidr = parse_cidr(c);
-    if (!cidr) return util::make_error(util::ErrorCode::kPolicy, "network.allow_private: " + cidr.error().message);
-    impl->rules.allow_private.push_back(*cidr);
-  }
-  for (auto& [name, p] : policy.profiles) {
-    Rules::Profile profile{p, {}};
-    for (auto& entry : p.allow) {
-      auto rule = parse_allow(entry);
-      if (!rule) return util::make_error(util::ErrorCode::kPolicy, "network.profiles." + name + ".allow: " + rule.error().message);
-      profile.allow.push_back(*rule);
-    }
-    impl->rules.profiles[name] = std::move(profile);
-  }
+  auto rules = compile_rules(policy);
+  if (!rules) return rules.error();
+  impl->rules = std::move(*rules);
   auto resolver = Resolver::start();
   if (!resolver) return util::make_error(util::ErrorCode::kInternal, "network: " + resolver.error().message);
   impl->resolver = std::move(*resolver);
@@ -628,13 +641,27 @@ Proxy::~Proxy() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
+util::Status Proxy::update(const policy::Network& policy) {
+  auto rules = compile_rules(policy);
+  if (!rules) return rules.error();
+  std::lock_guard lock(impl_->rules_mu);
+  impl_->rules = std::move(*rules);
+  return util::ok_status();
+}
+
 util::Result<std::shared_ptr<Session>> Proxy::open(const std::string& job_id, const std::string& profile,
                                                    int64_t deadline_ms) {
-  auto it = impl_->rules.profiles.find(profile);
-  if (it == impl_->rules.profiles.end())
+  std::shared_ptr<const Rules> rules;
+  {
+    std::lock_guard lock(impl_->rules_mu);
+    rules = impl_->rules;
+  }
+  auto it = rules->profiles.find(profile);
+  if (it == rules->profiles.end())
     return util::make_error(util::ErrorCode::kInvalidArgument, "network: no profile \"" + profile + "\"");
+  const Rules::Profile& chosen = it->second;
   return std::shared_ptr<Session>(
-      std::make_shared<SessionImpl>(impl_->io, *impl_->resolver, impl_->rules, it->second, job_id, deadline_ms));
+      std::make_shared<SessionImpl>(impl_->io, *impl_->resolver, std::move(rules), chosen, job_id, deadline_ms));
 }
 
 }  // namespace network

@@ -71,6 +71,9 @@ class Proxy {
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
+  // A reload's network section, for the sessions opened from now on (open
+  // ones keep theirs). An error changes nothing.
+  util::Status update(const policy::Network& policy);
   // deadline_ms (CLOCK_MONOTONIC): every tunnel is cut then, whatever the job does.
   util::Result<std::shared_ptr<Session>> open(const std::string& job_id, const std::string& profile,
                                               int64_t deadline_ms);

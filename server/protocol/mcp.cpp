@@ -208,7 +208,7 @@ std::string instructions_text(const policy::Policy& p) {
 namespace {
 
 size_t calls_quota(const ServerContext& server, int calls_max) {
-  return static_cast<size_t>(calls_max > 0 ? calls_max : server.policy.server.concurrent_calls_max);
+  return static_cast<size_t>(calls_max > 0 ? calls_max : server.policy.get()->server.concurrent_calls_max);
 }
 
 }  // namespace
@@ -217,7 +217,7 @@ Session::Session(ServerContext& server, Outbox& outbox, std::string tenant, int 
     : server_(server),
       outbox_(outbox),
       tenant_(std::move(tenant)),
-      limits_{server.policy.server.message_max_bytes, server.policy.server.json_max_depth} {
+      limits_{server.policy.get()->server.message_max_bytes, server.policy.get()->server.json_max_depth} {
   const size_t running_max = calls_quota(server, calls_max);
   util::CallPool* pool = server.calls;
   if (!pool) {
@@ -446,7 +446,7 @@ void Session::handle_stateless(const jsonrpc::Message& m, const Reply& reply) {
     if (server_.tasks) capabilities["extensions"] = {{kTasksExtension, json::object()}};
     return complete(make_result(m.id, cacheable({{"supportedVersions", supported_versions()},
                                                  {"capabilities", capabilities},
-                                                 {"instructions", instructions_text(server_.policy)}},
+                                                 {"instructions", instructions_text(*server_.policy.get())}},
                                                 kToolsTtlMs)));
   }
   if (m.method == "tools/list")
@@ -503,7 +503,7 @@ void Session::handle_initialize(const jsonrpc::Message& m, const Reply& reply) {
   reply(make_result(m.id, {{"protocolVersion", version},
                            {"capabilities", capabilities},
                            {"serverInfo", server_info()},
-                           {"instructions", instructions_text(server_.policy)}}));
+                           {"instructions", instructions_text(*server_.policy.get())}}));
 }
 
 void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply, bool extension_task) {
@@ -511,7 +511,7 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply, b
   if (!p.is_object() || !p.contains("name") || !p["name"].is_string())
     return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: tools/call needs a string \"name\""));
   std::string name = p["name"].get<std::string>();
-  const tools::Tool* tool = server_.tools.find(name);
+  std::shared_ptr<const tools::Tool> tool = server_.tools.find(name);
   if (!tool) return reply(make_error(m.id, jsonrpc::kInvalidParams, "Unknown tool: " + name));
   json args = p.contains("arguments") ? p["arguments"] : json::object();
   if (!args.is_object())
@@ -520,7 +520,7 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply, b
   // The server decides (tasks extension): a tool that can run as a task does,
   // whatever the request says; a legacy "task" param is ignored.
   if (extension_task && server_.tasks && tool->task_support != "forbidden")
-    return start_task(m, *tool, name, std::move(args), std::nullopt, TaskWire::kExtension, reply);
+    return start_task(m, tool, name, std::move(args), std::nullopt, TaskWire::kExtension, reply);
   // Sessions without tasks process the call normally, ignoring "task" (MCP tasks, task support).
   if (p.contains("task") && tasks_enabled()) {
     const json& t = p["task"];
@@ -534,7 +534,7 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply, b
                                 "Invalid params: task.ttl must be a non-negative number of milliseconds"));
       ttl_ms = ttl.get<double>();
     }
-    return start_task(m, *tool, name, std::move(args), ttl_ms, TaskWire::kCore, reply);
+    return start_task(m, tool, name, std::move(args), ttl_ms, TaskWire::kCore, reply);
   }
 
   json id = m.id;
@@ -549,7 +549,8 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply, b
   util::call_mark_id("tools/call read", id);
   auto task = [this, tool, args = std::move(args), id, reply, name, cancel, progress]() {
     util::call_mark_id("call on worker", id);
-    tools::CallContext ctx{tenant_, server_.policy, server_.store, server_.jobs, cancel, progress, nullptr};
+    const std::shared_ptr<const policy::Policy> policy = server_.policy.get();
+    tools::CallContext ctx{tenant_, *policy, server_.store, server_.jobs, cancel, progress, nullptr};
     const auto started = std::chrono::steady_clock::now();
     send_log(*log_threshold_, logging::call_started(name, nullptr), [this](const json& n) { outbox_.send(n); });
     tools::ToolResult result;
@@ -582,11 +583,12 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply, b
   }
 }
 
-void Session::start_task(const jsonrpc::Message& m, const tools::Tool& tool, const std::string& name, json args,
+void Session::start_task(const jsonrpc::Message& m, std::shared_ptr<const tools::Tool> tool, const std::string& name,
+                         json args,
                          std::optional<double> ttl_ms, TaskWire shape, const Reply& reply) {
   const json& p = m.params;
   // MCP tasks, tool-level negotiation: a task on a tool that forbids it is -32601.
-  if (tool.task_support == "forbidden")
+  if (tool->task_support == "forbidden")
     return reply(make_error(m.id, jsonrpc::kMethodNotFound,
                             "Method not found: " + name +
                                 " cannot run as a task (its execution.taskSupport is \"forbidden\")"));
@@ -599,28 +601,28 @@ void Session::start_task(const jsonrpc::Message& m, const tools::Tool& tool, con
   std::function<void(const json&)> send = extension ? std::function<void(const json&)>([](const json&) {})
                                                     : while_alive(liveness_, [this](const json& n) { outbox_.send(n); });
   const int64_t poll_ms = server_.tasks->poll_interval_ms();
-  const policy::Policy& policy = server_.policy;
+  const std::shared_ptr<const policy::Policy> policy = server_.policy.get();
   store::Store& store = server_.store;
   broker::Jobs& jobs = server_.jobs;
   broker::Audit* audit = server_.audit;
   std::shared_ptr<broker::WorkspaceUse> held;
-  if (tool.hold) {
-    auto h = tool.hold(args, tenant_, jobs);
+  if (tool->hold) {
+    auto h = tool->hold(args, tenant_, jobs);
     if (!h) return reply(make_result(m.id, tools::error_result(h.error().message).to_json()));
     held = std::move(*h);
   }
-  auto work = [&policy, &store, &jobs, audit, &tool, name, tenant = tenant_, args = std::move(args),
+  auto work = [policy, &store, &jobs, audit, tool, name, tenant = tenant_, args = std::move(args),
                token = extension ? json(nullptr) : progress_token(p), send, held, log = log_threshold_](
                   const std::shared_ptr<broker::Cancellation>& cancel, const std::string& task_id) -> json {
     // The progressToken stays valid for the task's life (MCP tasks, progress).
     std::function<void(const json&)> progress;
     if (!token.is_null()) progress = progress_sender(token, send, task_id);
-    tools::CallContext ctx{tenant, policy, store, jobs, cancel, progress, held};
+    tools::CallContext ctx{tenant, *policy, store, jobs, cancel, progress, held};
     const auto started = std::chrono::steady_clock::now();
     send_log(*log, logging::call_started(name, task_id), send, task_id);
     tools::ToolResult result;
     try {
-      result = tool.call(args, ctx);
+      result = tool->call(args, ctx);
     } catch (const std::exception& e) {
       spdlog::error("tool {} (task {}) failed: {}", name, task_id, e.what());
       result = tools::error_result("internal error in " + name + "; see the server log");
@@ -762,7 +764,7 @@ void Session::handle_resources_read(const jsonrpc::Message& m, const Reply& repl
   std::string uri = p["uri"].get<std::string>();
   const std::optional<store::ArtifactPart> part = store::artifact_part_from_uri(uri);
   std::string id = part ? part->artifact_id : store::artifact_id_from_uri(uri);
-  const uint64_t max = server_.policy.limits.artifact_inline_max_bytes;
+  const uint64_t max = server_.policy.get()->limits.artifact_inline_max_bytes;
   // Unknown, malformed and foreign URIs give one and the same answer, and so
   // does a part beyond the last (or of an artifact small enough to read whole).
   auto rec = id.empty() ? util::Result<store::ArtifactRecord>(util::make_error(util::ErrorCode::kNotFound, ""))

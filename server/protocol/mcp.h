@@ -17,8 +17,10 @@
 
 #include "server/broker/audit.h"
 #include "server/broker/tasks.h"
+#include "server/policy/live.h"
 #include "server/protocol/jsonrpc.h"
 #include "server/protocol/logging.h"
+#include "server/util/reloads.h"
 #include "server/util/worker_pool.h"
 #include "tools/registry.h"
 
@@ -68,7 +70,7 @@ class Outbox {
 };
 
 struct ServerContext {
-  const policy::Policy& policy;
+  policy::Live& policy;  // the policy in force: a call keeps the snapshot it started with
   store::Store& store;
   broker::Jobs& jobs;
   const tools::Registry& tools;
@@ -77,6 +79,8 @@ struct ServerContext {
   // Threads for tools/call shared by every session when set (HTTP); else each
   // session starts its own, at most its quota (stdio's one session).
   util::CallPool* calls = nullptr;
+  // What a reload (SIGHUP) runs, when set; a transport adds its own steps.
+  util::Reloads* reloads = nullptr;
 };
 
 // The protocol version that has tasks (MCP 2025-11-25, basic/utilities/tasks).
@@ -124,7 +128,7 @@ class Session {
   void handle_resources_read(const jsonrpc::Message& m, const Reply& reply, int not_found_code);
   // How a task is shown: MCP 2025-11-25's tasks, or the 2026-07-28 extension's.
   enum class TaskWire { kCore, kExtension };
-  void start_task(const jsonrpc::Message& m, const tools::Tool& tool, const std::string& name, json args,
+  void start_task(const jsonrpc::Message& m, std::shared_ptr<const tools::Tool> tool, const std::string& name, json args,
                   std::optional<double> ttl_ms, TaskWire shape, const Reply& reply);
   void handle_tasks(const jsonrpc::Message& m, const Reply& reply);
   void handle_tasks_extension(const jsonrpc::Message& m, const Reply& reply);

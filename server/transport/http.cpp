@@ -437,15 +437,29 @@ std::string sse_event(const Outgoing& m) { return "event: message\ndata: " + m.t
 
 class HttpServer {
  public:
-  HttpServer(protocol::mcp::ServerContext& ctx, Options opt, std::optional<Auth> auth,
-             std::unique_ptr<oauth::Verifier> oauth)
-      : calls_(kCallThreadsMax), ctx_(ctx), opt_(std::move(opt)), auth_(std::move(auth)), oauth_(std::move(oauth)) {
+  HttpServer(protocol::mcp::ServerContext& ctx, Options opt, std::shared_ptr<const Auth> auth,
+             std::shared_ptr<oauth::Verifier> oauth)
+      : calls_(kCallThreadsMax), ctx_(ctx), opt_(std::move(opt)), creds_{std::move(auth), std::move(oauth)} {
     ctx_.calls = &calls_;
   }
 
   util::Status run();
 
  private:
+  // The tokens file's tokens and the OAuth verifier in force: a request
+  // takes them once; a reload replaces them.
+  struct Credentials {
+    std::shared_ptr<const Auth> auth;
+    std::shared_ptr<oauth::Verifier> oauth;
+  };
+  Credentials credentials() const {
+    std::lock_guard lock(creds_mu_);
+    return creds_;
+  }
+  // Reload steps: the files given at start read again; an error keeps what was.
+  util::Result<std::string> reload_tokens();
+  util::Result<std::string> reload_oauth();
+
   // Host and Origin against the allowlists (DNS rebinding); 403 otherwise.
   bool allowed(const httplib::Request& req, httplib::Response& res);
   // Who sends the request: a static token's tenant (which may do anything)
@@ -474,8 +488,8 @@ class HttpServer {
   util::CallPool calls_;  // outlives every session (declared before them)
   protocol::mcp::ServerContext ctx_;  // the caller's, with calls_
   Options opt_;
-  std::optional<Auth> auth_;
-  std::unique_ptr<oauth::Verifier> oauth_;
+  mutable std::mutex creds_mu_;
+  Credentials creds_;
   std::set<std::string> hosts_, origins_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<HttpSession>> sessions_;
@@ -502,21 +516,22 @@ bool HttpServer::allowed(const httplib::Request& req, httplib::Response& res) {
 }
 
 std::optional<HttpServer::Caller> HttpServer::authenticate(const httplib::Request& req, httplib::Response& res) {
-  if (!auth_ && !oauth_) return Caller{"local", true};  // loopback only, checked at start
+  const Credentials creds = credentials();
+  if (!creds.auth && !creds.oauth) return Caller{"local", true};  // loopback only, checked at start
   const bool sent = req.has_header("Authorization");
   auto token = bearer_token(req.get_header_value("Authorization"));
-  if (token && auth_)
-    if (auto tenant = auth_->tenant_for(*token)) return Caller{*tenant, true};
+  if (token && creds.auth)
+    if (auto tenant = creds.auth->tenant_for(*token)) return Caller{*tenant, true};
   std::string description = sent ? "the bearer token is not valid" : "a bearer token is required";
-  if (token && oauth_) {
-    auto verdict = oauth_->verify(*token, static_cast<int64_t>(std::time(nullptr)));
+  if (token && creds.oauth) {
+    auto verdict = creds.oauth->verify(*token, static_cast<int64_t>(std::time(nullptr)));
     if (auto* id = std::get_if<oauth::Identity>(&verdict)) return Caller{id->tenant, id->can_run};
     const auto& why = std::get<oauth::Rejection>(verdict);
     // The token's own fault is the client's to know; it is never logged.
     spdlog::info("http: access token refused: {}", why.message);
     description = why.message;
     if (why.failure == oauth::Failure::kScope) {
-      refuse_insufficient_scope(res, why.message, oauth_->config().read_scope);
+      refuse_insufficient_scope(res, why.message, creds.oauth->config().read_scope);
       return std::nullopt;
     }
   }
@@ -526,8 +541,8 @@ std::optional<HttpServer::Caller> HttpServer::authenticate(const httplib::Reques
 
 void HttpServer::refuse_unauthorized(httplib::Response& res, bool sent, const std::string& description) {
   res.status = 401;
-  if (oauth_)
-    res.set_header("WWW-Authenticate", oauth::challenge(oauth_->config(), sent ? "invalid_token" : "",
+  if (const auto verifier = credentials().oauth)
+    res.set_header("WWW-Authenticate", oauth::challenge(verifier->config(), sent ? "invalid_token" : "",
                                                         sent ? description : "", ""));
   else
     res.set_header("WWW-Authenticate", sent ? R"(Bearer realm="throwbox", error="invalid_token")"
@@ -540,14 +555,14 @@ void HttpServer::refuse_unauthorized(httplib::Response& res, bool sent, const st
 
 void HttpServer::refuse_insufficient_scope(httplib::Response& res, const std::string& why, const std::string& scope) {
   res.status = 403;
-  res.set_header("WWW-Authenticate", oauth::challenge(oauth_->config(), "insufficient_scope", why, scope));
+  res.set_header("WWW-Authenticate", oauth::challenge(credentials().oauth->config(), "insufficient_scope", why, scope));
   res.set_content(jsonrpc::make_error(nullptr, jsonrpc::kInvalidRequest, "Forbidden: " + why).dump(),
                   "application/json");
 }
 
 bool HttpServer::refuse_without_run_scope(const Caller& caller, httplib::Response& res) {
   if (caller.can_run) return false;  // only an OAuth token can lack the run scope
-  const std::string& scope = oauth_->config().run_scope;
+  const std::string scope = credentials().oauth->config().run_scope;
   refuse_insufficient_scope(res, "this call runs code or changes state; it needs the scope " + scope, scope);
   return true;
 }
@@ -609,7 +624,7 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
   if (lower(req.get_header_value("Content-Type")).rfind("application/json", 0) != 0)
     return json_error(res, 415, jsonrpc::kInvalidRequest, "Unsupported Media Type: send application/json");
 
-  const jsonrpc::Limits limits{ctx_.policy.server.message_max_bytes, ctx_.policy.server.json_max_depth};
+  const jsonrpc::Limits limits{ctx_.policy.get()->server.message_max_bytes, ctx_.policy.get()->server.json_max_depth};
   jsonrpc::Parsed parsed = jsonrpc::parse_line(req.body, limits);
   if (parsed.whole_line_failed) {
     auto& f = std::get<jsonrpc::Failure>(parsed.items.front());
@@ -699,7 +714,7 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
   s->session->handle_parsed(std::move(parsed));  // parsed once, with the session's own limits
   if (created) res.set_header("Mcp-Session-Id", s->id);
   const auto deadline =
-      Clock::now() + std::chrono::seconds(static_cast<int64_t>(ctx_.policy.limits.timeout_s_max) + kAnswerGraceS);
+      Clock::now() + std::chrono::seconds(static_cast<int64_t>(ctx_.policy.get()->limits.timeout_s_max) + kAnswerGraceS);
 
   if (!tokens.empty() && accepts_sse) {
     // Progress precedes the answer: an SSE stream that ends with it.
@@ -807,7 +822,7 @@ void HttpServer::post_stateless(const httplib::Request& req, httplib::Response& 
   call->router.expect(ids, tokens, stream);
   call->session.handle_parsed(std::move(parsed));
   const auto deadline =
-      Clock::now() + std::chrono::seconds(static_cast<int64_t>(ctx_.policy.limits.timeout_s_max) + kAnswerGraceS);
+      Clock::now() + std::chrono::seconds(static_cast<int64_t>(ctx_.policy.get()->limits.timeout_s_max) + kAnswerGraceS);
   // tools/call answers on an SSE stream when the client takes one: its
   // keep-alives find a client that went away, and that cancels the call.
   if (method == "tools/call" && accepts_sse) {
@@ -941,6 +956,29 @@ void HttpServer::expire_sessions() {
   if (!gone.empty()) spdlog::info("http: {} idle session(s) expired", gone.size());
 }
 
+util::Result<std::string> HttpServer::reload_tokens() {
+  auto loaded = Auth::load(opt_.tokens_file);
+  if (!loaded) return loaded.error();
+  auto next = std::make_shared<const Auth>(std::move(*loaded));
+  std::lock_guard lock(creds_mu_);
+  const size_t was = creds_.auth ? creds_.auth->size() : 0;
+  creds_.auth = next;
+  return std::to_string(next->size()) + " token(s) from " + opt_.tokens_file + " (was " + std::to_string(was) + ")";
+}
+
+util::Result<std::string> HttpServer::reload_oauth() {
+  auto config = oauth::load_config(opt_.oauth_file);
+  if (!config) return config.error();
+  std::lock_guard lock(creds_mu_);
+  // The metadata's paths were routed at start from the resource.
+  if (creds_.oauth && config->resource != creds_.oauth->config().resource)
+    return util::make_error(util::ErrorCode::kAuth, "resource changed (" + creds_.oauth->config().resource + " -> " +
+                                                        config->resource + "), which needs a restart");
+  const std::string summary = "issuer " + config->issuer + ", audience " + config->audience;
+  creds_.oauth = std::make_shared<oauth::Verifier>(std::move(*config));  // its keys are fetched anew
+  return summary;
+}
+
 util::Status HttpServer::run() {
   // Declared first, so they outlive srv's accept loop and are stopped by hand
   // before srv goes (their workers call into it).
@@ -953,7 +991,7 @@ util::Status HttpServer::run() {
     tls_context = std::move(*loaded);
   }
   const bool tls = tls_context != nullptr;
-  Intake intake(IntakeLimits{policy::kHttpConnectionsMax, ctx_.policy.server.http_connections_per_address_max,
+  Intake intake(IntakeLimits{policy::kHttpConnectionsMax, ctx_.policy.get()->server.http_connections_per_address_max,
                              kRequestDeadline, kKeepAliveIdle}, tls_context);
   BoundedQueue pool(kWorkers, kQueued);
   auto owned = std::make_unique<IntakeServer>(intake);
@@ -966,7 +1004,7 @@ util::Status HttpServer::run() {
     };
     return pool.submit(task);
   });
-  srv->set_payload_max_length(ctx_.policy.server.message_max_bytes);
+  srv->set_payload_max_length(ctx_.policy.get()->server.message_max_bytes);
   srv->set_read_timeout(kReadTimeoutS, 0);
   srv->set_write_timeout(kReadTimeoutS, 0);
   srv->set_keep_alive_max_count(10000);
@@ -1057,7 +1095,7 @@ util::Status HttpServer::run() {
       return httplib::Server::HandlerResponse::Handled;
     }
     if (res.status != 413 || !res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    const size_t cap = ctx_.policy.server.message_max_bytes;
+    const size_t cap = ctx_.policy.get()->server.message_max_bytes;
     const std::string length = req.get_header_value("Content-Length");
     size_t bytes = 0;
     std::from_chars(length.data(), length.data() + length.size(), bytes);
@@ -1072,11 +1110,11 @@ util::Status HttpServer::run() {
     return httplib::Server::HandlerResponse::Handled;
   }));
   // Protected Resource Metadata (RFC 9728), unauthenticated as the spec has it.
-  if (oauth_)
-    for (const auto& path : oauth::resource_metadata_paths(oauth_->config()))
+  if (const auto verifier = credentials().oauth)
+    for (const auto& path : oauth::resource_metadata_paths(verifier->config()))
       srv->Get(path, [this](const httplib::Request&, httplib::Response& res) {
         res.set_header("Cache-Control", "max-age=300");
-        res.set_content(oauth::resource_metadata(oauth_->config()).dump(), "application/json");
+        res.set_content(oauth::resource_metadata(credentials().oauth->config()).dump(), "application/json");
       });
   srv->Post(kPath, [this](const httplib::Request& req, httplib::Response& res) { post(req, res); });
   srv->Get(kPath, [this](const httplib::Request& req, httplib::Response& res) { get(req, res); });
@@ -1123,10 +1161,25 @@ util::Status HttpServer::run() {
 
   std::fprintf(stderr, "throwbox: listening on %s://%s%s\n", tls ? "https" : "http", hostport.c_str(), kPath);
   std::fflush(stderr);
-  spdlog::info("http: {}{} authentication, tenant from the token; Host allowlist {} entries, Origin allowlist {} entries",
-               auth_ ? std::to_string(auth_->size()) + " token(s)," : (oauth_ ? "" : "no (loopback only),"),
-               oauth_ ? " OAuth (issuer " + oauth_->config().issuer + ", audience " + oauth_->config().audience + ")," : "",
-               hosts_.size(), origins_.size());
+  {
+    const Credentials creds = credentials();
+    spdlog::info("http: {}{} authentication, tenant from the token; Host allowlist {} entries, Origin allowlist {} entries",
+                 creds.auth ? std::to_string(creds.auth->size()) + " token(s)," : (creds.oauth ? "" : "no (loopback only),"),
+                 creds.oauth ? " OAuth (issuer " + creds.oauth->config().issuer + ", audience " +
+                                   creds.oauth->config().audience + ")," : "",
+                 hosts_.size(), origins_.size());
+  }
+  // SIGHUP: the tokens file and the OAuth settings are read again.
+  struct Registered {
+    util::Reloads* reloads;
+    ~Registered() {
+      if (reloads) reloads->remove("tokens"), reloads->remove("oauth");
+    }
+  } registered{ctx_.reloads};
+  if (ctx_.reloads) {
+    if (!opt_.tokens_file.empty()) ctx_.reloads->add("tokens", [this] { return reload_tokens(); });
+    if (!opt_.oauth_file.empty()) ctx_.reloads->add("oauth", [this] { return reload_oauth(); });
+  }
   srv->listen_after_bind();
   signals.request_stop();
   intake.stop();  // waiting connections close; one a worker gives back closes too
@@ -1172,17 +1225,17 @@ util::Result<Options> parse_listen(const std::string& text, Options o) {
 }
 
 util::Status serve(protocol::mcp::ServerContext& ctx, const Options& options) {
-  std::optional<Auth> auth;
-  std::unique_ptr<oauth::Verifier> verifier;
+  std::shared_ptr<const Auth> auth;
+  std::shared_ptr<oauth::Verifier> verifier;
   if (!options.tokens_file.empty()) {
     auto a = Auth::load(options.tokens_file);
     if (!a) return a.error();
-    auth = std::move(*a);
+    auth = std::make_shared<const Auth>(std::move(*a));
   }
   if (!options.oauth_file.empty()) {
     auto c = oauth::load_config(options.oauth_file);
     if (!c) return c.error();
-    verifier = std::make_unique<oauth::Verifier>(std::move(*c));
+    verifier = std::make_shared<oauth::Verifier>(std::move(*c));
   }
   if (!auth && !verifier && !is_loopback(options.host))
     return util::make_error(util::ErrorCode::kHttp, "refusing to listen on " + options.host +

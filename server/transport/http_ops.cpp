@@ -71,7 +71,7 @@ bool is_job_id(const std::string& id) {
 
 // Why the server cannot take jobs, or "" when it can.
 std::string not_ready_reason(protocol::mcp::ServerContext& s) {
-  if (s.policy.available_runtimes().empty()) return "no runtime of the policy is available on this host";
+  if (s.policy.get()->available_runtimes().empty()) return "no runtime of the policy is available on this host";
   if (::access(s.jobs.runner_exe().c_str(), X_OK) != 0) return "throwbox-runner is missing or not executable";
   const std::string& dir = s.store.state_dir();
   if (::access(dir.c_str(), W_OK | X_OK) != 0) return "the state directory is not writable";
@@ -152,7 +152,7 @@ class Ops {
 
  private:
   int upload(const std::string& tenant, const httplib::Request& req, httplib::Response& res, json& out) {
-    const uint64_t max_bytes = ctx_.server.policy.limits.input_max_bytes;
+    const uint64_t max_bytes = ctx_.server.policy.get()->limits.input_max_bytes;
     if (req.is_multipart_form_data()) {
       send_error(res, 415, "body: send the file's bytes as the raw request body, not multipart/form-data");
       return 415;
@@ -195,7 +195,8 @@ class Ops {
       send_error(res, status, message);
       return status;
     };
-    const policy::Server& caps = ctx_.server.policy.server;
+    const std::shared_ptr<const policy::Policy> policy = ctx_.server.policy.get();
+    const policy::Server& caps = policy->server;
     if (req.body.size() > caps.message_max_bytes)
       return fail(413, "body: larger than " + std::to_string(caps.message_max_bytes) + " bytes");
     // Depth before parsing: a deep document overflows the stack in copy and dump.

@@ -25,6 +25,7 @@
 #include "server/broker/jobs.h"  // the fake, ahead on this target's include path
 #include "server/broker/ledger.h"
 #include "server/broker/tasks.h"
+#include "server/policy/live.h"
 #include "server/policy/policy.h"
 #include "server/protocol/jsonrpc.h"
 #include "server/protocol/mcp.h"
@@ -128,6 +129,7 @@ util::Result<broker::JobResult> fake_run(JobWatch& watch, const policy::Policy& 
 struct Env {
   std::string dir;
   policy::Policy policy;
+  policy::Live live;
   JobWatch watch;
   broker::Jobs jobs;
   tools::Registry registry;
@@ -142,6 +144,7 @@ struct Env {
   explicit Env(policy::Policy p)
       : dir(make_dir()),
         policy(std::move(p)),
+        live(std::make_shared<const policy::Policy>(policy)),
         jobs(make_gate(policy), [this](const broker::JobRequest& r) { return fake_run(watch, policy, r); }),
         registry(tools::make_registry(policy)),
         calls(static_cast<size_t>(policy.server.concurrent_calls_max)) {
@@ -185,7 +188,7 @@ struct Env {
     workspaces = std::make_unique<broker::Workspaces>(policy.workspaces, dir + "/state/workspaces", *ws_ledger);
     jobs.set_workspaces(workspaces.get());
     ctx = std::make_unique<mcp::ServerContext>(
-        mcp::ServerContext{policy, *store, jobs, registry, nullptr, tasks.get(), &calls});
+        mcp::ServerContext{live, *store, jobs, registry, nullptr, tasks.get(), &calls});
   }
 
   // A tenant of its own for each input (tasks and uploads never carry over),

@@ -61,6 +61,8 @@ grep -q "^profile throwbox /usr/bin/throwbox " "$root/etc/apparmor.d/throwbox" |
 echo "apparmor_parser: the profile parses"
 unit="$root/lib/systemd/system/throwbox.service"
 grep -q '^ExecStart=/usr/bin/throwbox serve --http ' "$unit" || fail "ExecStart is not /usr/bin/throwbox serve --http"
+# systemctl reload: SIGHUP, which reloads and never stops the server.
+grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$unit" || fail "ExecReload is not kill -HUP \$MAINPID"
 # verify insists that ExecStart exists: a copy pointing at the extracted binary.
 sed "s|^ExecStart=/usr/bin/throwbox |ExecStart=$root/usr/bin/throwbox |" "$unit" > "$work/throwbox.service"
 out=$(systemd-analyze verify --man=no "$work/throwbox.service" 2>&1) || fail "systemd-analyze verify: $out"

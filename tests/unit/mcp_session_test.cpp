@@ -85,6 +85,7 @@ struct Gate {
 struct Fixture {
   std::string dir;
   std::unique_ptr<policy::Policy> policy;
+  std::unique_ptr<policy::Live> live;
   std::unique_ptr<store::Store> store;
   std::unique_ptr<broker::Jobs> jobs;
   std::unique_ptr<tools::Registry> registry;
@@ -102,15 +103,16 @@ struct Fixture {
     auto p = policy::load_file(THROWBOX_SOURCE_DIR "/policies/default.json");
     REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
     policy = std::make_unique<policy::Policy>(std::move(*p));
+    live = std::make_unique<policy::Live>(std::make_shared<const policy::Policy>(*policy));
     store = std::make_unique<store::Store>(dir);
-    jobs = std::make_unique<broker::Jobs>(*policy, *store, "/nonexistent", json::object());
+    jobs = std::make_unique<broker::Jobs>(*live, *store, "/nonexistent", json::object());
     registry = std::make_unique<tools::Registry>(tools::make_registry(*policy));
     if (with_gated_tool) registry->add(gate.tool());
     auto ledger = broker::Ledger::open(dir + "/ledger.sqlite3");
     REQUIRE(ledger.ok());
     tasks = std::make_unique<broker::Tasks>(std::move(*ledger), broker::tasks_options(*policy));
     ctx = std::make_unique<mcp::ServerContext>(
-        mcp::ServerContext{*policy, *store, *jobs, *registry, nullptr, tasks.get()});
+        mcp::ServerContext{*live, *store, *jobs, *registry, nullptr, tasks.get()});
     session = std::make_unique<mcp::Session>(*ctx, out, "alice");
   }
   ~Fixture() {

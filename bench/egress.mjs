@@ -61,7 +61,7 @@ if (2 * (opts.requests + 1) > 1024) die('--requests at most 511: a proxied round
 if (process.getuid?.() !== 0) die('run as root (the fake internet is two network namespaces and a veth pair)');
 process.env.THROWBOX_BIN = path.resolve(process.env.THROWBOX_BIN ?? path.join(REPO, 'build', 'throwbox'));
 const BIN = process.env.THROWBOX_BIN;
-for (const f of [BIN, path.join(path.dirname(BIN), 'throwbox-runner')]) {
+for (const f of [BIN, ...['throwbox-runner', 'throwbox-parser'].map((n) => path.join(path.dirname(BIN), n))]) {
   try { fs.accessSync(f, fs.constants.X_OK); } catch { die(`${f} is missing or not executable (set THROWBOX_BIN)`); }
 }
 if (!fs.existsSync(path.join(REPO, 'tests', 'node_modules', '@modelcontextprotocol', 'sdk'))) {

@@ -42,7 +42,7 @@ def main():
     os.chmod(work, 0o755)
     try:
         # World-readable copies: the build tree may be under a root-only directory.
-        for name in ("throwbox", "throwbox-runner"):
+        for name in ("throwbox", "throwbox-runner", "throwbox-parser"):
             shutil.copy(os.path.join(os.path.dirname(args.bin), name), work)
         policy = write_policy(work, "cold", no_site=True, pool=False)
         os.chmod(policy, 0o644)

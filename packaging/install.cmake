@@ -2,6 +2,7 @@
 # CMAKE_INSTALL_PREFIX=/usr (the package):
 #   /usr/bin/throwbox                          the server
 #   /usr/libexec/throwbox/throwbox-runner      the per-job runner (found from the server's own path)
+#   /usr/libexec/throwbox/throwbox-parser      the parser helper (beside the runner)
 #   /usr/share/throwbox/policies/*.json        the bundled policies
 #   /etc/throwbox/policy.json                  the policy the server reads first (a conffile)
 #   /lib/systemd/system/throwbox.service       the HTTP service (not enabled by the package)
@@ -24,11 +25,12 @@ else()
 endif()
 set(THROWBOX_BINDIR ${CMAKE_INSTALL_FULL_BINDIR})
 set(THROWBOX_RUNNER ${CMAKE_INSTALL_FULL_LIBEXECDIR}/throwbox/throwbox-runner)
+set(THROWBOX_PARSER ${CMAKE_INSTALL_FULL_LIBEXECDIR}/throwbox/throwbox-parser)
 configure_file(packaging/throwbox.service.in ${THROWBOX_PKG_DIR}/throwbox.service @ONLY)
 configure_file(packaging/apparmor/throwbox.in ${THROWBOX_PKG_DIR}/apparmor-throwbox @ONLY)
 
 install(TARGETS throwbox RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS throwbox-runner RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/throwbox)
+install(TARGETS throwbox-runner throwbox-parser RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/throwbox)
 install(FILES policies/default.json policies/data.json policies/strict.json
         DESTINATION ${CMAKE_INSTALL_DATADIR}/throwbox/policies)
 install(FILES policies/default.json DESTINATION ${THROWBOX_ETC_DIR}/throwbox RENAME policy.json)

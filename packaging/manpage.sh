@@ -22,6 +22,7 @@ verbatim() { sed -e 's/\\/\\e/g' -e "s/^\\([.']\\)/\\\\\\&\\1/"; }
   printf '.TP\n/etc/throwbox/tokens\nThe static bearer tokens of the packaged service (tenant and sha256 of the token per line).\n'
   printf '.TP\n/var/lib/throwbox\nThe packaged service'"'"'s state directory (ledger, inputs, artifacts, audit log).\n'
   printf '.TP\n/usr/libexec/throwbox/throwbox-runner\nThe per-job sandbox runner the server starts.\n'
+  printf '.TP\n/usr/libexec/throwbox/throwbox-parser\nThe parser helper: the files jobs write and the requests they send are parsed there, not in the server.\n'
   printf '[SEE ALSO]\n/usr/share/doc/throwbox/README.md.gz, /usr/share/doc/throwbox/boundary.md.gz\n'
 } > "$include"
 help2man --no-info --no-discard-stderr --section 1 --source "throwbox" \

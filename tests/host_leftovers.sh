@@ -15,7 +15,7 @@ state() {
     grep -E '/(throwbox|(throwbox-)?server-[0-9]+-[0-9]+-[0-9]+)(/|$)' | sed 's/^/cgroup /' || true
   # processes by name (the server, its runners, zygotes and sandbox inits)
   # (pgrep -x takes one name of at most 15 bytes at a time)
-  for name in throwbox throwbox-runner throwbox-init throwbox-zygote throwbox.real; do
+  for name in throwbox throwbox-runner throwbox-parser throwbox-init throwbox-zygote throwbox.real; do
     pgrep -x "$name" | while read -r pid; do
       echo "process $pid $(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null)"
     done || true

@@ -1,19 +1,23 @@
-// Artifact gate decisions, in order: size, type agreement and allowlist,
-// active content in markup, formula cells in CSV/TSV. Fails closed: a file the
-// gate cannot classify or parse is rejected with the reason.
+// The gate's decisions around an inspection (gate.h): the name, the checks of
+// an inspection's answer, the extension. Fails closed: an answer it cannot
+// use is a rejection with the reason.
 #include "server/artifacts/gate.h"
 
 #include <algorithm>
 #include <cctype>
 
-#include "server/artifacts/active_content.h"
-#include "server/artifacts/images.h"
-#include "server/artifacts/markdown.h"
-#include "server/artifacts/pdf.h"
 #include "server/artifacts/names.h"
+#include "server/util/text.h"
 
 namespace artifacts {
 namespace {
+
+// Of a reason an inspection gives: what a result and a log line show.
+constexpr size_t kReasonMaxBytes = 400;
+
+Verdict reject(std::string reason) { return rejected(std::move(reason)); }
+
+}  // namespace
 
 bool is_markup(const std::string& type) {
   return type == "text/html" || type == "application/xhtml+xml" || type == "image/svg+xml";
@@ -24,15 +28,7 @@ bool allowed(const GatePolicy& p, const std::string& type) {
          p.allowed_media_types.end();
 }
 
-Verdict reject(std::string reason) { return {VerdictKind::kRejected, std::move(reason), "", ""}; }
-
-}  // namespace
-
-util::Result<Gate> Gate::create(GatePolicy policy) {
-  auto sniffer = types::Sniffer::create();
-  if (!sniffer) return sniffer.error();
-  return Gate(std::move(*sniffer), std::move(policy));
-}
+Verdict rejected(std::string reason) { return {VerdictKind::kRejected, std::move(reason), "", ""}; }
 
 std::string_view to_string(VerdictKind kind) {
   switch (kind) {
@@ -54,17 +50,16 @@ std::vector<std::string> Gate::extensions_for(const std::string& media_type) con
   return it != policy_.allowed_extensions.end() ? it->second : names::default_extensions(media_type);
 }
 
-// The name first (what the person's machine will make of it), then the bytes;
-// last, whether the name's extension is one the policy allows for what the
-// file is, so that the program a double-click opens is one meant for it.
-Verdict Gate::check(const std::string& name, std::string content) const {
+std::optional<Verdict> Gate::check_name(const std::string& name) const {
   if (auto why = names::problem(name)) return reject("name: " + *why);
   const std::string ext = names::extension(name);
   if (names::is_executable_extension(ext))
     return reject("name: the extension " + ext + " makes the file run as a program or script when it is opened");
-  std::string named_as;
-  Verdict v = check_content(name, std::move(content), named_as);
-  if (v.verdict == VerdictKind::kRejected) return v;
+  return std::nullopt;
+}
+
+Verdict Gate::check_extension(const std::string& name, Verdict v, const std::string& named_as) const {
+  const std::string ext = names::extension(name);
   const std::vector<std::string> allowed = extensions_for(named_as);
   if (std::find(allowed.begin(), allowed.end(), ext) == allowed.end()) {
     std::string list;
@@ -75,80 +70,57 @@ Verdict Gate::check(const std::string& name, std::string content) const {
   return v;
 }
 
-// named_as: the type whose extensions the file's name must have: what the
-// file is, except that markup delivered as text (active content, or a markup
-// type the policy does not allow, under active_content "text") is safe only
-// as text, so it must be named as text/plain is.
-Verdict Gate::check_content(const std::string& name, std::string content, std::string& named_as) const {
-  if (content.size() > policy_.file_max_bytes)
+Verdict Gate::finish(const std::string& name, const nlohmann::json& inspection, std::string content,
+                     std::string inspected_content) const {
+  // An answer from the helper, which parsed hostile bytes: every field checked.
+  auto text = [&](const char* key) -> std::optional<std::string> {
+    if (!inspection.contains(key) || !inspection[key].is_string()) return std::nullopt;
+    return inspection[key].get<std::string>();
+  };
+  const auto verdict = text("verdict"), reason = text("reason"), media_type = text("media_type"),
+             named_as = text("named_as");
+  const bool changed = inspection.contains("changed") && inspection["changed"].is_boolean() && inspection["changed"].get<bool>();
+  if (!verdict || !reason || !media_type || !named_as ||
+      (*verdict != "accepted" && *verdict != "sanitized" && *verdict != "rejected"))
+    return reject("the gate's inspection gave no usable answer");
+  // A reason is shown to the model and logged: printable, bounded.
+  std::string shown = util::escape_for_log(util::utf8_prefix(*reason, kReasonMaxBytes));
+  if (*verdict == "rejected") return reject(std::move(shown));
+  const VerdictKind kind = verdict_from_string(*verdict);
+  if (!allowed(policy_, *media_type) || *media_type == "text/html" || *media_type == "application/xhtml+xml")
+    return reject("the gate's inspection named a type the policy does not serve (" +
+                  util::escape_for_log(util::utf8_prefix(*media_type, 80)) + ")");
+  if (named_as->empty() || (!allowed(policy_, *named_as) && !is_markup(*named_as)))
+    return reject("the gate's inspection named no type the name could be checked against");
+  if (changed && (kind != VerdictKind::kSanitized || inspected_content.size() > policy_.file_max_bytes))
+    return reject("the gate's inspection rewrote the file beyond what a sanitizing may");
+  if (!changed && content.size() > policy_.file_max_bytes)
     return reject("larger than the policy's " + std::to_string(policy_.file_max_bytes) + " bytes per file");
-
-  // Markup types are let through decide() so that they can be scanned here;
-  // the allowlist decides whether they leave as themselves, the active-content
-  // policy whether anything else leaves as text/plain.
-  std::vector<std::string> admissible = policy_.allowed_media_types;
-  for (const char* m : {"text/html", "application/xhtml+xml", "image/svg+xml"}) admissible.push_back(m);
-  types::Decision d = types::decide(name, content, sniffer_, admissible);
-  if (!d.ok) return reject(d.reason);
-  named_as = d.media_type;
-
-  if (is_markup(d.media_type) || d.media_type == "text/markdown") {
-    // Markdown as CommonMark's reference parser builds it: its links, images
-    // and definitions, and its raw HTML through the markup scanner; code
-    // spans and blocks render as text, so what they hold is not a finding.
-    active::Finding f = d.media_type == "text/markdown" ? markdown::scan(content) : active::scan_markup(content);
-    const bool as_text = policy_.active_content_as_text;
-    if (f.active && !as_text) return reject("active content: " + f.reason);
-    if (f.active || (as_text && !allowed(policy_, d.media_type))) {
-      // Delivered as text, never rendered: the policy chose text over rejection.
-      if (!allowed(policy_, "text/plain")) return reject("active content: " + f.reason);
-      named_as = "text/plain";
-      return {VerdictKind::kAccepted,
-              (f.active ? "active content (" + f.reason + ")" : "markup (" + d.media_type + ")") +
-                  " delivered as text/plain, never rendered",
-              "text/plain", std::move(content)};
-    }
-    if (!allowed(policy_, d.media_type))
-      return reject("media type " + d.media_type + " is not allowed by the policy");
-    // HTML is never served as text/html: a client must not render it.
-    if (d.media_type == "text/html" || d.media_type == "application/xhtml+xml")
-      return {VerdictKind::kAccepted, "no active content found; HTML is delivered as text/plain", "text/plain",
-              std::move(content)};
-  }
-
-  if (d.media_type == "text/csv" || d.media_type == "text/tab-separated-values") {
-    char delimiter = d.media_type == "text/csv" ? ',' : '\t';
-    csv::Result r = csv::process(content, delimiter, policy_.csv_mode);
-    if (!r.ok) return reject("spreadsheet check: " + r.reason);
-    if (r.cells_changed > 0)
-      return {VerdictKind::kSanitized, r.reason, d.media_type, std::move(r.output)};
-    return {VerdictKind::kAccepted, "no formula cells; type agrees with content", d.media_type, std::move(content)};
-  }
-  if (d.media_type == "image/png" || d.media_type == "image/jpeg" || d.media_type == "image/gif") {
-    images::Result r = images::check(content, d.media_type, policy_.image_pixels_max);
-    if (!r.ok) return reject(r.reason);
-    return {VerdictKind::kAccepted,
-            "type agrees with content (" + d.media_type + ", " + std::to_string(r.width) + " x " +
-                std::to_string(r.height) + (r.frames > 1 ? ", " + std::to_string(r.frames) + " frames" : "") + ")",
-            d.media_type, std::move(content)};
-  }
-  if (d.media_type == "application/pdf") {
-    pdf::Result r = pdf::check(content, policy_.pdf_strip ? pdf::Mode::kStrip : pdf::Mode::kReject);
-    if (!r.ok) return reject(r.reason);
-    if (r.removed > 0) return {VerdictKind::kSanitized, r.reason, d.media_type, std::move(r.output)};
-    return {VerdictKind::kAccepted, "type agrees with content (application/pdf); no active content found by qpdf",
-            d.media_type, std::move(content)};
-  }
-  return {VerdictKind::kAccepted, "type agrees with content (" + d.media_type + ")", d.media_type, std::move(content)};
+  Verdict v{kind, std::move(shown), *media_type, changed ? std::move(inspected_content) : std::move(content)};
+  return check_extension(name, std::move(v), *named_as);
 }
 
-std::string Gate::input_media_type(const std::string& name, const std::string& content) const {
-  std::vector<std::string> everything = policy_.allowed_media_types;
-  for (const char* m : {"text/html", "application/xhtml+xml", "image/svg+xml"}) everything.push_back(m);
-  types::Decision d = types::decide(name, content, sniffer_, everything);
-  if (d.ok) return d.media_type;
-  types::Sniffed s = sniffer_.sniff(content);
-  return s.mime.empty() ? "application/octet-stream" : s.mime;
+nlohmann::json to_json(const GatePolicy& p) {
+  return {{"allowed_media_types", p.allowed_media_types}, {"file_max_bytes", p.file_max_bytes},
+          {"csv_reject", p.csv_mode == csv::Mode::kReject}, {"active_content_as_text", p.active_content_as_text},
+          {"allowed_extensions", p.allowed_extensions}, {"image_pixels_max", p.image_pixels_max},
+          {"pdf_strip", p.pdf_strip}};
+}
+
+util::Result<GatePolicy> gate_policy_from_json(const nlohmann::json& j) {
+  try {
+    GatePolicy p;
+    j.at("allowed_media_types").get_to(p.allowed_media_types);
+    j.at("file_max_bytes").get_to(p.file_max_bytes);
+    p.csv_mode = j.at("csv_reject").get<bool>() ? csv::Mode::kReject : csv::Mode::kNeutralise;
+    j.at("active_content_as_text").get_to(p.active_content_as_text);
+    j.at("allowed_extensions").get_to(p.allowed_extensions);
+    j.at("image_pixels_max").get_to(p.image_pixels_max);
+    j.at("pdf_strip").get_to(p.pdf_strip);
+    return p;
+  } catch (const nlohmann::json::exception& e) {
+    return util::make_error(util::ErrorCode::kInvalidArgument, std::string("gate policy: ") + e.what());
+  }
 }
 
 }  // namespace artifacts

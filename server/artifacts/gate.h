@@ -1,16 +1,20 @@
-// The artifact gate: every file a job leaves in /outputs passes here, on the
-// trusted side, before it is stored or shown. Size, type (extension vs
-// libmagic vs the policy's allowlist), spreadsheet formulas, active content.
-// Thread-safe; used by broker threads and by upload_input for media types.
+// The artifact gate: every file a job leaves in /outputs passes here before
+// it is stored or shown. Size, type (extension vs libmagic vs the policy's
+// allowlist), spreadsheet formulas, active content. The parsing (inspect.h)
+// is done by the parser helper, outside the server; the server's Gate makes
+// the policy's decisions around it. Thread-safe.
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "server/artifacts/csv.h"
-#include "server/artifacts/types.h"
 #include "server/util/result.h"
 
 namespace artifacts {
@@ -41,20 +45,39 @@ struct Verdict {
   std::string content;     // the bytes to store (rewritten when sanitized)
 };
 
+// The policy as the server sends it to the parser helper.
+nlohmann::json to_json(const GatePolicy& policy);
+util::Result<GatePolicy> gate_policy_from_json(const nlohmann::json& j);
+
+// The gate's decisions that need no parsing of the file: its name, and what
+// an inspection (inspect.h, run by the parser helper) may say, against the
+// policy. The server's; it reads no file's bytes.
 class Gate {
  public:
-  static util::Result<Gate> create(GatePolicy policy);
-  // name: the path under /outputs ("charts/a.png").
-  Verdict check(const std::string& name, std::string content) const;
-  // The media type of an upload: what the gate would serve it as, else libmagic's.
-  std::string input_media_type(const std::string& name, const std::string& content) const;
+  explicit Gate(GatePolicy policy) : policy_(std::move(policy)) {}
+
+  // name: the path under /outputs ("charts/a.png"). A verdict when the name
+  // alone is refused.
+  std::optional<Verdict> check_name(const std::string& name) const;
+  // An inspection's answer (inspect.h's to_json), trusted no further than
+  // the policy allows (a verdict, a type the policy serves, content within
+  // the size cap; else rejected), then the name's extension against the
+  // type. `content`: the file's own bytes, kept unless the inspection
+  // changed them into `inspected_content`.
+  Verdict finish(const std::string& name, const nlohmann::json& inspection, std::string content,
+                 std::string inspected_content) const;
+  // The last step: the name's extension against the type the file is named as.
+  Verdict check_extension(const std::string& name, Verdict v, const std::string& named_as) const;
+  const GatePolicy& policy() const { return policy_; }
 
  private:
-  Gate(types::Sniffer sniffer, GatePolicy policy) : sniffer_(std::move(sniffer)), policy_(std::move(policy)) {}
-  Verdict check_content(const std::string& name, std::string content, std::string& named_as) const;
   std::vector<std::string> extensions_for(const std::string& media_type) const;
-  types::Sniffer sniffer_;
   GatePolicy policy_;
 };
+
+// Verdict helpers both sides use.
+Verdict rejected(std::string reason);
+bool is_markup(const std::string& media_type);
+bool allowed(const GatePolicy& policy, const std::string& media_type);
 
 }  // namespace artifacts

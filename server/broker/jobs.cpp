@@ -20,6 +20,7 @@
 
 #include "server/broker/artifact_intake.h"
 #include "server/broker/job_launch.h"
+#include "server/helper/client.h"
 #include "server/sandbox/workspace.h"
 #include "server/sandbox/seccomp.h"
 #include "server/util/base64.h"
@@ -34,13 +35,29 @@ namespace broker {
 namespace {
 
 artifacts::Gate make_gate(const policy::Policy& p) {
-  auto gate = artifacts::Gate::create({p.artifacts.allowed_media_types, p.artifacts.file_max_bytes,
-                                       p.artifacts.csv_reject ? artifacts::csv::Mode::kReject
-                                                              : artifacts::csv::Mode::kNeutralise,
-                                       p.artifacts.active_content_as_text, p.artifacts.allowed_extensions,
-                                       p.artifacts.image_pixels_max, p.artifacts.pdf_strip});
-  if (!gate) throw std::runtime_error("artifact gate: " + gate.error().message);
-  return std::move(*gate);
+  return artifacts::Gate({p.artifacts.allowed_media_types, p.artifacts.file_max_bytes,
+                          p.artifacts.csv_reject ? artifacts::csv::Mode::kReject : artifacts::csv::Mode::kNeutralise,
+                          p.artifacts.active_content_as_text, p.artifacts.allowed_extensions,
+                          p.artifacts.image_pixels_max, p.artifacts.pdf_strip});
+}
+
+// The parser helper beside the runner (a build directory, or libexec/throwbox).
+std::string parser_exe_beside(const std::string& runner_exe) {
+  return runner_exe.substr(0, runner_exe.rfind('/') + 1) + "throwbox-parser";
+}
+
+// The parser helper, with an identity of its own: as root a uid of the
+// sandbox range, leased for the server's life; a normal user's own.
+std::unique_ptr<helper::Parsers> start_parsers(const std::string& runner_exe, Identities& identities,
+                                               IdentityLease& lease) {
+  helper::confine::Identity id;
+  if (identities.per_sandbox() && !identities.subordinate()) {
+    auto held = identities.lease();
+    if (!held) throw std::runtime_error("parser helper: no uid for it: " + held.error().message);
+    lease = std::move(*held);
+    id = {true, lease.identity().uid, lease.identity().gid};
+  }
+  return std::make_unique<helper::Parsers>(parser_exe_beside(runner_exe), id);
 }
 
 // The server's own per-user limits: what its sandboxes' shares divide.
@@ -78,8 +95,8 @@ Identities make_identities(const policy::Policy& policy) {
 
 // Started even without profiles, so a reload can add some. Where it cannot
 // start, a policy with profiles is refused; one without runs without it.
-std::unique_ptr<network::Proxy> start_proxy(const policy::Policy& policy) {
-  auto proxy = network::Proxy::start(policy.network);
+std::unique_ptr<network::Proxy> start_proxy(const policy::Policy& policy, helper::Parsers& parsers) {
+  auto proxy = network::Proxy::start(policy.network, parsers);
   if (proxy) return std::move(*proxy);
   if (!policy.network.profiles.empty()) throw std::runtime_error("egress proxy: " + proxy.error().message);
   spdlog::warn("egress proxy: {}; network profiles cannot be added by a reload", proxy.error().message);
@@ -109,7 +126,8 @@ Jobs::Jobs(policy::Live& live, store::Store& store, std::string runner_exe, nloh
       admission_(policy_.admission),
       keys_([this](const std::string& tenant, const std::string& key) { return ledger_->find_by_key(tenant, key); }),
       fleet_(std::move(runner_exe), store.state_dir(), spec_host_.cgroup_host),
-      proxy_(start_proxy(policy_)) {
+      parsers_(start_parsers(fleet_.runner_exe(), identities_, parser_lease_)),
+      proxy_(start_proxy(policy_, *parsers_)) {
   // Cold jobs' scratch directories are made in it by their runners.
   if (auto s = util::make_dirs(store_.state_dir() + "/run", 0700); !s)
     throw std::runtime_error("scratch directory: " + s.error().message);
@@ -242,6 +260,7 @@ std::optional<RuntimeCache> Jobs::cache_for(const policy::Runtime& rt, bool wait
 }
 
 void Jobs::start_pool() {
+  if (auto s = parsers_->start(); !s) throw std::runtime_error(s.error().message);
   fleet_.keep_spare();
   if (pool_ || !policy_.pool.enabled || policy_.pool.runtimes.empty()) return;
   pool_ = std::make_unique<Pool>(
@@ -271,6 +290,10 @@ size_t Jobs::expire() {
   rows += workspaces_.expire(r.jobs_ttl_s);
   if (files || rows) spdlog::info("janitor: removed {} expired files and {} job records", files, rows);
   return files + rows;
+}
+
+std::string Jobs::upload_media_type(const std::string& name, const std::string& content) {
+  return broker::upload_media_type(*parsers_, gate_.policy().allowed_media_types, name, content);
 }
 
 util::Status Jobs::apply(std::shared_ptr<const policy::Policy> next) {
@@ -491,7 +514,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     result.outcome = std::move(*outcome);
     t_outcome = now_us();
     util::call_mark("outcome read", result.job_id);
-    result.artifacts = store_artifacts(gate_, store_, pol->limits.outputs_max_bytes, req.tenant, result.job_id,
+    result.artifacts = store_artifacts(gate_, *parsers_, store_, pol->limits.outputs_max_bytes, req.tenant, result.job_id,
                                        result.outcome);
   } else {
     spdlog::error("job {}: {}", result.job_id, outcome.error().message);

@@ -28,6 +28,7 @@
 #include "server/broker/workspaces.h"
 #include "server/network/proxy.h"
 #include "server/broker/runner_fleet.h"
+#include "server/helper/client.h"
 #include "server/policy/live.h"
 #include "server/policy/policy.h"
 #include "server/store/store.h"
@@ -52,10 +53,14 @@ class Jobs {
   // At start-up: removes what a crashed server left (scratch directories under
   // <state>/run, empty job cgroups, "running" ledger rows). Returns how many.
   size_t reclaim_leftovers();
-  // Starts the spare runner, and the warm pool when the policy has one
-  // (after reclaim_leftovers: the pool's sandboxes live under <state>/run too).
+  // Starts the parser helper (an error when it cannot confine itself), the
+  // spare runner, and the warm pool when the policy has one (after
+  // reclaim_leftovers: the pool's sandboxes live under <state>/run too).
   void start_pool();
   const artifacts::Gate& gate() const { return gate_; }
+  // The media type an upload is recorded with, found by the parser helper
+  // (libmagic on the client's bytes); application/octet-stream when it fails.
+  std::string upload_media_type(const std::string& name, const std::string& content);
   PoolStats pool_stats();
   Metrics& metrics() { return metrics_; }
   Workspaces& workspaces() { return workspaces_; }
@@ -110,7 +115,11 @@ class Jobs {
   // Records a cold job in the ledger and releases its runner (start_cold)
   // while the worker that wrote the spec goes on reading the runner.
   util::WorkerPool release_{1, 256};
-  // The egress proxy: null when the policy has no network profiles.
+  // The parser helper: every byte a job or an upload made is parsed there.
+  IdentityLease parser_lease_;  // its uid, as root
+  std::unique_ptr<helper::Parsers> parsers_;
+  // The egress proxy (its request heads parsed by parsers_): null only when
+  // it could not start and the policy has no network profiles.
   std::unique_ptr<network::Proxy> proxy_;
   std::mutex caches_mu_;
   std::condition_variable caches_cv_;

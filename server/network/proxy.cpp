@@ -1,10 +1,11 @@
 // The egress proxy (proxy.h). Everything of a session and its tunnels is
 // touched on the proxy's one io thread only; Session::serve and finish post
-// to it. A tunnel's steps, in order: read the request head (Beast) 2 parse
-// the destination 3 caps 4 the profile 5 resolve 6 every address checked
-// 7 connect to the checked address 8 answer (CONNECT) or forward the head
-// (absolute-form) 9 relay both ways within the byte cap 10 end: allowed,
-// refused (403/400 with a one-line reason), failed (502) or cut.
+// to it. A tunnel's steps, in order: 1 read the request head (to its blank
+// line) 2 the job's parser helper child parses it, the server checks the
+// answer 3 caps 4 the profile 5 resolve 6 every address checked 7 connect to
+// the checked address 8 answer (CONNECT) or forward the head (absolute-form)
+// 9 relay both ways within the byte cap 10 end: allowed, refused (403/400
+// with a one-line reason), failed (502) or cut.
 #include "server/network/proxy.h"
 
 #include <algorithm>
@@ -16,28 +17,27 @@
 #include <thread>
 
 #include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
+
+#include "server/helper/wire.h"
 #include <spdlog/spdlog.h>
 
 namespace network {
 namespace {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
-constexpr size_t kHeadMaxBytes = 16 * 1024;              // request line and headers
 constexpr auto kHeadTimeout = std::chrono::seconds(10);  // a client that never finishes its request
 constexpr auto kConnectTimeout = std::chrono::seconds(10);  // resolving and connecting
 constexpr size_t kRelayChunkBytes = 16 * 1024;
 // Connections beyond the cap are answered 403 (the program learns why); after
 // this many more the listener is closed, so a loop of connects costs nothing.
 constexpr uint64_t kRefusalsPastCapMax = 64;
-constexpr size_t kQuotedTargetMax = 80;  // of a malformed target, in a reason
 constexpr size_t kReasonPhraseMax = 300;  // of a reason, in the status line
+// A request head's parse by the job's parser child; microseconds here. Past
+// it the child is killed, and the job's later requests are refused.
+constexpr auto kHeadParseTimeout = std::chrono::seconds(2);
 constexpr const char* kJobEnded = "the job ended";
 
 int64_t steady_ms() {
@@ -54,20 +54,6 @@ struct Rules {
   };
   std::map<std::string, Profile> profiles;
 };
-
-bool starts_with_nocase(const std::string& s, const char* prefix) {
-  const size_t n = std::char_traits<char>::length(prefix);
-  if (s.size() < n) return false;
-  for (size_t i = 0; i < n; ++i)
-    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
-  return true;
-}
-
-std::string quoted(const std::string& s) {
-  std::string out;
-  for (char c : s.substr(0, kQuotedTargetMax)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  return "\"" + out + (s.size() > kQuotedTargetMax ? "...\"" : "\"");
-}
 
 // A reason as a status line's reason phrase (RFC 9112 4: HTAB, SP, VCHAR):
 // printable ASCII only, bounded.
@@ -86,10 +72,14 @@ constexpr size_t kLookupsPerJobMax = 4;
 class SessionImpl final : public Session, public std::enable_shared_from_this<SessionImpl> {
  public:
   // rules: what the job started under, kept to its end whatever a reload does.
+  // parser: the job's own parser helper child, for its request heads.
   SessionImpl(asio::io_context& io, Resolver& resolver, std::shared_ptr<const Rules> rules,
-              const Rules::Profile& profile, std::string job_id, int64_t deadline_ms)
+              const Rules::Profile& profile, std::string job_id, int64_t deadline_ms, helper::Child parser)
       : io_(io), resolver_(resolver), held_rules_(std::move(rules)), rules_(*held_rules_), profile_(profile),
-        job_id_(std::move(job_id)), acceptor_(io), deadline_(io) {
+        job_id_(std::move(job_id)), acceptor_(io), deadline_(io), parser_(std::move(parser)), parser_sock_(io),
+        parser_timer_(io) {
+    error_code ec;
+    if (const int fd = ::dup(parser_.socket()); fd >= 0) parser_sock_.assign(asio::local::stream_protocol(), fd, ec);
     report_.profile = profile.policy.name;
     deadline_.expires_at(std::chrono::steady_clock::time_point(std::chrono::milliseconds(deadline_ms)));
   }
@@ -103,6 +93,9 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
   void cut_all(const std::string& reason);
   void queue_lookup(std::shared_ptr<Tunnel> t);
   void lookup_ended();
+  // A tunnel's request head to the parser child; its answer (checked) to
+  // Tunnel::on_parsed. One at a time, in arrival order.
+  void parse_head(std::shared_ptr<Tunnel> t, std::string bytes);
   // How many of n bytes may still pass within the job's byte cap.
   uint64_t charge(uint64_t n) {
     const uint64_t take = std::min<uint64_t>(n, profile_.policy.max_bytes - bytes_);
@@ -137,6 +130,16 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
   std::vector<std::pair<size_t, int64_t>> job_side_closes_;  // slot, steady ms
   size_t lookups_in_flight_ = 0;
   std::deque<std::shared_ptr<Tunnel>> lookup_waiters_;
+  // The parser child and what waits for it.
+  void parse_next();
+  void parser_failed(const std::string& why);
+  helper::Child parser_;
+  asio::local::stream_protocol::socket parser_sock_;
+  asio::steady_timer parser_timer_;
+  std::deque<std::pair<std::shared_ptr<Tunnel>, std::string>> heads_;
+  bool parsing_ = false;
+  std::string parser_failure_;  // once the child failed, every later head gets this
+  std::string parse_out_, parse_header_, parse_meta_;
   Report report_;
   uint64_t accepted_ = 0;
   uint64_t bytes_ = 0;
@@ -197,47 +200,41 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
   void malformed(const std::string& reason) { answer(400, "Bad Request", "refused", reason); }
   void failed(const std::string& reason) { answer(502, "Bad Gateway", "failed", reason); }
 
-  // 1. The request head, within kHeadTimeout and kHeadMaxBytes.
+  // 1. The request head, within kHeadTimeout and kHeadMaxBytes: read up to
+  // its blank line (a search, not a parse).
   void read_head() {
-    parser_.header_limit(kHeadMaxBytes);
     timer_.expires_after(kHeadTimeout);
     timer_.async_wait([self = shared_from_this()](error_code ec) {
       if (!ec && !self->head_read_) self->end("refused", "no complete request within 10 s");
     });
-    http::async_read_header(client_, head_buf_, parser_,
-                            [self = shared_from_this()](error_code ec, size_t) { self->on_head(ec); });
+    asio::async_read_until(client_, asio::dynamic_buffer(head_buf_, kHeadMaxBytes), "\r\n\r\n",
+                           [self = shared_from_this()](error_code ec, size_t n) { self->on_head(ec, n); });
   }
 
-  void on_head(error_code ec) {
+  // 2. The head is parsed by the job's parser helper child (head.h); the
+  // server goes on with the destination it answered, checked again.
+  void on_head(error_code ec, size_t n) {
     head_read_ = true;
     timer_.cancel();
     if (done_) return;
-    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset)
+    if (ec == asio::error::eof || ec == asio::error::connection_reset)
       return end("refused", "closed before a complete request");
+    if (ec == asio::error::not_found)
+      return malformed("malformed request: the head is longer than " + std::to_string(kHeadMaxBytes) + " bytes");
     if (ec) return malformed("malformed request: " + ec.message());
-    // 2. The destination: CONNECT host:port, or an absolute http:// URL.
-    auto& req = parser_.get();
-    const std::string target(req.target());
-    connect_ = req.method() == http::verb::connect;
-    util::Result<Authority> dest = util::make_error(util::ErrorCode::kInvalidArgument, "");
-    if (connect_) {
-      dest = parse_authority(target, std::nullopt);
-      if (!dest) return malformed("CONNECT " + quoted(target) + ": " + dest.error().message);
-    } else if (starts_with_nocase(target, "http://")) {
-      const std::string rest = target.substr(7);
-      const size_t end_of_authority = rest.find_first_of("/?#");
-      const std::string authority = rest.substr(0, end_of_authority);
-      origin_ = end_of_authority == std::string::npos ? "/" : rest.substr(end_of_authority);
-      if (size_t hash = origin_.find('#'); hash != std::string::npos) origin_.resize(hash);  // never sent
-      if (origin_.empty() || origin_[0] != '/') origin_ = "/" + origin_;
-      dest = parse_authority(authority, 80);
-      if (!dest) return malformed(quoted(target) + ": " + dest.error().message);
-    } else if (starts_with_nocase(target, "https://")) {
-      return malformed("https:// URLs go through CONNECT (set HTTPS_PROXY, not HTTP_PROXY, for them)");
-    } else {
-      return malformed("not a proxy request: send CONNECT host:port, or an absolute http:// URL");
-    }
-    dest_ = *dest;
+    head_bytes_ = n;
+    s_->parse_head(shared_from_this(), head_buf_.substr(0, n));
+  }
+
+ public:
+  void on_parsed(util::Result<Head> head) {
+    if (done_) return;
+    if (!head) return malformed("the request could not be parsed (" + head.error().message + ")");
+    if (head->kind == Head::Kind::kMalformed) return malformed(head->reason);
+    head_buf_.erase(0, head_bytes_);  // what follows the head (a TLS ClientHello, a body) stays
+    connect_ = head->kind == Head::Kind::kConnect;
+    forward_ = std::move(head->forward);
+    dest_ = head->dest;
     rec().host = dest_.host;
     rec().port = dest_.port;
     // 3. The job's caps.
@@ -333,8 +330,9 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
     });
   }
 
-  // 8. CONNECT: say so, then bytes. Absolute-form: the head in origin form,
-  // Host the checked authority, proxy headers dropped, one request only.
+  // 8. CONNECT: say so, then bytes. Absolute-form: the head as the parser
+  // helper rewrote it (origin form, Host the checked authority, proxy
+  // headers dropped, one request only), checked by head_from_json.
   void on_connected() {
     if (connect_) {
       out_ = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -345,19 +343,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
       });
       return;
     }
-    auto& req = parser_.get();
-    req.target(origin_);
-    req.set(http::field::host, dest_.port == 80 ? (dest_.literal && dest_.host.find(':') != std::string::npos
-                                                       ? "[" + dest_.host + "]"
-                                                       : dest_.host)
-                                                : dest_.text());
-    req.erase(http::field::proxy_authorization);
-    req.erase("Proxy-Connection");
-    req.erase(http::field::keep_alive);
-    req.set(http::field::connection, "close");
-    std::ostringstream head;
-    head << req.base();
-    out_ = head.str();
+    out_ = std::move(forward_);
     forward_up(asio::buffer(out_), [](Tunnel& t) { t.send_leftover(); });
   }
 
@@ -382,9 +368,9 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
 
   // What the client sent after the head (a TLS ClientHello, a body) goes first.
   void send_leftover() {
-    if (head_buf_.size() == 0) return relay_both();
-    leftover_.assign(static_cast<const char*>(head_buf_.data().data()), head_buf_.size());
-    head_buf_.consume(head_buf_.size());
+    if (head_buf_.empty()) return relay_both();
+    leftover_ = std::move(head_buf_);
+    head_buf_.clear();
     forward_up(asio::buffer(leftover_), [](Tunnel& t) { t.relay_both(); });
   }
 
@@ -434,9 +420,9 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
   tcp::socket client_;
   tcp::socket upstream_;
   asio::steady_timer timer_;
-  beast::flat_buffer head_buf_;
-  http::request_parser<http::empty_body> parser_;
-  std::string out_, leftover_, origin_;
+  std::string head_buf_;   // read until the head's blank line (at most kHeadMaxBytes), and what came after
+  size_t head_bytes_ = 0;  // of head_buf_: the head, up to its blank line
+  std::string out_, leftover_, forward_;
   Authority dest_;
   std::array<char, kRelayChunkBytes> up_buf_{}, down_buf_{};
   size_t slot_;
@@ -518,6 +504,70 @@ void SessionImpl::lookup_ended() {
   }
 }
 
+void SessionImpl::parse_head(std::shared_ptr<Tunnel> t, std::string bytes) {
+  heads_.emplace_back(std::move(t), std::move(bytes));
+  parse_next();
+}
+
+void SessionImpl::parser_failed(const std::string& why) {
+  parser_failure_ = "this job's request parser failed on an earlier request (" + why + ")";
+  parser_.kill();
+  error_code e;
+  parser_sock_.close(e);
+  parser_timer_.cancel();
+  parsing_ = false;
+  auto waiting = std::move(heads_);
+  for (auto& [t, _] : waiting) t->on_parsed(util::make_error(util::ErrorCode::kInvalidArgument, parser_failure_));
+}
+
+void SessionImpl::parse_next() {
+  if (parsing_ || heads_.empty()) return;
+  if (!parser_failure_.empty() || !parser_sock_.is_open()) {
+    if (parser_failure_.empty()) parser_failure_ = "this job has no request parser";
+    auto waiting = std::move(heads_);
+    for (auto& [t, _] : waiting) t->on_parsed(util::make_error(util::ErrorCode::kInvalidArgument, parser_failure_));
+    return;
+  }
+  parsing_ = true;
+  helper::Message request;
+  request.kind = helper::Kind::kRequestHead;
+  request.bytes = std::move(heads_.front().second);
+  parse_out_ = helper::encode(request);
+  parser_timer_.expires_after(kHeadParseTimeout);
+  parser_timer_.async_wait([self = shared_from_this()](error_code ec) {
+    if (!ec && self->parsing_) self->parser_failed("no answer within 2 s");
+  });
+  auto self = shared_from_this();
+  asio::async_write(parser_sock_, asio::buffer(parse_out_), [self](error_code ec, size_t) {
+    if (!self->parsing_) return;
+    if (ec) return self->parser_failed("sending: " + ec.message());
+    self->parse_header_.assign(helper::kHeaderBytes, '\0');
+    asio::async_read(self->parser_sock_, asio::buffer(self->parse_header_), [self](error_code ec2, size_t) {
+      if (!self->parsing_) return;
+      if (ec2) return self->parser_failed(ec2 == asio::error::eof ? "it ended" : ec2.message());
+      // An answer to a head carries a document only, at most a head's worth and change.
+      auto h = helper::decode_header(self->parse_header_, 0);
+      if (!h || h->meta_bytes > 4 * kHeadMaxBytes) return self->parser_failed("a malformed answer");
+      self->parse_meta_.assign(h->meta_bytes, '\0');
+      asio::async_read(self->parser_sock_, asio::buffer(self->parse_meta_), [self, kind = h->kind](error_code ec3, size_t) {
+        if (!self->parsing_) return;
+        if (ec3) return self->parser_failed(ec3.message());
+        self->parser_timer_.cancel();
+        self->parsing_ = false;
+        std::shared_ptr<Tunnel> t = std::move(self->heads_.front().first);
+        self->heads_.pop_front();
+        const nlohmann::json meta = nlohmann::json::parse(self->parse_meta_, nullptr, false);
+        if (kind != helper::Kind::kAnswer || !meta.is_object()) {
+          self->parser_failed("an answer that is not one");
+          return t->on_parsed(util::make_error(util::ErrorCode::kInvalidArgument, self->parser_failure_));
+        }
+        t->on_parsed(head_from_json(meta));
+        self->parse_next();
+      });
+    });
+  });
+}
+
 void SessionImpl::cut_all(const std::string& reason) {
   for (auto& weak : tunnels_)
     if (auto t = weak.lock()) t->cut(reason);
@@ -532,6 +582,10 @@ Report SessionImpl::finish(int64_t program_ended_ms) {
     self->acceptor_.close(e);
     self->deadline_.cancel();
     self->cut_all(kJobEnded);
+    self->parser_failure_ = kJobEnded;
+    self->parser_.kill();
+    self->parser_sock_.close(e);
+    self->parser_timer_.cancel();
     // Tunnels the job's end closed before this call: pid 1 killed what the
     // program left once it had ended (the program's own sockets, closed as
     // it exited, close before that moment: a client's normal end).
@@ -602,6 +656,7 @@ util::Result<std::shared_ptr<const Rules>> compile_rules(const policy::Network& 
 }
 
 struct Proxy::Impl {
+  helper::Parsers* parsers = nullptr;  // the server's; each session forks a child of its own
   std::mutex rules_mu;
   std::shared_ptr<const Rules> rules;  // what new sessions get; a reload replaces it
   asio::io_context io{1};
@@ -611,8 +666,9 @@ struct Proxy::Impl {
   std::thread thread;
 };
 
-util::Result<std::unique_ptr<Proxy>> Proxy::start(const policy::Network& policy) {
+util::Result<std::unique_ptr<Proxy>> Proxy::start(const policy::Network& policy, helper::Parsers& parsers) {
   auto impl = std::make_unique<Impl>();
+  impl->parsers = &parsers;
   auto rules = compile_rules(policy);
   if (!rules) return rules.error();
   impl->rules = std::move(*rules);
@@ -660,8 +716,11 @@ util::Result<std::shared_ptr<Session>> Proxy::open(const std::string& job_id, co
   if (it == rules->profiles.end())
     return util::make_error(util::ErrorCode::kInvalidArgument, "network: no profile \"" + profile + "\"");
   const Rules::Profile& chosen = it->second;
-  return std::shared_ptr<Session>(
-      std::make_shared<SessionImpl>(impl_->io, *impl_->resolver, std::move(rules), chosen, job_id, deadline_ms));
+  // The job's parser child, forked here on the job's own thread, not the proxy's.
+  auto parser = impl_->parsers->child();
+  if (!parser) return util::make_error(util::ErrorCode::kInternal, "network: " + parser.error().message);
+  return std::shared_ptr<Session>(std::make_shared<SessionImpl>(impl_->io, *impl_->resolver, std::move(rules), chosen,
+                                                                job_id, deadline_ms, std::move(*parser)));
 }
 
 }  // namespace network

@@ -4,8 +4,8 @@
 // handed over (SCM_RIGHTS); the proxy accepts on it, so only the job's own
 // processes can reach it, and every connection it accepts is that job's.
 //
-// It speaks HTTP CONNECT and absolute-form http:// requests (Boost.Beast's
-// parser reads the request head), checks host and port against the job's
+// It speaks HTTP CONNECT and absolute-form http:// requests (the job's
+// parser helper child parses the request head, head.h), checks host and port against the job's
 // profile, resolves the name itself (network.hosts, else the host's
 // resolver, resolver.h: the name exactly, at most four lookups of a job at
 // once), refuses any resolved address in a special-purpose range that
@@ -22,7 +22,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/helper/client.h"
 #include "server/network/address.h"
+#include "server/network/head.h"
 #include "server/network/resolver.h"
 #include "server/policy/policy.h"
 #include "server/util/fd.h"
@@ -67,7 +69,8 @@ class Session {
 
 class Proxy {
  public:
-  static util::Result<std::unique_ptr<Proxy>> start(const policy::Network& policy);
+  // parsers: the parser helper every session's request heads go through.
+  static util::Result<std::unique_ptr<Proxy>> start(const policy::Network& policy, helper::Parsers& parsers);
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;

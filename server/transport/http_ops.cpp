@@ -172,7 +172,7 @@ class Ops {
       return 400;
     }
     store::Store& store = ctx_.server.store;
-    auto rec = store.put_input(tenant, name, req.body, ctx_.server.jobs.gate().input_media_type(name, req.body));
+    auto rec = store.put_input(tenant, name, req.body, ctx_.server.jobs.upload_media_type(name, req.body));
     if (!rec) {
       if (rec.error().code == util::ErrorCode::kInvalidArgument) {
         send_error(res, 400, rec.error().message);

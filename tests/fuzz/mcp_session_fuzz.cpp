@@ -87,8 +87,8 @@ struct JobWatch {
   std::string artifact;
 };
 
-artifacts::Gate make_gate(const policy::Policy& p) {
-  auto gate = artifacts::Gate::create({p.artifacts.allowed_media_types, p.artifacts.file_max_bytes,
+artifacts::InProcessGate make_gate(const policy::Policy& p) {
+  auto gate = artifacts::InProcessGate::create({p.artifacts.allowed_media_types, p.artifacts.file_max_bytes,
                                        p.artifacts.csv_reject ? artifacts::csv::Mode::kReject
                                                               : artifacts::csv::Mode::kNeutralise,
                                        p.artifacts.active_content_as_text});

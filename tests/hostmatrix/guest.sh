@@ -114,7 +114,7 @@ mode_user() {
 leftovers() {
   local left name
   left=$(find /sys/fs/cgroup -mindepth 1 -type d \( -name throwbox -o -name 'server-*-*-*' -o -name 'throwbox-server-*' \) 2>/dev/null)
-  for name in throwbox throwbox-runner throwbox-init throwbox-zygote throwbox.real; do
+  for name in throwbox throwbox-runner throwbox-parser throwbox-init throwbox-zygote throwbox.real; do
     left+=$(pgrep -a -x "$name")
   done
   left+=$(grep -F ' /tmp/throwbox-' /proc/self/mountinfo)

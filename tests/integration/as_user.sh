@@ -20,7 +20,7 @@ trap cleanup EXIT
 chmod 755 "$stage"
 mkdir -p "$stage/build" "$stage/tests" "$stage/tmp"
 chmod 1777 "$stage/tmp"
-cp "$THROWBOX_BIN" "$(dirname "$THROWBOX_BIN")/throwbox-runner" "$stage/build/"
+cp "$THROWBOX_BIN" "$(dirname "$THROWBOX_BIN")/throwbox-runner" "$(dirname "$THROWBOX_BIN")/throwbox-parser" "$stage/build/"
 cp -r "$src/policies" "$src/examples" "$stage/"
 # Hard links where the stage shares a filesystem with the tree: node_modules is
 # 236 MB (a Node 22 binary for the conformance CLI), and copying it while

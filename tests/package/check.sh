@@ -26,7 +26,8 @@ dpkg-deb -I "$deb" | sed -n "/^ Package:/,/^ Description:/p"
 
 # Files where the README says they are.
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' > "$work/files"
-for f in /usr/bin/throwbox /usr/libexec/throwbox/throwbox-runner /usr/share/throwbox/policies/default.json \
+for f in /usr/bin/throwbox /usr/libexec/throwbox/throwbox-runner /usr/libexec/throwbox/throwbox-parser \
+         /usr/share/throwbox/policies/default.json \
          /usr/share/throwbox/policies/strict.json /usr/share/throwbox/policies/data.json /etc/throwbox/policy.json \
          /lib/systemd/system/throwbox.service /etc/apparmor.d/throwbox /usr/share/man/man1/throwbox.1.gz \
          /usr/share/doc/throwbox/copyright /usr/share/doc/throwbox/changelog.gz /usr/share/doc/throwbox/README.md.gz \

@@ -42,7 +42,7 @@ mmdebstrap --variant=apt --include=python3 \
   bookworm "$root" >"$work/mmdebstrap.log" 2>&1 || { tail -60 "$work/mmdebstrap.log"; fail "mmdebstrap / apt-get install"; }
 echo "install_root: root made and the package installed in $(( $(date +%s) - t0 )) s"
 sed -n '/throwbox: what this host gives/,/throwbox: serve over stdio/p' "$work/mmdebstrap.log" | sed 's/^/  postinst: /' | head -30
-for f in /usr/bin/throwbox /usr/libexec/throwbox/throwbox-runner /etc/throwbox/policy.json; do
+for f in /usr/bin/throwbox /usr/libexec/throwbox/throwbox-runner /usr/libexec/throwbox/throwbox-parser /etc/throwbox/policy.json; do
   [ -e "$root$f" ] || fail "$f is not installed"
 done
 grep -q '^throwbox:' "$root/etc/passwd" || fail "postinst created no throwbox user"

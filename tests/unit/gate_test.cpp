@@ -8,11 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "server/artifacts/gate.h"
+#include "server/artifacts/inspect.h"
 #include "server/artifacts/types.h"
 
 using namespace std::string_literals;
-using artifacts::Gate;
+// The whole gate in this process: the name, the inspection, the extension.
+using Gate = artifacts::InProcessGate;
 using artifacts::GatePolicy;
 using artifacts::Verdict;
 namespace csv = artifacts::csv;
@@ -286,10 +287,11 @@ TEST_CASE("plain text and JSON are accepted with their types") {
   CHECK(json.media_type == "application/json");
 }
 
-TEST_CASE("input_media_type: orders.csv is text/csv") {
+TEST_CASE("upload_media_type: orders.csv is text/csv") {
   const std::string csv_text = "id,amount\n1,2.50\n2,3.75\n";
-  CHECK(default_gate().input_media_type("orders.csv", csv_text) == "text/csv");
-  CHECK(default_gate().input_media_type("x.png", kPng) == "image/png");
+  const auto& g = default_gate();
+  CHECK(artifacts::upload_media_type("orders.csv", csv_text, g.sniffer(), kDefaultAllowed) == "text/csv");
+  CHECK(artifacts::upload_media_type("x.png", kPng, g.sniffer(), kDefaultAllowed) == "image/png");
 }
 
 TEST_CASE("Markdown links hiding javascript: behind character references or spaces are rejected") {

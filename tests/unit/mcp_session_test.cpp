@@ -105,7 +105,8 @@ struct Fixture {
     policy = std::make_unique<policy::Policy>(std::move(*p));
     live = std::make_unique<policy::Live>(std::make_shared<const policy::Policy>(*policy));
     store = std::make_unique<store::Store>(dir);
-    jobs = std::make_unique<broker::Jobs>(*live, *store, "/nonexistent", json::object());
+    // No runner ever starts here; an upload's type comes from the parser helper beside it.
+    jobs = std::make_unique<broker::Jobs>(*live, *store, THROWBOX_BUILD_DIR "/throwbox-runner", json::object());
     registry = std::make_unique<tools::Registry>(tools::make_registry(*policy));
     if (with_gated_tool) registry->add(gate.tool());
     auto ledger = broker::Ledger::open(dir + "/ledger.sqlite3");

@@ -50,16 +50,17 @@ export function boxServers(inet, prefix) {
     return file;
   }
 
-  // The user must be able to run the binary and its runner (found beside it):
-  // a build tree under a root-only directory is copied to a 0755 one first.
+  // The user must be able to run the binary, its runner and its parser helper
+  // (found beside it): a build tree under a root-only directory is copied to
+  // a 0755 one first.
   function binaryFor(user) {
     const bin = throwboxBin();
-    const runner = path.join(path.dirname(bin), 'throwbox-runner');
+    const beside = ['throwbox-runner', 'throwbox-parser'].map((n) => path.join(path.dirname(bin), n));
     const ok = (file) => spawnSync(asUser(user)[0], [...asUser(user).slice(1), 'test', '-x', file]).status === 0;
-    if (ok(bin) && ok(runner)) return bin;
+    if ([bin, ...beside].every(ok)) return bin;
     const dir = path.join(work, 'bin');
-    fs.mkdirSync(dir, { mode: 0o755 });
-    for (const f of [bin, runner]) {
+    fs.mkdirSync(dir, { mode: 0o755, recursive: true });
+    for (const f of [bin, ...beside]) {
       fs.copyFileSync(f, path.join(dir, path.basename(f)));
       fs.chmodSync(path.join(dir, path.basename(f)), 0o755);
     }

@@ -1,12 +1,13 @@
 // Fuzz builds only (mcp_session): stands in for server/broker/jobs.h, ahead of
 // it on the include path, so the session, the tools and the tasks registry
 // compile unchanged against a broker that starts no runner and no sandbox.
-// Keep run() and gate() as the real class declares them.
+// Keep run(), gate() and upload_media_type() as the real class declares them;
+// the gate and the upload's type are worked out in this process.
 #pragma once
 #include <functional>
 #include <string>
 
-#include "server/artifacts/gate.h"
+#include "server/artifacts/inspect.h"
 #include "server/broker/job.h"
 #include "server/broker/workspaces.h"
 #include "server/policy/policy.h"
@@ -18,10 +19,13 @@ namespace broker {
 class Jobs {
  public:
   using Runner = std::function<util::Result<JobResult>(const JobRequest& request)>;
-  Jobs(artifacts::Gate gate, Runner runner) : gate_(std::move(gate)), runner_(std::move(runner)) {}
+  Jobs(artifacts::InProcessGate gate, Runner runner) : gate_(std::move(gate)), runner_(std::move(runner)) {}
 
   util::Result<JobResult> run(const JobRequest& request) { return runner_(request); }
-  const artifacts::Gate& gate() const { return gate_; }
+  const artifacts::Gate& gate() const { return gate_.gate(); }
+  std::string upload_media_type(const std::string& name, const std::string& content) {
+    return artifacts::upload_media_type(name, content, gate_.sniffer(), gate_.gate().policy().allowed_media_types);
+  }
   // The real registry over the harness's own ledger (set per epoch).
   void set_workspaces(Workspaces* w) { workspaces_ = w; }
   Workspaces& workspaces() { return *workspaces_; }
@@ -31,7 +35,7 @@ class Jobs {
 
  private:
   Workspaces* workspaces_ = nullptr;
-  artifacts::Gate gate_;
+  artifacts::InProcessGate gate_;
   Runner runner_;
 };
 

@@ -1194,15 +1194,6 @@ util::Status HttpServer::run() {
 
 }  // namespace
 
-bool is_loopback(const std::string& host) {
-  if (host == "localhost") return true;
-  in_addr a4{};
-  if (::inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-  in6_addr a6{};
-  if (::inet_pton(AF_INET6, host.c_str(), &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
-  return false;
-}
-
 util::Result<Options> parse_listen(const std::string& text, Options o) {
   std::string host, port;
   if (!text.empty() && text[0] == '[') {

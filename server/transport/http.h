@@ -23,7 +23,6 @@ struct Options {
 
 // "HOST:PORT", "[v6]:PORT" or ":PORT".
 util::Result<Options> parse_listen(const std::string& text, Options base);
-bool is_loopback(const std::string& host);
 
 // Serves until SIGINT or SIGTERM (which the caller blocked in every thread
 // before starting any). Prints "throwbox: listening on <url>" on stderr once

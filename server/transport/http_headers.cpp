@@ -1,6 +1,8 @@
 // Header value decoding, quoting and the header checks for server/transport/http.cpp.
 #include "server/transport/http_headers.h"
 
+#include <arpa/inet.h>
+
 #include "server/util/base64.h"
 #include "server/util/text.h"
 
@@ -61,6 +63,15 @@ std::optional<std::string> mirror_mismatch(const MirrorHeaders& h, const MirrorB
       return mismatch("Mcp-Name header value '" + clip(*name_h) + "' does not match body value params." + field);
   }
   return std::nullopt;
+}
+
+bool is_loopback(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr a4{};
+  if (::inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  in6_addr a6{};
+  if (::inet_pton(AF_INET6, host.c_str(), &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+  return false;
 }
 
 }  // namespace transport::http

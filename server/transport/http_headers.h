@@ -28,6 +28,9 @@ std::string quoted(std::string_view s, size_t max);
 enum class SessionIdCheck { kMissing, kMalformed, kWellFormed };
 SessionIdCheck check_session_id(const std::optional<std::string>& header);
 
+// "localhost", 127.0.0.0/8 or ::1: an address only this host reaches.
+bool is_loopback(const std::string& host);
+
 // What a 2026-07-28 POST's headers say (nullopt: absent).
 struct MirrorHeaders {
   std::optional<std::string> method;            // Mcp-Method

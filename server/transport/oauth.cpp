@@ -15,7 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/transport/auth.h"
-#include "server/transport/http.h"
+#include "server/transport/http_headers.h"
 #include "server/util/crypto.h"
 
 namespace transport::oauth {
@@ -138,8 +138,9 @@ util::Result<Config> parse_config(std::string_view text, const std::string& sour
   static const char* kKeys[] = {"issuer", "jwks_uri", "resource", "audience", "authorization_servers",
                                 "tenant_claim", "algorithms", "scopes", "leeway_s", "jwks_cache_s",
                                 "jwks_refetch_min_s", "$comment"};
-  for (auto& [k, _] : doc.items())
-    if (std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* x) { return k == x; }) == std::end(kKeys))
+  for (auto& item : doc.items())
+    if (const std::string& k = item.key();
+        std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* x) { return k == x; }) == std::end(kKeys))
       return bad(k, "unknown key (issuer, jwks_uri, resource, audience, authorization_servers, tenant_claim, "
                     "algorithms, scopes, leeway_s, jwks_cache_s, jwks_refetch_min_s)");
   Config c;
@@ -263,7 +264,9 @@ util::Result<std::string> http_fetch(const std::string& uri) {
 Verifier::Verifier(Config config, Fetch fetch) : config_(std::move(config)), fetch_(std::move(fetch)) {}
 
 std::variant<Jwk, Rejection> Verifier::key_for(const std::string& kid, const std::string& alg, int64_t now_s) {
-  const auto [kty, crv] = key_type_for(alg);
+  const std::pair<std::string, std::string> type = key_type_for(alg);
+  const std::string& kty = type.first;
+  const std::string& crv = type.second;
   auto find = [&]() -> std::optional<Jwk> {
     std::vector<const Jwk*> match;
     for (const auto& k : keys_)
@@ -323,6 +326,11 @@ std::variant<Identity, Rejection> Verifier::verify(std::string_view token, int64
   if (d2 == std::string_view::npos || token.find('.', d2 + 1) != std::string_view::npos)
     return reject(Failure::kMalformed, "not a JWS in compact form (three dot-separated parts)");
   if (d1 > kHeaderMaxBytes) return reject(Failure::kMalformed, "the JOSE header is over 2 KiB");
+  // Every part strict base64url before cjose sees the token: cjose 0.6's
+  // decoder asserts (aborting the process) on a part of 4n+1 characters or
+  // one with '=' in it.
+  if (!base64url_decode(token.substr(d1 + 1, d2 - d1 - 1)) || !base64url_decode(token.substr(d2 + 1)))
+    return reject(Failure::kMalformed, "the payload or the signature is not base64url");
   auto header_bytes = base64url_decode(token.substr(0, d1));
   json header = header_bytes ? json::parse(*header_bytes, nullptr, false) : json();
   if (!header.is_object()) return reject(Failure::kMalformed, "the JOSE header is not base64url of a JSON object");

@@ -11,6 +11,7 @@
 
 #include "server/transport/auth.h"
 #include "server/transport/http.h"
+#include "server/transport/http_headers.h"
 #include "server/util/crypto.h"
 
 using transport::http::Auth;

@@ -259,6 +259,29 @@ TEST_CASE("verify: a token whose alg is not allowed is refused before any key is
   CHECK(fetches == 2);
 }
 
+TEST_CASE("verify: a payload or signature that is not strict base64url never reaches cjose (whose decoder aborts on it)") {
+  RsaSigner signer("rsa-1");
+  auto c = oauth::parse_config(kMinimal, "o");
+  REQUIRE(c.ok());
+  oauth::Verifier v(*c, [&](const std::string&) -> util::Result<std::string> {
+    return json{{"keys", json::array({signer.jwk()})}}.dump();
+  });
+  const std::string good = signer.sign({{"iss", "https://idp.example/"}, {"aud", "https://tb.example/mcp"}, {"sub", "a"},
+                                        {"exp", 2000}, {"scope", "throwbox.run"}});
+  const size_t d1 = good.find('.'), d2 = good.rfind('.');
+  const std::string head = good.substr(0, d1);
+  // Parts of 4n+1 characters, padding and bytes outside the alphabet: each
+  // aborted the process inside cjose_jws_import before this check.
+  for (const std::string& bad : std::vector<std::string>{head + ".e=1.AAA", head + ".e30.AAAAA", head + ".e30=.AAAA",
+                                                         head + "." + good.substr(d1 + 1, d2 - d1 - 1) + ".AAAAA",
+                                                         head + ".e30.AA|A", head + ".e30.AAA\xc1"}) {
+    auto r = v.verify(bad, 1000);
+    REQUIRE(std::holds_alternative<oauth::Rejection>(r));
+    CHECK(std::get<oauth::Rejection>(r).failure == oauth::Failure::kMalformed);
+  }
+  CHECK(std::holds_alternative<oauth::Identity>(v.verify(good, 1000)));
+}
+
 TEST_CASE("verify: a JWKS fetch in flight does not hold up tokens whose key is in hand") {
   auto c = oauth::parse_config(kMinimal, "o");
   REQUIRE(c.ok());

@@ -111,6 +111,23 @@ Line probe_identity(const policy::Policy& pol) {
           "", true};
 }
 
+// The parser helper as serve starts it, and what its confinement refuses.
+Line probe_parser(broker::Jobs& jobs) {
+  auto probe = jobs.probe_parser();
+  if (!probe) return {"parser helper", false, probe.error().message,
+                      "the helper needs what a sandbox needs (user namespaces as a normal user, seccomp); see above",
+                      true};
+  std::string tried, allowed;
+  for (auto& [what, got] : probe->items()) {
+    const std::string g = got.is_string() ? got.get<std::string>() : "?";
+    tried += (tried.empty() ? "" : ", ") + what + " " + g;
+    if (g == "allowed") allowed += (allowed.empty() ? "" : ", ") + what;
+  }
+  if (!allowed.empty())
+    return {"parser helper", false, "its confinement allows " + allowed + " (" + tried + ")", "report this as a bug", true};
+  return {"parser helper", true, "confined, in a child: " + tried, "", true};
+}
+
 }  // namespace
 
 int run(const policy::Policy& pol, const std::string& state_dir, const std::string& runner_exe) {
@@ -125,6 +142,7 @@ int run(const policy::Policy& pol, const std::string& state_dir, const std::stri
   // The proof: one real job through the runner with the policy's first runtime.
   std::string probe_state = state_dir + "/doctor-" + std::to_string(::getpid());
   Line job{"probe job", false, "", "", true};
+  Line parser{"parser helper", false, "not started: the sandbox identity above is unusable", "", true};
   if (!lines[1].ok) {
     job.detail = "not run: the sandbox identity above is unusable";
   } else if (auto s = util::make_dirs(probe_state, 0700); !s) {
@@ -133,6 +151,7 @@ int run(const policy::Policy& pol, const std::string& state_dir, const std::stri
     store::Store store(probe_state);
     policy::Live live(std::make_shared<const policy::Policy>(pol));
     broker::Jobs jobs(live, store, runner_exe, sandbox::cgroups::to_json(tree->host()));
+    parser = probe_parser(jobs);
     std::string runtime = pol.available_runtimes().front();
     const char* code = runtime == "python" ? "print('ok')" : runtime == "node" ? "console.log('ok')" : "echo ok";
     broker::JobRequest probe;
@@ -164,6 +183,7 @@ int run(const policy::Policy& pol, const std::string& state_dir, const std::stri
     (void)util::remove_tree(probe_state);
   }
   lines.push_back(job);
+  lines.push_back(parser);
 
   bool healthy = true;
   std::vector<std::string> degraded;

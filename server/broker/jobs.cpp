@@ -296,6 +296,17 @@ std::string Jobs::upload_media_type(const std::string& name, const std::string& 
   return broker::upload_media_type(*parsers_, gate_.policy().allowed_media_types, name, content);
 }
 
+util::Result<nlohmann::json> Jobs::probe_parser() {
+  if (auto s = parsers_->start(); !s) return s.error();
+  auto child = parsers_->child();
+  if (!child) return child.error();
+  helper::Message probe;
+  probe.kind = helper::Kind::kProbe;
+  auto answer = child->call(probe, kInspectTimeoutMs, 0);
+  if (!answer) return answer.error();
+  return answer->meta;
+}
+
 util::Status Jobs::apply(std::shared_ptr<const policy::Policy> next) {
   // The one step that can fail first: nothing has changed when it does.
   if (proxy_) {

@@ -61,6 +61,8 @@ class Jobs {
   // The media type an upload is recorded with, found by the parser helper
   // (libmagic on the client's bytes); application/octet-stream when it fails.
   std::string upload_media_type(const std::string& name, const std::string& content);
+  // A parser helper child's answer to the probe (wire.h kProbe), for doctor.
+  util::Result<nlohmann::json> probe_parser();
   PoolStats pool_stats();
   Metrics& metrics() { return metrics_; }
   Workspaces& workspaces() { return workspaces_; }

@@ -20,63 +20,24 @@
 
 #include "server/artifacts/gate.h"
 #include "server/artifacts/inspect.h"
+#include "server/helper/answers.h"
 #include "server/helper/confine.h"
 #include "server/helper/wire.h"
-#include "server/network/head.h"
 #include "server/util/fd.h"
+#include "server/util/text.h"
 
 namespace {
 
 using helper::Kind;
 using helper::Message;
+using helper::answer_for;
+using helper::failure;
 
 constexpr int kControlFd = 3;
 
 [[noreturn]] void die(const std::string& step, const std::string& why) {
   std::fprintf(stderr, "throwbox-parser: %s: %s\n", step.c_str(), why.c_str());
   std::exit(1);
-}
-
-Message failure(const std::string& why) {
-  Message m;
-  m.kind = Kind::kFailure;
-  m.meta = {{"error", why}};
-  return m;
-}
-
-Message answer_for(const Message& request, const artifacts::types::Sniffer& sniffer) {
-  Message out;
-  out.kind = Kind::kAnswer;
-  switch (request.kind) {
-    case Kind::kInspectArtifact: {
-      if (!request.meta.contains("name") || !request.meta["name"].is_string() || !request.meta.contains("policy"))
-        return failure("inspect: needs name and policy");
-      auto policy = artifacts::gate_policy_from_json(request.meta["policy"]);
-      if (!policy) return failure(policy.error().message);
-      artifacts::Inspection i =
-          artifacts::inspect(request.meta["name"].get<std::string>(), request.bytes, sniffer, *policy);
-      out.meta = artifacts::to_json(i);
-      if (i.changed) out.bytes = std::move(i.verdict.content);
-      return out;
-    }
-    case Kind::kUploadType: {
-      if (!request.meta.contains("name") || !request.meta["name"].is_string() || !request.meta.contains("allowed") ||
-          !request.meta["allowed"].is_array())
-        return failure("upload type: needs name and allowed");
-      std::vector<std::string> allowed;
-      for (auto& a : request.meta["allowed"])
-        if (a.is_string()) allowed.push_back(a.get<std::string>());
-      out.meta = {{"media_type", artifacts::upload_media_type(request.meta["name"].get<std::string>(), request.bytes,
-                                                                sniffer, allowed)}};
-      return out;
-    }
-    case Kind::kRequestHead:
-      out.meta = network::to_json(network::parse_head(request.bytes));
-      return out;
-    case Kind::kAnswer:
-    case Kind::kFailure: break;
-  }
-  return failure("not a request");
 }
 
 // A child: requests on its socket, one at a time, until EOF.

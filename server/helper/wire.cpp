@@ -21,6 +21,7 @@ bool known(uint32_t kind) {
     case Kind::kInspectArtifact:
     case Kind::kUploadType:
     case Kind::kRequestHead:
+    case Kind::kProbe:
     case Kind::kAnswer:
     case Kind::kFailure: return true;
   }
@@ -52,7 +53,8 @@ util::Status read_exactly(int fd, char* out, size_t n, int64_t deadline_ms) {
 }  // namespace
 
 std::string encode(const Message& m) {
-  const std::string meta = m.meta.dump();
+  // Invalid UTF-8 in a string (a job's bytes quoted in a reason) is replaced, never thrown on.
+  const std::string meta = m.meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string out(kHeaderBytes, '\0');
   const uint32_t kind = static_cast<uint32_t>(m.kind);
   const uint32_t meta_bytes = static_cast<uint32_t>(meta.size());

@@ -20,6 +20,7 @@ enum class Kind : uint32_t {
   kInspectArtifact = 1,  // meta: {name, policy}; bytes: the file -> {verdict, reason, media_type, named_as, changed}
   kUploadType = 2,       // meta: {name, allowed}; bytes: the upload -> {media_type}
   kRequestHead = 3,      // bytes: a proxy request head -> network::Head as JSON
+  kProbe = 4,            // -> {open, socket, kill, fork, exec}: what each attempt got (errno names); for doctor
   kAnswer = 100,
   kFailure = 101,        // meta: {error}: the helper could not answer
 };

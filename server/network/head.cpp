@@ -92,13 +92,12 @@ Head parse_head(std::string_view bytes) {
 
 nlohmann::json to_json(const Head& h) {
   const char* kind = h.kind == Head::Kind::kConnect ? "connect" : h.kind == Head::Kind::kAbsolute ? "absolute" : "malformed";
-  return {{"kind", kind}, {"reason", h.reason}, {"authority", h.kind == Head::Kind::kMalformed ? "" : h.dest.text()},
-          {"forward", h.forward}};
+  return {{"kind", kind}, {"reason", h.reason}, {"authority", h.kind == Head::Kind::kMalformed ? "" : h.dest.text()}};
 }
 
-util::Result<Head> head_from_json(const nlohmann::json& j) {
+util::Result<Head> head_from_json(const nlohmann::json& j, std::string forward) {
   auto bad = [](const std::string& why) { return util::make_error(util::ErrorCode::kInvalidArgument, "head: " + why); };
-  for (const char* key : {"kind", "reason", "authority", "forward"})
+  for (const char* key : {"kind", "reason", "authority"})
     if (!j.contains(key) || !j[key].is_string()) return bad(std::string("no string ") + key);
   const std::string kind = j["kind"].get<std::string>();
   Head h;
@@ -120,10 +119,10 @@ util::Result<Head> head_from_json(const nlohmann::json& j) {
     return h;
   }
   h.kind = Head::Kind::kAbsolute;
-  h.forward = j["forward"].get<std::string>();
+  h.forward = std::move(forward);
   // One request for that authority: a request line, a Host header naming it,
   // the head ending once, within the size a head may have.
-  if (h.forward.size() > kHeadMaxBytes + 256) return bad("forwarded head too long");
+  if (h.forward.size() > kForwardMaxBytes) return bad("forwarded head too long");
   const size_t end = h.forward.find("\r\n\r\n");
   if (end == std::string::npos || end + 4 != h.forward.size()) return bad("forwarded head does not end once, at its end");
   const size_t line_end = h.forward.find("\r\n");

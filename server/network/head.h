@@ -29,10 +29,14 @@ struct Head {
 // `bytes` ends with the head's blank line.
 Head parse_head(std::string_view bytes);
 
+// The answer's document: kind, reason, authority (the forwarded head, bytes
+// a job wrote, travels beside it as the answer's raw bytes).
 nlohmann::json to_json(const Head& head);
 // A head as the helper answered it, trusted no further than the server's own
 // checks allow: the destination parsed again (parse_authority), the
-// forwarded head a request line for that authority, every length bounded.
-util::Result<Head> head_from_json(const nlohmann::json& j);
+// forwarded head one request line for that authority, every length bounded.
+util::Result<Head> head_from_json(const nlohmann::json& j, std::string forward);
+// The most bytes a forwarded head may take (the head and the Host the proxy sets).
+constexpr size_t kForwardMaxBytes = kHeadMaxBytes + 512;
 
 }  // namespace network

@@ -545,23 +545,24 @@ void SessionImpl::parse_next() {
     asio::async_read(self->parser_sock_, asio::buffer(self->parse_header_), [self](error_code ec2, size_t) {
       if (!self->parsing_) return;
       if (ec2) return self->parser_failed(ec2 == asio::error::eof ? "it ended" : ec2.message());
-      // An answer to a head carries a document only, at most a head's worth and change.
-      auto h = helper::decode_header(self->parse_header_, 0);
+      // An answer to a head: a small document and a forwarded head, each bounded.
+      auto h = helper::decode_header(self->parse_header_, kForwardMaxBytes);
       if (!h || h->meta_bytes > 4 * kHeadMaxBytes) return self->parser_failed("a malformed answer");
-      self->parse_meta_.assign(h->meta_bytes, '\0');
-      asio::async_read(self->parser_sock_, asio::buffer(self->parse_meta_), [self, kind = h->kind](error_code ec3, size_t) {
+      self->parse_meta_.assign(h->meta_bytes + h->bytes, '\0');
+      asio::async_read(self->parser_sock_, asio::buffer(self->parse_meta_), [self, h = *h](error_code ec3, size_t) {
         if (!self->parsing_) return;
         if (ec3) return self->parser_failed(ec3.message());
         self->parser_timer_.cancel();
         self->parsing_ = false;
         std::shared_ptr<Tunnel> t = std::move(self->heads_.front().first);
         self->heads_.pop_front();
-        const nlohmann::json meta = nlohmann::json::parse(self->parse_meta_, nullptr, false);
-        if (kind != helper::Kind::kAnswer || !meta.is_object()) {
+        const nlohmann::json meta =
+            nlohmann::json::parse(std::string_view(self->parse_meta_).substr(0, h.meta_bytes), nullptr, false);
+        if (h.kind != helper::Kind::kAnswer || !meta.is_object()) {
           self->parser_failed("an answer that is not one");
           return t->on_parsed(util::make_error(util::ErrorCode::kInvalidArgument, self->parser_failure_));
         }
-        t->on_parsed(head_from_json(meta));
+        t->on_parsed(head_from_json(meta, self->parse_meta_.substr(h.meta_bytes)));
         self->parse_next();
       });
     });

@@ -11,15 +11,14 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
-#include <mutex>
 #include <future>
-#include <sstream>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio.hpp>
+#include <spdlog/spdlog.h>
 
 #include "server/helper/wire.h"
-#include <spdlog/spdlog.h>
 
 namespace network {
 namespace {

@@ -63,10 +63,10 @@ root_env=(env THROWBOX_BIN="$build/throwbox")
 # each layer a host type changes: the cgroup set-up and teardown, timeouts and
 # cancels, the memory, fork and CPU limits, the read-only root and Landlock,
 # and the leftovers. THROWBOX_MATRIX_FULL=1 runs every listed file everywhere.
-full_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile cancel_progress)
+full_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile cancel_progress parser_helper)
 full_adversarial=(memory_bomb fork_bomb cpu_hog deadline kill_all disk_fill host_pids proc_status readonly_fs
                   host_files host_env ptrace syscalls_refused dev_and_kcore user_counts zz_leftovers)
-full_user_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile)
+full_user_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile parser_helper)
 full_user_adversarial=(memory_bomb fork_bomb cpu_hog deadline kill_all readonly_fs ptrace proc_status user_counts zz_leftovers)
 pick() {  # pick CORE... -- FULL...: the core list, or the full one
   local core=() full=() seen=0 x

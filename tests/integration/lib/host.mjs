@@ -63,20 +63,28 @@ export function isSpareRunner(pid) {
 }
 
 // The server's descendants, split into the idle sandboxes of its warm pool,
-// its spare runner and everything else. An idle warm sandbox is a runner (a
-// child of the server) whose only child is its pid 1, whose only child, if
-// any, is the python loader still blocked before a job's code (it has no
-// children of its own). Anything else under an idle server is a leftover of
+// its spare runner, its parser helper and everything else. An idle warm
+// sandbox is a runner (a child of the server) whose only child is its pid 1,
+// whose only child, if any, is the python loader still blocked before a
+// job's code (it has no children of its own). The parser helper is a child
+// named throwbox-parser; under an idle server it has no child (each job's
+// ends with the job). Anything else under an idle server is a leftover of
 // some job.
 export function poolAndLeftovers(serverPid) {
   const kids = processTable();
   const warm = [];
   const spare = [];
+  const parser = [];
   const others = [];
   const all = (pid) => [pid, ...kids(pid).flatMap(all)];
   for (const runner of kids(serverPid)) {
     if (isSpareRunner(runner)) {
       spare.push(runner);
+      continue;
+    }
+    if (comm(runner) === 'throwbox-parser') {
+      parser.push(runner);
+      others.push(...kids(runner).flatMap(all).map((p) => `${p} ${cmdline(p)} (a parser child)`));
       continue;
     }
     const inits = kids(runner);
@@ -86,7 +94,7 @@ export function poolAndLeftovers(serverPid) {
     if (idle) warm.push(runner);
     else others.push(...all(runner).map((p) => `${p} ${cmdline(p)}`));
   }
-  return { warm, spare, others };
+  return { warm, spare, parser, others };
 }
 
 // Every cgroup directory throwbox made on this host: the shared bases

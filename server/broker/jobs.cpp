@@ -481,9 +481,9 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   struct FinishEgress {
     std::shared_ptr<network::Session>& session;
     JobResult& result;
-    void operator()(int64_t program_ended_ms = 0) {
+    void operator()() {
       if (!session) return;
-      result.network = network::to_json(session->finish(program_ended_ms));
+      result.network = network::to_json(session->finish());
       session.reset();
     }
     ~FinishEgress() { (*this)(); }
@@ -511,7 +511,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     if (finished) fleet_.retire(std::move(*finished));
     return *start->error;
   }
-  finish_egress(outcome ? outcome->ended_ms : 0);
+  finish_egress();
   if (workspace) {
     const bool saved = outcome && outcome->workspace_saved;
     WorkspaceInfo info = workspace->finish(saved, saved ? outcome->workspace_bytes : 0);

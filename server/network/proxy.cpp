@@ -15,10 +15,15 @@
 #include <mutex>
 #include <thread>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <boost/asio.hpp>
 #include <spdlog/spdlog.h>
 
 #include "server/helper/wire.h"
+#include "server/network/job_end.h"
 
 namespace network {
 namespace {
@@ -38,11 +43,6 @@ constexpr size_t kReasonPhraseMax = 300;  // of a reason, in the status line
 // it the child is killed, and the job's later requests are refused.
 constexpr auto kHeadParseTimeout = std::chrono::seconds(2);
 constexpr const char* kJobEnded = "the job ended";
-
-int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 struct Rules {
   std::map<std::string, Address> hosts;
@@ -84,12 +84,14 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
   }
 
   void serve(util::UniqueFd listener) override;
-  Report finish(int64_t program_ended_ms) override;
+  Report finish() override;
 
   // The io thread's side.
   void arm_deadline();
   void accept_next();
   void cut_all(const std::string& reason);
+  // pid 1's notice came on `notice`: the program has ended.
+  void job_ended(const std::shared_ptr<Tunnel>& notice);
   void queue_lookup(std::shared_ptr<Tunnel> t);
   void lookup_ended();
   // A tunnel's request head to the parser child; its answer (checked) to
@@ -110,12 +112,6 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
     return report_.connections.size() - 1;
   }
   Connection& slot(size_t i, Connection& scratch) { return i == SIZE_MAX ? scratch : report_.connections[i]; }
-  // A tunnel recorded allowed whose job side closed at job_closed_ms (steady
-  // clock) while its destination was still open: finish() decides whether
-  // the job's end did it.
-  void note_job_side_close(size_t slot, int64_t job_closed_ms) {
-    if (slot != SIZE_MAX) job_side_closes_.emplace_back(slot, job_closed_ms);
-  }
 
   asio::io_context& io_;
   Resolver& resolver_;
@@ -126,7 +122,9 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
   tcp::acceptor acceptor_;
   asio::steady_timer deadline_;
   std::vector<std::weak_ptr<Tunnel>> tunnels_;
-  std::vector<std::pair<size_t, int64_t>> job_side_closes_;  // slot, steady ms
+  // pid 1's notice: its connection is not the job's, and is left out of the record.
+  bool notice_seen_ = false;
+  size_t notice_slot_ = SIZE_MAX;
   size_t lookups_in_flight_ = 0;
   std::deque<std::shared_ptr<Tunnel>> lookup_waiters_;
   // The parser child and what waits for it.
@@ -155,6 +153,33 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
 
   // Closes both sides; the record says why unless the tunnel had already ended.
   void cut(const std::string& reason) { end("cut", reason); }
+  size_t slot() const { return slot_; }
+  // At the job's end: a tunnel the job closed itself while its destination
+  // had not yet is the job's own ending (allowed); any other is cut by it.
+  void end_with_job() {
+    if (relaying_ && !job_side_held()) return end("allowed", "");
+    cut(kJobEnded);
+  }
+  // Whether the job's side of the connection is still held: the proxy has
+  // not seen it close (its TCP state, not what the relay has read so far).
+  bool job_side_held() const {
+    struct tcp_info info {};
+    socklen_t len = sizeof info;
+    if (::getsockopt(const_cast<tcp::socket&>(client_).native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0)
+      return false;
+    return info.tcpi_state == TCP_ESTABLISHED || info.tcpi_state == TCP_FIN_WAIT1 ||
+           info.tcpi_state == TCP_FIN_WAIT2;
+  }
+  // pid 1's notice is answered once every held tunnel is cut; then closed.
+  void acknowledge_end() {
+    done_ = true;
+    timer_.cancel();
+    out_ = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    asio::async_write(client_, asio::buffer(out_), [self = shared_from_this()](error_code, size_t) {
+      error_code e;
+      self->client_.close(e);
+    });
+  }
 
  private:
   Connection& rec() { return s_->slot(slot_, scratch_); }
@@ -165,8 +190,6 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
       done_ = true;
       rec().verdict = verdict;
       rec().reason = reason;
-      if (job_closed_ms_ && destination_open_at_job_close_ && rec().verdict == "allowed")
-        s_->note_job_side_close(slot_, job_closed_ms_);
     }
     error_code ignored;
     client_.close(ignored);
@@ -222,10 +245,21 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
       return malformed("malformed request: the head is longer than " + std::to_string(kHeadMaxBytes) + " bytes");
     if (ec) return malformed("malformed request: " + ec.message());
     head_bytes_ = n;
+    if (is_job_end_notice()) return s_->job_ended(shared_from_this());
     s_->parse_head(shared_from_this(), head_buf_.substr(0, n));
   }
 
  public:
+  // pid 1's notice: its exact bytes, from the port only pid 1 can bind.
+  bool is_job_end_notice() {
+    if (head_bytes_ != sizeof kJobEndNotice - 1 || head_buf_.size() != head_bytes_ ||
+        head_buf_.compare(0, head_bytes_, kJobEndNotice) != 0)
+      return false;
+    error_code ec;
+    const tcp::endpoint peer = client_.remote_endpoint(ec);
+    return !ec && peer.port() == kJobEndSourcePort && peer.address().is_loopback();
+  }
+
   void on_parsed(util::Result<Head> head) {
     if (done_) return;
     if (!head) return malformed("the request could not be parsed (" + head.error().message + ")");
@@ -375,6 +409,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
 
   // 9. Both directions until each side has closed.
   void relay_both() {
+    relaying_ = true;
     read_from(true);
     read_from(false);
   }
@@ -384,7 +419,6 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
     auto& buf = up ? up_buf_ : down_buf_;
     src.async_read_some(asio::buffer(buf), [self = shared_from_this(), up](error_code ec, size_t n) {
       if (self->done_) return;
-      if (ec) (up ? self->mark_job_closed() : self->mark_destination_closed());
       if (ec == asio::error::eof) return self->half_close(up);
       if (ec) return self->end("allowed", "");
       auto& data = up ? self->up_buf_ : self->down_buf_;
@@ -394,20 +428,12 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
       asio::async_write(dst, asio::buffer(data.data(), take),
                         [self, up, capped = take < n](error_code wec, size_t) {
                           if (self->done_) return;
-                          if (wec && !up) self->mark_job_closed();  // the job no longer takes what comes
                           if (wec) return self->end("allowed", "");
                           if (capped) return self->cut(self->byte_cap_reason());
                           self->read_from(up);
                         });
     });
   }
-
-  void mark_job_closed() {
-    if (job_closed_ms_) return;
-    job_closed_ms_ = steady_ms();
-    destination_open_at_job_close_ = !down_eof_;
-  }
-  void mark_destination_closed() { down_eof_ = true; }
 
   void half_close(bool up) {
     error_code ignored;
@@ -433,9 +459,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
   bool resolved_ = false;
   bool connected_ = false;
   bool done_ = false;
-  bool down_eof_ = false;      // the destination closed its side (or failed)
-  int64_t job_closed_ms_ = 0;  // when the job's side closed or stopped taking bytes; 0: it has not
-  bool destination_open_at_job_close_ = false;
+  bool relaying_ = false;
   int open_directions_ = 2;
 };
 
@@ -573,29 +597,40 @@ void SessionImpl::cut_all(const std::string& reason) {
     if (auto t = weak.lock()) t->cut(reason);
 }
 
-Report SessionImpl::finish(int64_t program_ended_ms) {
+// The program ended and pid 1 waits for the answer before it kills what the
+// program left: every tunnel whose job side is still held is cut now, so its
+// record says the job's end cut it. One the job closed itself ends as it would.
+// No connection is accepted after it; the job has none to make.
+void SessionImpl::job_ended(const std::shared_ptr<Tunnel>& notice) {
+  notice_seen_ = true;
+  notice_slot_ = notice->slot();
+  error_code e;
+  acceptor_.close(e);
+  for (auto& weak : tunnels_)
+    if (auto t = weak.lock(); t && t != notice && !t->done() && t->job_side_held()) t->cut(kJobEnded);
+  notice->acknowledge_end();
+}
+
+Report SessionImpl::finish() {
   auto done = std::make_shared<std::promise<Report>>();
   std::future<Report> report = done->get_future();
-  asio::post(io_, [self = shared_from_this(), done, program_ended_ms] {
+  asio::post(io_, [self = shared_from_this(), done] {
     self->finished_ = true;
     error_code e;
     self->acceptor_.close(e);
     self->deadline_.cancel();
-    self->cut_all(kJobEnded);
+    for (auto& weak : self->tunnels_)
+      if (auto t = weak.lock()) t->end_with_job();
     self->parser_failure_ = kJobEnded;
     self->parser_.kill();
     self->parser_sock_.close(e);
     self->parser_timer_.cancel();
-    // Tunnels the job's end closed before this call: pid 1 killed what the
-    // program left once it had ended (the program's own sockets, closed as
-    // it exited, close before that moment: a client's normal end).
-    if (program_ended_ms > 0)
-      for (auto [slot, closed_ms] : self->job_side_closes_)
-        if (closed_ms >= program_ended_ms) {
-          self->report_.connections[slot].verdict = "cut";
-          self->report_.connections[slot].reason = kJobEnded;
-        }
-    done->set_value(self->report_);
+    Report out = self->report_;
+    if (self->notice_seen_ && self->notice_slot_ != SIZE_MAX)
+      out.connections.erase(out.connections.begin() + static_cast<std::ptrdiff_t>(self->notice_slot_));
+    else if (self->notice_seen_ && out.connections_not_listed > 0)
+      --out.connections_not_listed;
+    done->set_value(std::move(out));
   });
   // The io thread answers at once unless the server is stopping.
   if (report.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {

@@ -60,11 +60,8 @@ class Session {
   // Accept on the job's listener from now on (the proxy owns the descriptor).
   virtual void serve(util::UniqueFd listener) = 0;
   // The job ended: close the listener and every tunnel; the job's record.
-  // program_ended_ms (CLOCK_MONOTONIC, 0: unknown): when the job's program
-  // ended; a tunnel whose job side closed from then on (pid 1 killing what
-  // the program left), its destination still open, was cut by the job's end
-  // and is recorded so.
-  virtual Report finish(int64_t program_ended_ms = 0) = 0;
+  // (Tunnels pid 1's notice cut, job_end.h, are recorded cut by the job's end.)
+  virtual Report finish() = 0;
 };
 
 class Proxy {

@@ -27,7 +27,6 @@ struct ExitReport {
   int wait_status;          // of the program (waitpid)
   long long cpu_us;         // user+system of every reaped process in the sandbox
   long long max_rss_kb;     // largest resident set among them
-  long long ended_ns;       // CLOCK_MONOTONIC when the program ended, before the rest were killed
 };
 
 // Sends "E<call>("<arg>"): <ERRNO>" and exits the child with status 1.

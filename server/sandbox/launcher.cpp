@@ -526,7 +526,6 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
     return with_workspace(std::move(o));
   }
   o.duration_ms = static_cast<uint64_t>(sv.ended_ms - sv.started_ms);
-  o.ended_ms = sv.report.ended_ns / 1000000;
   // cgroup accounting covers every process of the job. pid 1's rusage covers
   // every process it reaped, which is all of them; some v1 hosts leave
   // cpuacct at 0, so the larger of the two is reported.

@@ -19,6 +19,7 @@
 
 #include <cerrno>
 
+#include "server/network/job_end.h"
 #include "server/sandbox/child_report.h"
 #include "server/sandbox/landlock.h"
 #include "server/sandbox/namespaces.h"
@@ -42,7 +43,6 @@ struct State {
   int loaded[2] = {-1, -1};       // loader -> pid 1
   pid_t program = -1;
   int program_status = 0;
-  long long ended_ns = 0;         // CLOCK_MONOTONIC when the program ended (or the kill came)
   bool network;                   // the job has a network profile: proxy listener, proxy environment
 };
 
@@ -393,10 +393,43 @@ void pid1_reap_until_done(State& s) {
       }
     }
   }
-  // The end's moment, before pid 1 kills what the program left.
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  s.ended_ns = static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+// A job with a network profile: its proxy is told the program has ended, and
+// its answer awaited, before anything else of the job dies: every tunnel
+// still held (by a process the program left) is cut by the proxy first, so
+// its record says the job's end cut it. From the privileged source port only
+// pid 1 can bind (network/job_end.h). Best effort: a listener the job flooded
+// shut costs at most twice kJobEndWaitMs, then pid 1 kills anyway.
+void pid1_tell_proxy_the_job_ended(State& s) {
+  if (!s.network) return;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return;
+  struct sockaddr_in addr {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = __builtin_bswap32(0x7f000001);  // 127.0.0.1
+  addr.sin_port = __builtin_bswap16(network::kJobEndSourcePort);
+  const int one = 1;
+  (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  bool told = false;
+  if (::bind(fd, reinterpret_cast<const struct sockaddr*>(&addr), sizeof addr) == 0) {
+    addr.sin_port = __builtin_bswap16(kProxyPort);
+    const int rc = ::connect(fd, reinterpret_cast<const struct sockaddr*>(&addr), sizeof addr);
+    struct pollfd p {fd, POLLOUT, 0};
+    int err = 0;
+    socklen_t len = sizeof err;
+    if ((rc == 0 || (errno == EINPROGRESS && ::poll(&p, 1, network::kJobEndWaitMs) == 1)) &&
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0 &&
+        ::send(fd, network::kJobEndNotice, sizeof network::kJobEndNotice - 1, MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(sizeof network::kJobEndNotice - 1)) {
+      // The answer, or the proxy's close: either comes once every tunnel is cut.
+      p = {fd, POLLIN, 0};
+      char answer;
+      told = ::poll(&p, 1, network::kJobEndWaitMs) == 1 && ::recv(fd, &answer, 1, 0) >= 0;
+    }
+  }
+  ::close(fd);
+  trace::mark(told ? "pid 1: proxy told the job ended" : "pid 1: proxy not told the job ended");
 }
 
 // The job ends with its program: a daemonized grandchild does not survive it.
@@ -422,7 +455,7 @@ void pid1_report_exit(State& s) {
   ExitReport report{s.program_status,
                     static_cast<long long>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000LL +
                         ru.ru_utime.tv_usec + ru.ru_stime.tv_usec,
-                    ru.ru_maxrss, s.ended_ns};
+                    ru.ru_maxrss};
   __builtin_memcpy(buf + 1, &report, sizeof report);
   trace::mark("pid 1: exit reported");
   ::send(s.sock, buf, sizeof buf, MSG_NOSIGNAL);
@@ -449,8 +482,9 @@ void pid1_report_exit(State& s) {
 // the claim (with a workspace: /work resized first)  22 warm: freeze /inputs
 // 23 warm with a network profile: the proxy listener  24 warm "exec": start
 // the program; "preload": release the loader  25 report ready, with the
-// layers  26 reap until done  27 kill all, reap  28 report the exit
-// 29 hold until released (the runner copies /outputs and a workspace out meanwhile).
+// layers  26 reap until done  27 with a network profile: tell the proxy the
+// job ended  28 kill all, reap  29 report the exit  30 hold until released
+// (the runner copies /outputs and a workspace out meanwhile).
 [[noreturn]] void pid1_main(State& s) {
   const Warm warm = s.ctx.spec->warm;
   pid1_close_runner_ends(s);
@@ -480,6 +514,7 @@ void pid1_report_exit(State& s) {
   if (warm == Warm::preload) pid1_release_loader(s);
   pid1_report_ready(s);
   pid1_reap_until_done(s);
+  pid1_tell_proxy_the_job_ended(s);
   pid1_kill_all_and_reap(s);
   pid1_report_exit(s);
   pid1_hold_until_released(s);

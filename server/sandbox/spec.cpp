@@ -241,7 +241,7 @@ json to_json(const Outcome& o) {
           {"stdout", o.stdout_text}, {"stderr", o.stderr_text},
           {"stdout_truncated", o.stdout_truncated}, {"stderr_truncated", o.stderr_truncated},
           {"stdout_cut_bytes", o.stdout_cut_bytes}, {"stderr_cut_bytes", o.stderr_cut_bytes},
-          {"duration_ms", o.duration_ms}, {"ended_ms", o.ended_ms}, {"cpu_ms", o.cpu_ms},
+          {"duration_ms", o.duration_ms}, {"cpu_ms", o.cpu_ms},
           {"peak_memory_bytes", o.peak_memory_bytes}, {"files", files}, {"layers", o.layers},
           {"start", o.start}, {"workspace_saved", o.workspace_saved}, {"workspace_bytes", o.workspace_bytes},
           {"workspace_entries", o.workspace_entries}, {"workspace_skipped", o.workspace_skipped},
@@ -268,7 +268,6 @@ util::Result<Outcome> outcome_from_json(const json& j) {
     o.stdout_cut_bytes = integer_field(j, "stdout_cut_bytes", 0, kCountMax, kWhat);
     o.stderr_cut_bytes = integer_field(j, "stderr_cut_bytes", 0, kCountMax, kWhat);
     o.duration_ms = integer_field(j, "duration_ms", 0, kCountMax, kWhat);
-    o.ended_ms = static_cast<int64_t>(optional_integer_field(j, "ended_ms", 0, kCountMax, kWhat));
     o.cpu_ms = integer_field(j, "cpu_ms", 0, kCountMax, kWhat);
     o.peak_memory_bytes = integer_field(j, "peak_memory_bytes", 0, kCountMax, kWhat);
     j.at("layers").get_to(o.layers);

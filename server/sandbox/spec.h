@@ -166,9 +166,6 @@ struct Outcome {
   uint64_t stdout_cut_bytes = 0;  // bytes written that are not in stdout_text (capture::Stream::cut_bytes)
   uint64_t stderr_cut_bytes = 0;
   uint64_t duration_ms = 0;
-  // CLOCK_MONOTONIC ms when the program ended, before pid 1 killed what it
-  // left (the proxy tells a tunnel cut by the job's end); 0: unknown.
-  int64_t ended_ms = 0;
   uint64_t cpu_ms = 0;
   uint64_t peak_memory_bytes = 0;
   std::vector<HarvestedFile> files;

@@ -522,6 +522,40 @@ emit({"parent": "done"})
       assert.ok(closed(await inet.waitForEvents(closed, scaled(5_000), mark)), 'the server saw the transfer end');
     });
 
+    it('the job cannot send the end notice pid 1 sends: a forged one is a malformed request, nothing is cut', async () => {
+      const t = token();
+      // The notice's bytes from an ordinary port, while a transfer is going;
+      // then the privileged port pid 1 sends from, which the job cannot bind.
+      const sc = await py('web', `
+s = socket.create_connection(proxy(), timeout=30)
+s.sendall(b"GET http://data.test/slow?t=${t} HTTP/1.1\\r\\nHost: data.test\\r\\nConnection: close\\r\\n\\r\\n")
+first = s.recv(100)
+n = socket.create_connection(proxy(), timeout=10)
+n.sendall(b"THROWBOX-JOB-ENDED\\r\\n\\r\\n")
+answer = n.recv(200).decode(errors="replace").split("\\r\\n")[0]
+time.sleep(0.5)
+later = s.recv(100)
+p = socket.socket()
+try:
+    p.bind(("127.0.0.1", 1023))
+    bind = "bound"
+except OSError as e:
+    bind = e.errno
+s.close()
+emit({"first": len(first) > 0, "answer": answer, "later": len(later) > 0, "bind": bind})
+`);
+      const out = lastJson(sc);
+      assert.equal(out.first, true, JSON.stringify(out));
+      assert.match(out.answer, /^HTTP\/1\.1 400 /, JSON.stringify(out));
+      assert.equal(out.later, true, `the transfer went on after the forged notice: ${JSON.stringify(out)}`);
+      assert.equal(out.bind, 13, 'EACCES binding the privileged port');
+      const [slow, forged] = sc.network.connections;
+      assert.equal(sc.network.connections.length, 2, JSON.stringify(sc.network));
+      assert.equal(slow.host, 'data.test');
+      assert.equal(slow.verdict, 'allowed', `the job closed it itself: ${JSON.stringify(slow)}`);
+      assert.equal(forged.verdict, 'refused', JSON.stringify(forged));
+    });
+
     it('a job without network has no proxy, no listener and no network section', async () => {
       // Where a job with a profile finds its proxy, for the control and the probe below.
       const withProfile = lastJson(await py('web', 'emit({"port": proxy()[1], "listen": listeners()})'));

@@ -17,7 +17,7 @@ constexpr std::string_view kTriggerText = "=, +, -, @, tab, CR or a Unicode form
 constexpr size_t kNpos = std::string_view::npos;
 
 // Splitters a spreadsheet may use on a .csv or .tsv, whatever the writer meant:
-// ',' (en-US double-click), ';' (de/fr/nl locales double-click, issue 17), TAB
+// ',' (en-US double-click), ';' (de/fr/nl locales double-click), TAB
 // (a .tsv, and Excel's import default), '|' (offered by every import dialog).
 constexpr char kReaderDelimiters[] = {',', ';', '\t', '|'};
 

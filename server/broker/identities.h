@@ -1,4 +1,4 @@
-// Host identities for sandboxes (issue 16). As root every live sandbox gets a
+// Host identities for sandboxes. As root every live sandbox gets a
 // host uid and gid of its own from the policy's sandbox.uid_range, and its
 // user namespace is owned by that uid: the kernel charges what a job holds
 // (processes, queued signals, inotify instances, POSIX queue bytes, pipe

@@ -1,5 +1,5 @@
 // Result<T>: a value or an Error{code, message}. Used by every fallible function;
-// expected failures are values, not exceptions (STYLE.md, Errors). The code is
+// expected failures are values, not exceptions. The code is
 // an enum inside the server; its string form is for the JSON/HTTP boundary.
 #pragma once
 #include <cstdint>

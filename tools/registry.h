@@ -86,8 +86,8 @@ Tool make_run_code(const policy::Policy& policy);
 Tool make_fetch_artifact(const policy::Policy& policy);
 Tool make_open_workspace(const policy::Policy& policy);
 Tool make_close_workspace(const policy::Policy& policy);
-// A job result as run_code's structuredContent (DESIGN.md's contract); the
-// HTTP job API answers with the same shape.
+// A job result as run_code's structuredContent, the fixed shape its
+// outputSchema declares; the HTTP job API answers with the same shape.
 json job_result_json(const broker::JobResult& result);
 
 // Argument checks shared by the tools: each names the field it rejects.

@@ -97,7 +97,7 @@ test('a command with an unknown option or a missing value: stderr naming it, exi
   expectUsageError(['policy', 'check', '--frobnicate'], /unexpected argument "--frobnicate"/);
 });
 
-// Issue 21: spdlog reads an unknown level name as "off", so a typo used to
+// spdlog reads an unknown level name as "off", so a typo used to
 // silence every log line (refusals and sandbox errors included) without a word.
 test('--log-level with a word that is not a level: exit 2 naming the valid levels', () => {
   for (const cmd of ['serve', 'doctor']) {

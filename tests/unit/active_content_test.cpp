@@ -392,7 +392,7 @@ TEST_CASE("hostile shapes: unterminated tags, quotes and comments do not hang or
   CHECK(scan_markup("<a href=\"javascript:alert(1)").active);
 }
 
-// Found building tests/gate_corpus/html from the OWASP cheat sheet (issue 17):
+// Found building tests/gate_corpus/html from the OWASP cheat sheet:
 // the scanner accepted each of these before.
 TEST_CASE("OWASP entries once missed: Netscape entities and JSSS, CSS strings and comments, IE data islands") {
   check_all_detected({

@@ -1,4 +1,4 @@
-// broker::Admission (issue 15): queued jobs are admitted in arrival order, the
+// broker::Admission: queued jobs are admitted in arrival order, the
 // first whose tenant has room; a release wakes the waiter it hands the slot
 // to; a cancellation wakes a queued job at once; the busy texts are unchanged.
 // Bounds are generous (a hang fails, a slow machine does not).

@@ -1,4 +1,4 @@
-// util::CallPool (issue 15): threads start on demand up to the pool's
+// util::CallPool: threads start on demand up to the pool's
 // maximum, whatever the number of lanes; a lane's quota refuses calls beyond
 // it; a lane's waiting calls queue behind other lanes' ready ones; drain waits.
 #include <doctest/doctest.h>

@@ -51,21 +51,21 @@ void check_unchanged(std::string_view in, char delimiter = ',') {
 
 }  // namespace
 
-TEST_CASE("the seed exceptions CSV passes unchanged with 0 cells changed") {
-  const std::string seed =
+TEST_CASE("the reconciliation example's exceptions CSV passes unchanged with 0 cells changed") {
+  const std::string exceptions =
       "kind,transaction_id,order_id,amount,detail\n"
       "duplicate,tx1,A101,120.00,\"repeated export row, counted once\"\n"
       "unmatched,tx4,A999,30.00,order not in orders export\n"
       "shortfall,,A103,50.00,expected 150.00 paid 100.00\n";
-  check_unchanged(seed);
-  const Result r = reject(seed);
+  check_unchanged(exceptions);
+  const Result r = reject(exceptions);
   CHECK(r.ok);
-  CHECK(r.output == seed);
+  CHECK(r.output == exceptions);
 }
 
 TEST_CASE("quoted fields with embedded commas, quotes, LF and CRLF are parsed as one cell") {
   check_unchanged("a,\"x, y\",b\n");                         // a comma inside quotes
-  // ... though a reader splitting on it sees " =1+1" (issue 16): the apostrophe
+  // ... though a reader splitting on it sees " =1+1": the apostrophe
   // goes right before the trigger, after what that reader may trim.
   CHECK(neutralise("a,\"x, =1+1\",b\n").output == "a,\"x, '=1+1\",b\n");
   check_unchanged("a,\"say \"\"=hi\"\"\",b\n");             // value: say "=hi"
@@ -324,10 +324,10 @@ TEST_CASE("TSV: tab is the delimiter, and a cell starts with TAB only when quote
   }
 }
 
-// Issue 16 (found by tests/fuzz/csv_fuzz): a reader splitting on another
+// Found by tests/fuzz/csv_fuzz: a reader splitting on another
 // separator than the file's (a ';' locale opening a comma file, a TSV opened
 // as CSV) sees the pieces of a value as cells, so "x;=cmd()" held a formula.
-TEST_CASE("issue 16: a formula after ',', ';' or TAB inside a value is neutralised") {
+TEST_CASE("a formula after ',', ';' or TAB inside a value is neutralised") {
   {
     const Result r = neutralise("a,\"x;=cmd()\"\n");
     CHECK(r.ok);
@@ -356,10 +356,10 @@ TEST_CASE("issue 16: a formula after ',', ';' or TAB inside a value is neutralis
   CHECK_FALSE(reject("\"x;=cmd()\"\n").ok);
 }
 
-// Issue 17: a ';'-separated .csv with DDE and HYPERLINK cells was accepted ("no
-// formula cells") because only ',' split it; Excel in de-DE, fr-FR or nl-NL
-// locales splits a double-clicked .csv on ';'.
-TEST_CASE("issue 17: the reported file is refused as a CSV and neutralised as a TSV") {
+// A reported bypass: a ';'-separated .csv with DDE and HYPERLINK cells was
+// accepted ("no formula cells") because only ',' split it; Excel in de-DE,
+// fr-FR or nl-NL locales splits a double-clicked .csv on ';'.
+TEST_CASE("the reported ';' bypass is refused as a CSV and neutralised as a TSV") {
   const std::string reported =
       "a;b\n1;=cmd|' /C calc'!A0\n2;=HYPERLINK(\"http://x\",\"y\")\n";
   {

@@ -318,8 +318,8 @@ TEST_CASE("with active_content as text, clean markup outside the allowlist is de
   CHECK(v.media_type == "text/plain");
 }
 
-// Issue 17: names that run, or show as something they are not, or that
-// Windows changes on save, were accepted as text/plain.
+// Names that run, or show as something they are not, or that Windows
+// changes on save, were once accepted as text/plain.
 TEST_CASE("names: scripts, desktop entries, bidi overrides, trailing dots and spaces are rejected") {
   const std::string text = "echo hello\r\n";
   for (const char* runs : {"update.cmd", "x.ps1", "y.vbs", "z.js", "report.desktop", "run.BAT"})

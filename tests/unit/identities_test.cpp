@@ -1,4 +1,4 @@
-// Per-sandbox host identities (issue 16): the range check against the
+// Per-sandbox host identities: the range check against the
 // account files, and leases that never give one uid to two live sandboxes.
 #include <doctest/doctest.h>
 #include <unistd.h>

@@ -102,7 +102,7 @@ TEST_CASE("no timeout_s: the policy's default") {
   CHECK(spec->timeout_ms == 10000);
 }
 
-TEST_CASE("issue 16: a timeout_s under half a millisecond is 1 ms, a spec the runner takes") {
+TEST_CASE("a timeout_s under half a millisecond is 1 ms, a spec the runner takes") {
   const policy::Policy p = test_policy();
   broker::JobRequest r = request();
   r.timeout_s = 0.0004;

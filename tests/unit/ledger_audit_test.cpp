@@ -216,7 +216,7 @@ TEST_CASE("task rows: tenant-scoped reads, one terminal transition, recovery and
   CHECK(l.task_count("t1", 0) == 1);
 }
 
-TEST_CASE("a read does not wait behind a write in progress (issue 15)") {
+TEST_CASE("a read does not wait behind a write in progress") {
   TempDir d;
   const std::string path = d.path + "/ledger.sqlite3";
   auto ledger = broker::Ledger::open(path);

@@ -1019,7 +1019,7 @@ TEST_CASE("2026-07-28 beside legacy: stateless requests, then initialize selects
   CHECK(f.one(modern(4, "ping"))["result"] == json::object());
 }
 
-// Issue 21: the logging utility (basic/utilities/logging) on the legacy
+// The logging utility (basic/utilities/logging) on the legacy
 // revisions: setLevel, and notifications/message for calls and jobs.
 namespace {
 std::vector<json> log_messages(const std::vector<json>& msgs) {

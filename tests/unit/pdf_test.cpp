@@ -84,7 +84,7 @@ TEST_CASE("a plain one-page PDF is accepted byte for byte in both modes") {
   }
 }
 
-TEST_CASE("issue 17: OpenAction JavaScript calling submitForm, then /Launch cmd.exe") {
+TEST_CASE("a reported bypass: OpenAction JavaScript calling submitForm, then /Launch cmd.exe") {
   const std::string bytes = read_corpus("issue17_openaction_js_submit_launch.pdf");
   Result r = check(bytes, Mode::kReject);
   check_rejected(r, "PDF: JavaScript action (/S /JavaScript) in object 6 0 (the catalog's /OpenAction)");

@@ -597,7 +597,7 @@ TEST_CASE("bundled default.json: python-data preloads the data stack and has the
   std::vector<std::string> data = stdlib;
   for (const char* m : {"numpy", "pandas", "matplotlib", "matplotlib.pyplot"}) data.push_back(m);
   CHECK(d->preload == data);
-  // python: the standard library modules agents' scripts import first (issue 20).
+  // python: the standard library modules agents' scripts import first.
   CHECK(r->find_runtime("python")->preload == stdlib);
   CHECK(d->cache_env == "MPLCONFIGDIR");
   CHECK(r->sandbox.env.at("MPLCONFIGDIR") == "/tmp/matplotlib");

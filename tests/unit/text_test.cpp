@@ -135,7 +135,7 @@ TEST_CASE("errno_name gives the symbolic name") {
   CHECK(util::errno_name(987654) == "987654");
 }
 
-TEST_CASE("call_error follows the STYLE form call(\"arg\"): ENAME (message)") {
+TEST_CASE("call_error follows the one error form call(\"arg\"): ENAME (message)") {
   std::string e = util::call_error("mount", "/proc", EPERM);
   CHECK(e == std::string("mount(\"/proc\"): EPERM (") + std::strerror(EPERM) + ")");
   CHECK(e.rfind("mount(\"/proc\"): EPERM (", 0) == 0);

@@ -42,7 +42,7 @@ install(FILES packaging/debian/lintian-overrides DESTINATION ${CMAKE_INSTALL_DAT
 # Documentation, compressed as Debian policy wants (12.3), and the man page.
 find_program(HELP2MAN help2man)
 find_program(GZIP gzip REQUIRED)
-set(THROWBOX_DOCS README.md docs/boundary.md docs/policy.md docs/troubleshooting.md)
+set(THROWBOX_DOCS README.md docs/architecture.md docs/boundary.md docs/http.md docs/operations.md docs/performance.md docs/policy.md docs/testing.md docs/tools.md docs/troubleshooting.md)
 set(THROWBOX_DOC_OUTPUTS)
 foreach(doc ${THROWBOX_DOCS})
   get_filename_component(name ${doc} NAME)

@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "server/broker/audit.h"
+#include "server/protocol/audit.h"
 #include "server/broker/jobs.h"
 #include "server/broker/ledger.h"
-#include "server/broker/tasks.h"
+#include "server/protocol/tasks.h"
 #include "server/doctor.h"
 #include "server/policy/live.h"
 #include "server/policy/policy.h"
@@ -236,7 +236,7 @@ void reload_on_sighup(std::stop_token stop, util::Reloads* reloads) {
 // The policy file read again: applied when only what a running server can
 // take over changed (policy::reload_problems), else refused, saying which.
 util::Result<std::string> reload_policy(const std::string& path, policy::Live& live, broker::Jobs& jobs,
-                                        tools::Registry& registry, broker::Tasks& tasks) {
+                                        tools::Registry& registry, protocol::Tasks& tasks) {
   auto next = policy::load_file(path);
   if (!next) return next.error();
   const std::shared_ptr<const policy::Policy> running = live.get();
@@ -312,12 +312,12 @@ int serve(int argc, char** argv) {
   jobs.start_pool();
   tools::Registry registry = tools::make_registry(*boot);
   // Audit: one JSON line per tool call, bounded to 2 x 16 MiB.
-  broker::Audit audit(opt.state_dir + "/audit.log", 16 * 1024 * 1024);
+  protocol::Audit audit(opt.state_dir + "/audit.log", 16 * 1024 * 1024);
   // MCP tasks, on a ledger connection of their own. Declared after what their
   // work uses (jobs, store, registry, audit), so it is destroyed first.
   auto task_ledger = broker::Ledger::open(opt.state_dir + "/ledger.sqlite3");
   if (!task_ledger) throw std::runtime_error("task ledger: " + task_ledger.error().message);
-  broker::Tasks tasks(std::move(*task_ledger), broker::tasks_options(*boot));
+  protocol::Tasks tasks(std::move(*task_ledger), protocol::tasks_options(*boot));
   util::Reloads reloads;
   reloads.add("policy", [&] { return reload_policy(opt.policy_path, live, jobs, registry, tasks); });
   // Declared after what the reload steps use: it stops (joins) before they go.

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/broker/jobs.h"
+#include "server/broker/broker.h"
 #include "server/policy/policy.h"
 #include "server/store/store.h"
 
@@ -22,7 +22,7 @@ struct CallContext {
   std::string tenant;
   const policy::Policy& policy;
   store::Store& store;
-  broker::Jobs& jobs;
+  broker::Broker& broker;
   std::shared_ptr<broker::Cancellation> cancel;                   // notifications/cancelled
   std::function<void(const nlohmann::json& progress)> progress;   // empty without a progressToken
   std::shared_ptr<broker::WorkspaceUse> workspace;                // held before a task was created (Tool::hold)
@@ -49,7 +49,7 @@ struct Tool {
   // workspace, so a call arriving after the task was created cannot take it
   // first); an error answers the call instead of a task. May be empty.
   std::function<util::Result<std::shared_ptr<broker::WorkspaceUse>>(const json& args, const std::string& tenant,
-                                                                     broker::Jobs& jobs)>
+                                                                     broker::Broker& broker)>
       hold;
 };
 

@@ -1,8 +1,8 @@
 // run_code: run a short program in a fresh, disposable sandbox and return its
 // bounded result and gated artifacts.
 #include "tools/registry.h"
+#include "tools/job_request.h"
 
-#include <cmath>
 
 #include "server/util/text.h"
 
@@ -212,63 +212,13 @@ Tool make_run_code(const policy::Policy& policy) {
 
   auto call = [](const json& args, CallContext& ctx) -> ToolResult {
     if (auto s = require_object(args); !s) return error_result(s.error().message);
-    if (auto s = reject_unknown_fields(args, {"runtime", "code", "input_ids", "timeout_s", "idempotency_key", "network",
-                                              "workspace_id", "artifact_ids"});
-        !s)
-      return error_result(s.error().message);
-    broker::JobRequest req;
-    req.tenant = ctx.tenant;
-    if (!args.contains("runtime") || !args["runtime"].is_string())
-      return error_result("runtime: required, must be a string naming a runtime");
-    req.runtime = args["runtime"].get<std::string>();
-    if (!args.contains("code") || !args["code"].is_string())
-      return error_result("code: required, must be a string holding the program");
-    req.code = args["code"].get<std::string>();
-    if (args.contains("input_ids")) {
-      const json& ids = args["input_ids"];
-      if (!ids.is_array()) return error_result("input_ids: must be an array of input_id strings");
-      for (auto& id : ids) {
-        if (!id.is_string()) return error_result("input_ids: must be an array of input_id strings");
-        req.input_ids.push_back(id.get<std::string>());
-      }
-    }
-    if (args.contains("timeout_s")) {
-      const json& t = args["timeout_s"];
-      if (!t.is_number()) return error_result("timeout_s: must be a number of seconds");
-      double v = t.get<double>();
-      if (!std::isfinite(v) || v <= 0) return error_result("timeout_s: must be greater than 0");
-      req.timeout_s = v;
-    }
-    if (args.contains("idempotency_key")) {
-      const json& k = args["idempotency_key"];
-      if (!k.is_string() || k.get_ref<const std::string&>().empty() || k.get_ref<const std::string&>().size() > 128)
-        return error_result("idempotency_key: must be a string of 1-128 characters");
-      req.idempotency_key = k.get<std::string>();
-    }
-    if (args.contains("workspace_id")) {
-      const json& w = args["workspace_id"];
-      if (!w.is_string()) return error_result("workspace_id: must be a string from open_workspace");
-      req.workspace_id = w.get<std::string>();
-      if (req.workspace_id.empty()) return error_result("workspace_id: " + std::string(broker::kUnknownWorkspace));
-    }
-    if (args.contains("artifact_ids")) {
-      const json& ids = args["artifact_ids"];
-      if (!ids.is_array()) return error_result("artifact_ids: must be an array of artifact_id strings");
-      for (auto& id : ids) {
-        if (!id.is_string()) return error_result("artifact_ids: must be an array of artifact_id strings");
-        req.artifact_ids.push_back(id.get<std::string>());
-      }
-    }
-    if (args.contains("network")) {
-      const json& n = args["network"];
-      if (!n.is_string() || n.get_ref<const std::string&>().empty())
-        return error_result("network: must be the name of a network profile");
-      req.network = n.get<std::string>();
-    }
+    auto parsed = parse_job_request(args, ctx.tenant, kRunCodeFields);
+    if (!parsed) return error_result(parsed.error().message);
+    broker::JobRequest& req = *parsed;
     req.workspace_use = ctx.workspace;
     req.cancel = ctx.cancel;
     req.on_progress = ctx.progress;
-    auto result = ctx.jobs.run(req);
+    auto result = ctx.broker.run(req);
     if (!result) return error_result(result.error().message);
     json structured = job_result_json(*result);
     ToolResult out = ok_result(structured, structured.dump());
@@ -285,11 +235,11 @@ Tool make_run_code(const policy::Policy& policy) {
   // A long job may run as an MCP task: answered at once, polled or awaited.
   // Its workspace is held from before the task is created to its end.
   auto hold = [](const json& args, const std::string& tenant,
-                 broker::Jobs& jobs) -> util::Result<std::shared_ptr<broker::WorkspaceUse>> {
+                 broker::Broker& broker) -> util::Result<std::shared_ptr<broker::WorkspaceUse>> {
     if (!args.is_object() || !args.contains("workspace_id") || !args["workspace_id"].is_string() ||
         args["workspace_id"].get_ref<const std::string&>().empty())
       return std::shared_ptr<broker::WorkspaceUse>();  // none, or the call reports the bad argument
-    return jobs.hold_workspace(tenant, args["workspace_id"].get<std::string>());
+    return broker.hold_workspace(tenant, args["workspace_id"].get<std::string>());
   };
   return Tool{def, call, "optional", hold};
 }

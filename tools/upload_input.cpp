@@ -70,7 +70,7 @@ Tool make_upload_input(const policy::Policy& policy) {
     const std::string name = args["name"].get<std::string>();
     // Name first: libmagic should never see content under a name we refuse.
     if (auto s = store::validate_input_name(name); !s) return error_result(s.error().message);
-    auto rec = ctx.store.put_input(ctx.tenant, name, content, ctx.jobs.upload_media_type(name, content));
+    auto rec = ctx.store.put_input(ctx.tenant, name, content, ctx.broker.upload_media_type(name, content));
     if (!rec) return error_result(rec.error().message);
     json out{{"input_id", rec->input_id}, {"name", rec->name}, {"size", rec->size},
              {"sha256", rec->sha256}, {"media_type", rec->media_type}};

@@ -52,7 +52,7 @@ Tool make_open_workspace(const policy::Policy& policy) {
       if (!t.is_number()) return error_result("ttl_s: must be a number of seconds");
       ttl = t.get<double>();
     }
-    auto opened = ctx.jobs.workspaces().open(ctx.tenant, ttl);
+    auto opened = ctx.broker.open_workspace(ctx.tenant, ttl);
     if (!opened) return error_result(opened.error().message);
     json s = broker::to_json(*opened);
     return ok_result(s, "workspace " + opened->workspace_id + " open until " + s["expires_at"].get<std::string>() +
@@ -86,7 +86,7 @@ Tool make_close_workspace(const policy::Policy&) {
     if (!args.contains("workspace_id") || !args["workspace_id"].is_string())
       return error_result("workspace_id: required, must be a string");
     const std::string id = args["workspace_id"].get<std::string>();
-    if (auto s = ctx.jobs.workspaces().close(ctx.tenant, id); !s)
+    if (auto s = ctx.broker.close_workspace(ctx.tenant, id); !s)
       return error_result(s.error().code == util::ErrorCode::kNotFound ? "workspace_id: " + s.error().message
                                                                          : s.error().message);
     return ok_result({{"workspace_id", id}, {"closed", true}}, "workspace " + id + " closed and deleted");

@@ -50,7 +50,7 @@ std::string parser_exe_beside(const std::string& runner_exe) {
 // sandbox range, leased for the server's life; a normal user's own.
 std::unique_ptr<helper::Parsers> start_parsers(const std::string& runner_exe, Identities& identities,
                                                IdentityLease& lease) {
-  helper::confine::Identity id;
+  helper::Identity id;
   if (identities.per_sandbox() && !identities.subordinate()) {
     auto held = identities.lease();
     if (!held) throw std::runtime_error("parser helper: no uid for it: " + held.error().message);
@@ -322,6 +322,17 @@ util::Status Jobs::apply(std::shared_ptr<const policy::Policy> next) {
 }
 
 PoolStats Jobs::pool_stats() { return pool_ ? pool_->stats() : PoolStats{}; }
+
+std::string Jobs::metrics_text(uint64_t sessions_open) {
+  const Admission::Load load = admission_.load();
+  const PoolStats pool = pool_stats();
+  return metrics_.render(Metrics::Live{load.running, load.queued, pool.idle, pool.claimed, sessions_open});
+}
+
+std::string Jobs::unready_reason() {
+  if (::access(fleet_.runner_exe().c_str(), X_OK) != 0) return "throwbox-runner is missing or not executable";
+  return "";
+}
 
 size_t Jobs::reclaim_leftovers() {
   size_t removed = fleet_.reclaim_leftovers();

@@ -4,6 +4,8 @@
 // head). Both sides check every length before reading: the server never
 // trusts what a helper (which parses hostile bytes) says.
 #pragma once
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -15,6 +17,14 @@
 #include "server/util/result.h"
 
 namespace helper {
+
+// Who the helper becomes: as root, a uid and gid of its own; as a normal
+// user, its own ids in a user namespace (as_root false).
+struct Identity {
+  bool as_root = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
 
 enum class Kind : uint32_t {
   kInspectArtifact = 1,  // meta: {name, policy}; bytes: the file -> {verdict, reason, media_type, named_as, changed}

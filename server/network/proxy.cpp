@@ -23,7 +23,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/helper/wire.h"
-#include "server/network/job_end.h"
+#include "server/sandbox/job_end.h"
 
 namespace network {
 namespace {
@@ -31,6 +31,8 @@ namespace {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
+using sandbox::kJobEndNotice;
+using sandbox::kJobEndSourcePort;
 
 constexpr auto kHeadTimeout = std::chrono::seconds(10);  // a client that never finishes its request
 constexpr auto kConnectTimeout = std::chrono::seconds(10);  // resolving and connecting
@@ -48,7 +50,7 @@ struct Rules {
   std::map<std::string, Address> hosts;
   std::vector<Cidr> allow_private;
   struct Profile {
-    policy::NetworkProfile policy;
+    network::Profile policy;
     std::vector<AllowRule> allow;
   };
   std::map<std::string, Profile> profiles;
@@ -183,7 +185,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
 
  private:
   Connection& rec() { return s_->slot(slot_, scratch_); }
-  const policy::NetworkProfile& profile() const { return s_->profile_.policy; }
+  const Profile& profile() const { return s_->profile_.policy; }
 
   void end(const char* verdict, const std::string& reason) {
     if (!done_) {
@@ -271,7 +273,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
     rec().host = dest_.host;
     rec().port = dest_.port;
     // 3. The job's caps.
-    const policy::NetworkProfile& p = profile();
+    const Profile& p = profile();
     if (ordinal_ > p.max_connections)
       return refuse("connection cap reached: profile " + p.name + " allows " + std::to_string(p.max_connections) +
                     " connections per job");
@@ -666,7 +668,7 @@ Report report_from_json(const nlohmann::json& j) {
 }
 
 // The policy's network section, checked and parsed.
-util::Result<std::shared_ptr<const Rules>> compile_rules(const policy::Network& policy) {
+util::Result<std::shared_ptr<const Rules>> compile_rules(const Settings& policy) {
   auto rules = std::make_shared<Rules>();
   for (auto& [name, address] : policy.hosts) {
     auto a = parse_address(address);
@@ -701,7 +703,7 @@ struct Proxy::Impl {
   std::thread thread;
 };
 
-util::Result<std::unique_ptr<Proxy>> Proxy::start(const policy::Network& policy, helper::Parsers& parsers) {
+util::Result<std::unique_ptr<Proxy>> Proxy::start(const Settings& policy, helper::Parsers& parsers) {
   auto impl = std::make_unique<Impl>();
   impl->parsers = &parsers;
   auto rules = compile_rules(policy);
@@ -732,7 +734,7 @@ Proxy::~Proxy() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-util::Status Proxy::update(const policy::Network& policy) {
+util::Status Proxy::update(const Settings& policy) {
   auto rules = compile_rules(policy);
   if (!rules) return rules.error();
   std::lock_guard lock(impl_->rules_mu);

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/network/profile.h"
 #include "server/util/result.h"
 
 namespace policy {
@@ -138,20 +139,9 @@ struct Artifacts {
   bool pdf_strip = false;                  // "pdf_active": "reject" (default) or "strip"
 };
 
-// Egress by policy (README, Network): a job names a profile, and reaches only
-// what the profile allows, through the server's proxy (server/network/proxy.h).
-struct NetworkProfile {
-  std::string name;
-  std::string description;              // shown to the model in run_code's schema
-  std::vector<std::string> allow;       // "host:port", "*.suffix:port" (network::parse_allow)
-  uint64_t max_connections = 32;        // per job, refused requests included
-  uint64_t max_bytes = 64ull << 20;     // per job, both directions, every connection
-};
-struct Network {
-  std::map<std::string, NetworkProfile> profiles;
-  std::map<std::string, std::string> hosts;  // fixed resolutions: name -> address
-  std::vector<std::string> allow_private;    // CIDRs of special-purpose ranges profiles may reach
-};
+// Egress by policy: the network profiles (server/network/profile.h).
+using NetworkProfile = network::Profile;
+using Network = network::Settings;
 
 // Workspaces (README, Workspaces): a tenant's /work kept between the calls
 // that name it, until it is closed or idle past its TTL.

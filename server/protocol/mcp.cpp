@@ -77,20 +77,20 @@ json progress_token(const json& params) {
   return nullptr;
 }
 
-void audit_call(broker::Audit* audit, const std::string& tenant, const std::string& tool, const json& args,
+void audit_call(protocol::Audit* audit, const std::string& tenant, const std::string& tool, const json& args,
                 const json& wire, std::chrono::steady_clock::time_point started, bool cancelled,
                 const std::string& task_id = "") {
   if (!audit) return;
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-  json record = broker::audit_record(tenant, tool, args, wire, ms.count());
+  json record = protocol::audit_record(tenant, tool, args, wire, ms.count());
   if (cancelled) record["cancelled"] = true;
   if (!task_id.empty()) record["task_id"] = task_id;
   audit->append(std::move(record));
 }
 
 // tasks/result: exactly the CallToolResult, tagged with its task.
-json task_result_json(const broker::TaskRow& row) {
-  json r = row.result.is_object() ? row.result : broker::error_call_result("task " + row.task_id + " " + row.status);
+json task_result_json(const store::TaskRow& row) {
+  json r = row.result.is_object() ? row.result : protocol::error_call_result("task " + row.task_id + " " + row.status);
   r["_meta"][kRelatedTask] = {{"taskId", row.task_id}};
   return r;
 }
@@ -550,7 +550,7 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply, b
   auto task = [this, tool, args = std::move(args), id, reply, name, cancel, progress]() {
     util::call_mark_id("call on worker", id);
     const std::shared_ptr<const policy::Policy> policy = server_.policy.get();
-    tools::CallContext ctx{tenant_, *policy, server_.store, server_.jobs, cancel, progress, nullptr};
+    tools::CallContext ctx{tenant_, *policy, server_.store, server_.broker, cancel, progress, nullptr};
     const auto started = std::chrono::steady_clock::now();
     send_log(*log_threshold_, logging::call_started(name, nullptr), [this](const json& n) { outbox_.send(n); });
     tools::ToolResult result;
@@ -603,8 +603,8 @@ void Session::start_task(const jsonrpc::Message& m, std::shared_ptr<const tools:
   const int64_t poll_ms = server_.tasks->poll_interval_ms();
   const std::shared_ptr<const policy::Policy> policy = server_.policy.get();
   store::Store& store = server_.store;
-  broker::Jobs& jobs = server_.jobs;
-  broker::Audit* audit = server_.audit;
+  broker::Broker& jobs = server_.broker;
+  protocol::Audit* audit = server_.audit;
   std::shared_ptr<broker::WorkspaceUse> held;
   if (tool->hold) {
     auto h = tool->hold(args, tenant_, jobs);
@@ -633,10 +633,10 @@ void Session::start_task(const jsonrpc::Message& m, std::shared_ptr<const tools:
     return wire;
   };
   // Optional in MCP tasks; sent once, at the terminal status.
-  broker::Tasks::Listener on_terminal;
+  protocol::Tasks::Listener on_terminal;
   if (!extension)
-    on_terminal = [send, poll_ms](const broker::TaskRow& row) {
-      send(jsonrpc::make_notification("notifications/tasks/status", broker::task_json(row, poll_ms)));
+    on_terminal = [send, poll_ms](const store::TaskRow& row) {
+      send(jsonrpc::make_notification("notifications/tasks/status", protocol::task_json(row, poll_ms)));
     };
   // start() returns once the row is in the ledger: a tasks/get right after
   // the answer finds it (SEP-2663, durable creation).
@@ -648,11 +648,11 @@ void Session::start_task(const jsonrpc::Message& m, std::shared_ptr<const tools:
   }
   if (extension) {
     // CreateTaskResult: the Task's fields flat in the result (SEP-2663).
-    json result = broker::extension_task_json(*created, poll_ms, false);
+    json result = protocol::extension_task_json(*created, poll_ms, false);
     result["resultType"] = "task";
     return reply(make_result(m.id, std::move(result)));
   }
-  reply(make_result(m.id, {{"task", broker::task_json(*created, poll_ms)},
+  reply(make_result(m.id, {{"task", protocol::task_json(*created, poll_ms)},
                            {"_meta",
                             {{"io.modelcontextprotocol/model-immediate-response",
                               name + " is running as task " + created->task_id +
@@ -660,7 +660,7 @@ void Session::start_task(const jsonrpc::Message& m, std::shared_ptr<const tools:
 }
 
 void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
-  broker::Tasks& tasks = *server_.tasks;
+  protocol::Tasks& tasks = *server_.tasks;
   const int64_t poll_ms = tasks.poll_interval_ms();
   const json& p = m.params;
   auto fail = [&](const util::Error& e) {
@@ -680,7 +680,7 @@ void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
     auto page = tasks.list(tenant_, cursor);
     if (!page) return fail(page.error());
     json list = json::array();
-    for (auto& row : page->tasks) list.push_back(broker::task_json(row, poll_ms));
+    for (auto& row : page->tasks) list.push_back(protocol::task_json(row, poll_ms));
     json result{{"tasks", list}};
     if (!page->next_cursor.empty()) result["nextCursor"] = page->next_cursor;
     return reply(make_result(m.id, result));
@@ -694,14 +694,14 @@ void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
   if (m.method == "tasks/get" || m.method == "tasks/cancel") {
     auto row = m.method == "tasks/get" ? tasks.get(tenant_, task_id) : tasks.cancel(tenant_, task_id);
     if (!row) return fail(row.error());
-    return reply(make_result(m.id, broker::task_json(*row, poll_ms)));
+    return reply(make_result(m.id, protocol::task_json(*row, poll_ms)));
   }
 
   // tasks/result blocks until the task is terminal (MCP tasks, result
   // retrieval) without holding a thread: a waiter answers later.
   json id = m.id;
   const std::string key = id.dump();
-  auto on_ready = while_alive(liveness_, [this, key, id, reply](const broker::TaskRow& row) {
+  auto on_ready = while_alive(liveness_, [this, key, id, reply](const store::TaskRow& row) {
     {
       std::lock_guard lock(mu_);
       auto it = pending_results_.find(key);
@@ -710,7 +710,7 @@ void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
     }
     reply(make_result(id, task_result_json(row)));
   });
-  std::optional<util::Result<broker::Tasks::Awaited>> awaited;
+  std::optional<util::Result<protocol::Tasks::Awaited>> awaited;
   {
     // Registered under mu_ so a waiter firing at once finds its entry.
     std::lock_guard lock(mu_);
@@ -727,7 +727,7 @@ void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
 // outstanding to answer: a known task's update is acknowledged and its
 // inputResponses ignored, as the extension says of keys not outstanding.
 void Session::handle_tasks_extension(const jsonrpc::Message& m, const Reply& reply) {
-  broker::Tasks& tasks = *server_.tasks;
+  protocol::Tasks& tasks = *server_.tasks;
   const json& p = m.params;
   if (!p.is_object() || !p.contains("taskId") || !p["taskId"].is_string())
     return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: " + m.method + " needs a string \"taskId\""));
@@ -744,7 +744,7 @@ void Session::handle_tasks_extension(const jsonrpc::Message& m, const Reply& rep
   auto row = tasks.get(tenant_, task_id);
   if (!row) return fail(row.error());
   if (m.method == "tasks/get")
-    return reply(make_result(m.id, broker::extension_task_json(*row, tasks.poll_interval_ms(), true)));
+    return reply(make_result(m.id, protocol::extension_task_json(*row, tasks.poll_interval_ms(), true)));
   if (m.method == "tasks/cancel" && row->status == "working") {
     // Ended meanwhile: the same acknowledgement (cancelling is idempotent).
     auto cancelled = tasks.cancel(tenant_, task_id);

@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/broker/audit.h"
-#include "server/broker/tasks.h"
+#include "server/protocol/audit.h"
+#include "server/protocol/tasks.h"
 #include "server/policy/live.h"
 #include "server/protocol/jsonrpc.h"
 #include "server/protocol/logging.h"
@@ -72,10 +72,10 @@ class Outbox {
 struct ServerContext {
   policy::Live& policy;  // the policy in force: a call keeps the snapshot it started with
   store::Store& store;
-  broker::Jobs& jobs;
+  broker::Broker& broker;
   const tools::Registry& tools;
-  broker::Audit* audit = nullptr;  // one record per tools/call when set
-  broker::Tasks* tasks = nullptr;  // MCP tasks for 2025-11-25 sessions when set
+  protocol::Audit* audit = nullptr;  // one record per tools/call when set
+  protocol::Tasks* tasks = nullptr;  // MCP tasks for 2025-11-25 sessions when set
   // Threads for tools/call shared by every session when set (HTTP); else each
   // session starts its own, at most its quota (stdio's one session).
   util::CallPool* calls = nullptr;

@@ -19,7 +19,7 @@
 
 #include <cerrno>
 
-#include "server/network/job_end.h"
+#include "server/sandbox/job_end.h"
 #include "server/sandbox/child_report.h"
 #include "server/sandbox/landlock.h"
 #include "server/sandbox/namespaces.h"
@@ -399,7 +399,7 @@ void pid1_reap_until_done(State& s) {
 // its answer awaited, before anything else of the job dies: every tunnel
 // still held (by a process the program left) is cut by the proxy first, so
 // its record says the job's end cut it. From the privileged source port only
-// pid 1 can bind (network/job_end.h). Best effort: a listener the job flooded
+// pid 1 can bind (job_end.h). Best effort: a listener the job flooded
 // shut costs at most twice kJobEndWaitMs, then pid 1 kills anyway.
 void pid1_tell_proxy_the_job_ended(State& s) {
   if (!s.network) return;
@@ -408,7 +408,7 @@ void pid1_tell_proxy_the_job_ended(State& s) {
   struct sockaddr_in addr {};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = __builtin_bswap32(0x7f000001);  // 127.0.0.1
-  addr.sin_port = __builtin_bswap16(network::kJobEndSourcePort);
+  addr.sin_port = __builtin_bswap16(sandbox::kJobEndSourcePort);
   const int one = 1;
   (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   bool told = false;
@@ -418,14 +418,14 @@ void pid1_tell_proxy_the_job_ended(State& s) {
     struct pollfd p {fd, POLLOUT, 0};
     int err = 0;
     socklen_t len = sizeof err;
-    if ((rc == 0 || (errno == EINPROGRESS && ::poll(&p, 1, network::kJobEndWaitMs) == 1)) &&
+    if ((rc == 0 || (errno == EINPROGRESS && ::poll(&p, 1, sandbox::kJobEndWaitMs) == 1)) &&
         ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0 &&
-        ::send(fd, network::kJobEndNotice, sizeof network::kJobEndNotice - 1, MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(sizeof network::kJobEndNotice - 1)) {
+        ::send(fd, sandbox::kJobEndNotice, sizeof sandbox::kJobEndNotice - 1, MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(sizeof sandbox::kJobEndNotice - 1)) {
       // The answer, or the proxy's close: either comes once every tunnel is cut.
       p = {fd, POLLIN, 0};
       char answer;
-      told = ::poll(&p, 1, network::kJobEndWaitMs) == 1 && ::recv(fd, &answer, 1, 0) >= 0;
+      told = ::poll(&p, 1, sandbox::kJobEndWaitMs) == 1 && ::recv(fd, &answer, 1, 0) >= 0;
     }
   }
   ::close(fd);

@@ -23,7 +23,7 @@
 
 #include "server/broker/jobs.h"
 #include "server/broker/ledger.h"
-#include "server/broker/tasks.h"
+#include "server/protocol/tasks.h"
 #include "server/policy/policy.h"
 #include "server/protocol/mcp.h"
 #include "server/store/store.h"
@@ -89,7 +89,7 @@ struct Fixture {
   std::unique_ptr<store::Store> store;
   std::unique_ptr<broker::Jobs> jobs;
   std::unique_ptr<tools::Registry> registry;
-  std::unique_ptr<broker::Tasks> tasks;
+  std::unique_ptr<protocol::Tasks> tasks;
   std::unique_ptr<mcp::ServerContext> ctx;
   FakeOutbox out;
   std::unique_ptr<mcp::Session> session;
@@ -111,7 +111,7 @@ struct Fixture {
     if (with_gated_tool) registry->add(gate.tool());
     auto ledger = broker::Ledger::open(dir + "/ledger.sqlite3");
     REQUIRE(ledger.ok());
-    tasks = std::make_unique<broker::Tasks>(std::move(*ledger), broker::tasks_options(*policy));
+    tasks = std::make_unique<protocol::Tasks>(std::move(*ledger), protocol::tasks_options(*policy));
     ctx = std::make_unique<mcp::ServerContext>(
         mcp::ServerContext{*live, *store, *jobs, *registry, nullptr, tasks.get()});
     session = std::make_unique<mcp::Session>(*ctx, out, "alice");
@@ -619,7 +619,7 @@ TEST_CASE("tasks: unknown, malformed and foreign ids get one and the same -32602
       CHECK(msgs[0]["error"]["message"] == message);
     }
   }
-  CHECK(message == broker::kTaskNotFound);
+  CHECK(message == protocol::kTaskNotFound);
   bob.handle_line(request(++n, "tasks/list"));
   bob.drain();
   CHECK(bob_out.take()[0]["result"]["tasks"].empty());

@@ -1,6 +1,6 @@
 // The parser helper's confinement steps (confine.h). Runs in the helper
 // process itself, single-threaded, before it reads a request.
-#include "server/helper/confine.h"
+#include "server/parser/confine.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -41,7 +41,7 @@
 #define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
 #endif
 
-namespace helper::confine {
+namespace parser::confine {
 namespace {
 
 util::Error fail(const char* call, const std::string& arg, int err) {
@@ -211,4 +211,4 @@ util::Status limit_child(uint64_t address_space_bytes, uint64_t cpu_seconds) {
   return util::ok_status();
 }
 
-}  // namespace helper::confine
+}  // namespace parser::confine

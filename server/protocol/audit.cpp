@@ -1,6 +1,6 @@
 // Audit log writing and the per-call record. O_APPEND writes of whole lines;
 // a failed write is logged once per failure and never fails the call.
-#include "server/broker/audit.h"
+#include "server/protocol/audit.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,7 +14,7 @@
 #include "server/util/crypto.h"
 #include "server/util/fd.h"
 
-namespace broker {
+namespace protocol {
 namespace {
 std::string iso_now() {
   auto now = std::chrono::system_clock::now();
@@ -94,4 +94,4 @@ nlohmann::json audit_record(const std::string& tenant, const std::string& tool, 
   return r;
 }
 
-}  // namespace broker
+}  // namespace protocol

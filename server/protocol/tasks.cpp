@@ -1,7 +1,7 @@
 // The task registry. One mutex orders every status change with its ledger
 // write, so a cancel and a finishing job cannot both win; callbacks (waiters,
 // status listeners) are called after it is released, never under it.
-#include "server/broker/tasks.h"
+#include "server/protocol/tasks.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +15,7 @@
 #include "server/util/text.h"
 #include "server/util/wall_clock.h"
 
-namespace broker {
+namespace protocol {
 
 using nlohmann::json;
 
@@ -131,7 +131,7 @@ json error_call_result(const std::string& message) {
   return {{"content", json::array({{{"type", "text"}, {"text", message}}})}, {"isError", true}};
 }
 
-Tasks::Tasks(std::unique_ptr<Ledger> ledger, TasksOptions options)
+Tasks::Tasks(std::unique_ptr<store::TaskStore> ledger, TasksOptions options)
     : ledger_(std::move(ledger)), options_(std::move(options)), pool_(options_.workers, options_.queue_max) {
   if (!options_.now_ms) options_.now_ms = wall_ms;
   // Their work died with the old process (its runners with PR_SET_PDEATHSIG).
@@ -354,4 +354,4 @@ size_t Tasks::running() {
   return live_.size();
 }
 
-}  // namespace broker
+}  // namespace protocol

@@ -1,6 +1,6 @@
 // What a parser helper child answers (answers.h). Runs in the child only,
 // on bytes a job or a client made.
-#include "server/helper/answers.h"
+#include "server/parser/answers.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -13,7 +13,7 @@
 #include "server/network/head.h"
 #include "server/util/text.h"
 
-namespace helper {
+namespace parser {
 
 Message failure(const std::string& why) {
   Message m;
@@ -81,4 +81,4 @@ Message answer_for(const Message& request, const artifacts::types::Sniffer& snif
   return failure("not a request");
 }
 
-}  // namespace helper
+}  // namespace parser

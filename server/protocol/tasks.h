@@ -16,14 +16,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/broker/jobs.h"
-#include "server/broker/ledger.h"
+#include "server/broker/job.h"
+#include "server/store/task_store.h"
 #include "server/policy/policy.h"
 #include "server/util/periodic.h"
 #include "server/util/result.h"
 #include "server/util/worker_pool.h"
 
-namespace broker {
+namespace protocol {
+
+using broker::Cancellation;
+using store::TaskRow;
 
 // One answer for unknown, expired, malformed and foreign ids alike.
 inline constexpr const char* kTaskNotFound =
@@ -74,7 +77,7 @@ class Tasks {
   };
 
   // Fails the tasks a crash left working, then starts the janitor.
-  Tasks(std::unique_ptr<Ledger> ledger, TasksOptions options);
+  Tasks(std::unique_ptr<store::TaskStore> ledger, TasksOptions options);
   ~Tasks();  // waits for running tasks
   Tasks(const Tasks&) = delete;
   Tasks& operator=(const Tasks&) = delete;
@@ -104,7 +107,7 @@ class Tasks {
   void run(const std::string& task_id, const Work& work, const std::shared_ptr<Cancellation>& cancel);
   std::optional<TaskRow> find(const std::string& tenant, const std::string& task_id, int64_t now);
 
-  std::unique_ptr<Ledger> ledger_;
+  std::unique_ptr<store::TaskStore> ledger_;
   TasksOptions options_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Live>> live_;  // working tasks of this process, by id
@@ -114,4 +117,4 @@ class Tasks {
   util::Periodic janitor_;
 };
 
-}  // namespace broker
+}  // namespace protocol

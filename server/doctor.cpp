@@ -81,7 +81,7 @@ Line probe_cgroups(const sandbox::cgroups::Host& h, bool required) {
   return {"cgroups", false, h.why_not + "; without cgroups " + sandbox::cgroup_host::kWithoutCgroups,
           "root: cgroup v2 with the memory, pids and cpu controllers, or v1 with them; a normal user: "
           "cgroup v2 delegated by systemd, e.g. systemd-run --user --scope -p Delegate=yes throwbox serve, "
-          "or a systemd service with Delegate=yes (README, Hosts)",
+          "or a systemd service with Delegate=yes (docs/operations.md, Hosts)",
           required};
 }
 

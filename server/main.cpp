@@ -82,7 +82,7 @@ constexpr const char* kServeHelp =
     "                         line, '#' comments; the file must be mode 0600\n"
     "  --oauth FILE           Also accept OAuth 2.1 JWT access tokens: issuer,\n"
     "                         jwks_uri, resource, tenant_claim, scopes (JSON;\n"
-    "                         see README, OAuth)\n"
+    "                         see docs/http.md, OAuth)\n"
     "  --tls-cert FILE        TLS certificate (PEM); needs --tls-key\n"
     "  --tls-key FILE         TLS private key (PEM); needs --tls-cert\n"
     "  --allow-origin ORIGIN  Accept requests carrying this Origin (repeatable;\n"

@@ -6,7 +6,7 @@
 // host's. A normal user cannot take other uids: every sandbox maps to the
 // server's own uid, and the per-job shares of the per-user limits (rlimits,
 // the user namespace's ucount limits) are what keeps one job from starving
-// the others (README, "The boundary"). A normal user with subordinate ids
+// the others (docs/boundary.md). A normal user with subordinate ids
 // (/etc/subuid and /etc/subgid, and newuidmap/newgidmap installed) gives each
 // sandbox one of those: the runner maps it into a user namespace of its own
 // between the host and the sandbox's, where it acts as a root server would.

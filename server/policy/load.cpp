@@ -365,7 +365,7 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
         return make_error(util::ErrorCode::kPolicy,
                           source + ": sandbox." + old +
                               ": replaced by sandbox.uid_range {\"first\", \"count\"}: as root each sandbox now "
-                              "gets a host uid of its own from that range (README, Policy)");
+                              "gets a host uid of its own from that range (docs/policy.md, sandbox)");
     if (!r.only_keys(s, "sandbox", {"uid_range", "readonly_paths", "env", "require"}))
       return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
     if (s.contains("require")) {

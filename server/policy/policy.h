@@ -71,7 +71,7 @@ struct Retention {
   uint64_t tasks_ttl_max_s = 86400;  // the most a client may ask for (MCP tasks, "ttl")
 };
 
-// Warm pool: single-use sandboxes built ahead of demand (see README, Performance).
+// Warm pool: single-use sandboxes built ahead of demand (docs/performance.md).
 struct Pool {
   bool enabled = false;
   std::vector<std::string> runtimes;           // runtimes that get warm sandboxes
@@ -143,7 +143,7 @@ struct Artifacts {
 using NetworkProfile = network::Profile;
 using Network = network::Settings;
 
-// Workspaces (README, Workspaces): a tenant's /work kept between the calls
+// Workspaces (docs/tools.md, Workspaces): a tenant's /work kept between the calls
 // that name it, until it is closed or idle past its TTL.
 struct Workspaces {
   uint64_t ttl_s_default = 1800;     // idle lifetime when open_workspace asks for none

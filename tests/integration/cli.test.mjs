@@ -117,7 +117,7 @@ test('--log-level with each valid level starts serve, which exits 0 when stdin c
   }
 });
 
-// The exit status table of the README: SIGTERM and SIGINT end a stdio server
+// The exit status table (docs/operations.md): SIGTERM and SIGINT end a stdio server
 // through its normal exit, status 0 (a running job is cancelled: cgroup_lifecycle).
 for (const sig of ['SIGTERM', 'SIGINT']) {
   test(`serve on stdio exits 0 on ${sig}`, async () => {

@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 #include <stdlib.h>  // mkdtemp
 
+#include "server/artifacts/inspect.h"
 #include "server/broker/ledger.h"
 #include "server/protocol/tasks.h"
 #include "server/policy/live.h"

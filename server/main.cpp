@@ -59,9 +59,10 @@ constexpr const char* kUsage =
 constexpr const char* kServeHelp =
     "Usage: throwbox serve [options]\n"
     "\n"
-    "Serve the MCP tools (upload_input, run_code, fetch_artifact) over stdio as\n"
-    "newline-delimited JSON-RPC; stdout carries only MCP messages, logs go to\n"
-    "stderr. With --http, serve Streamable HTTP at /mcp instead.\n"
+    "Serve the MCP tools upload_input, run_code, fetch_artifact, open_workspace\n"
+    "and close_workspace over stdio as newline-delimited JSON-RPC; stdout\n"
+    "carries only MCP messages, logs go to stderr. With --http, serve\n"
+    "Streamable HTTP at /mcp instead.\n"
     "\n"
     "Options:\n"
     "  --state-dir DIR        Inputs, artifacts, ledger and audit log (created\n"

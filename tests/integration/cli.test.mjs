@@ -4,7 +4,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { throwboxBin, mkStateDir } from './lib/client.mjs';
+import { throwboxBin, mkStateDir, connect, readRepoFile } from './lib/client.mjs';
 
 function run(...args) {
   const r = spawnSync(throwboxBin(), args, { encoding: 'utf8', timeout: 20_000, input: '' });
@@ -72,6 +72,26 @@ test('each command has its own --help listing its options', () => {
     assert.equal(run('help', cmd).stdout, run(cmd, '--help').stdout);
   }
   assert.equal(run('serve', '--policy', 'x.json', '-h').stdout, serve);
+});
+
+// The man page is made from serve --help and the package's description is
+// written by hand: each names every tool a client is offered.
+test('serve --help and the package description name every tool tools/list offers', async () => {
+  const { client, close } = await connect({ validateOutput: false });
+  let names;
+  try {
+    names = (await client.listTools()).tools.map((t) => t.name);
+  } finally {
+    await close();
+  }
+  assert.ok(names.length >= 5, `tools/list: ${names}`);
+  const serve = run('serve', '--help').stdout.replace(/\s+/g, ' ');
+  const install = readRepoFile('packaging/install.cmake');
+  const description = install.match(/CPACK_DEBIAN_PACKAGE_DESCRIPTION "([^"]*)"/)[1].replace(/\s+/g, ' ');
+  for (const name of names) {
+    assert.ok(new RegExp(`\\b${name}\\b`).test(serve), `serve --help names ${name}`);
+    assert.ok(new RegExp(`\\b${name}\\b`).test(description), `the package description names ${name}`);
+  }
 });
 
 test('serve --help does not start a server', () => {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "server/artifacts/names.h"
 #include "server/network/address.h"
@@ -580,11 +581,46 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   return p;
 }
 
+namespace {
+
+// The JSON library's reason, without its "[json.exception.parse_error.101]
+// parse error at line 1, column 2: " prefix.
+std::string json_reason(const std::string& what) {
+  std::string reason = what;
+  if (reason.rfind("[json.exception.", 0) == 0)
+    if (size_t end = reason.find("] "); end != std::string::npos) reason.erase(0, end + 2);
+  if (reason.rfind("parse error", 0) == 0)
+    if (size_t colon = reason.find(": "); colon != std::string::npos) reason.erase(0, colon + 2);
+  return reason;
+}
+
+// " at line L, column C" of the character where parsing stopped: byte is the
+// library's 1-based index of the last character it read (size + 1: the end of
+// the text). Columns count bytes from 1; a newline is the last column of its
+// line. Empty when the library knows no position.
+std::string json_position(std::string_view text, size_t byte) {
+  if (byte == 0) return "";
+  const size_t at = std::min(byte - 1, text.size());  // 0-based; text.size(): the end
+  const std::string_view before = text.substr(0, at);
+  const size_t line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
+  const size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
+  return " at line " + std::to_string(line) + ", column " + std::to_string(at - line_start + 1);
+}
+
+}  // namespace
+
 util::Result<Policy> load_file(const std::string& path) {
   auto text = util::read_file(path, kPolicyFileMaxBytes);
   if (!text) return make_error(util::ErrorCode::kPolicy, "cannot read policy: " + text.error().message);
-  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/false);
-  if (doc.is_discarded()) return make_error(util::ErrorCode::kPolicy, path + ": not valid JSON");
+  json doc;
+  try {
+    doc = json::parse(*text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+  } catch (const json::parse_error& e) {
+    return make_error(util::ErrorCode::kPolicy,
+                      path + ": not valid JSON" + json_position(*text, e.byte) + ": " + json_reason(e.what()));
+  } catch (const json::exception& e) {  // a number beyond a double's range
+    return make_error(util::ErrorCode::kPolicy, path + ": not valid JSON: " + json_reason(e.what()));
+  }
   return parse(doc, path);
 }
 

@@ -57,6 +57,13 @@ test('policy check: an invalid policy is exit 2 with the file and key on stderr,
     assert.equal(r.status, 2);
     assert.match(r.stderr, /sandbox\.network: unknown key/);
 
+    // A syntax error: where it is, and why.
+    fs.writeFileSync(bad, '{\n  "version": 1,\n  "limits": {"pids_max": 5,}\n}\n');
+    r = policyCheck(bad);
+    assert.equal(r.status, 2);
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, /bad\.json: not valid JSON at line 3, column 28: syntax error while parsing object key - unexpected '\}'/);
+
     r = policyCheck(path.join(dir, 'missing.json'));
     assert.equal(r.status, 2);
     assert.match(r.stderr, /cannot read policy.*missing\.json/);

@@ -541,15 +541,18 @@ std::optional<HttpServer::Caller> HttpServer::authenticate(const httplib::Reques
 
 void HttpServer::refuse_unauthorized(httplib::Response& res, bool sent, const std::string& description) {
   res.status = 401;
-  if (const auto verifier = credentials().oauth)
-    res.set_header("WWW-Authenticate", oauth::challenge(verifier->config(), sent ? "invalid_token" : "",
+  const Credentials creds = credentials();
+  std::string why = sent ? description : "a bearer token is required";
+  if (creds.oauth) {
+    res.set_header("WWW-Authenticate", oauth::challenge(creds.oauth->config(), sent ? "invalid_token" : "",
                                                         sent ? description : "", ""));
-  else
-    res.set_header("WWW-Authenticate", sent ? R"(Bearer realm="throwbox", error="invalid_token")"
-                                            : R"(Bearer realm="throwbox")");
-  res.set_content(jsonrpc::make_error(nullptr, jsonrpc::kInvalidRequest,
-                                      sent ? "Unauthorized: " + description : "Unauthorized: a bearer token is required")
-                      .dump(),
+  } else {
+    // Tokens only: a client finds no OAuth to sign in with, so the challenge
+    // and the body say plainly what it needs.
+    if (creds.auth) why = sent ? description + "; " + kBearerTokenNeeded : kBearerTokenNeeded;
+    res.set_header("WWW-Authenticate", bearer_challenge(why));
+  }
+  res.set_content(jsonrpc::make_error(nullptr, jsonrpc::kInvalidRequest, "Unauthorized: " + why).dump(),
                   "application/json");
 }
 
@@ -1110,12 +1113,30 @@ util::Status HttpServer::run() {
     return httplib::Server::HandlerResponse::Handled;
   }));
   // Protected Resource Metadata (RFC 9728), unauthenticated as the spec has it.
-  if (const auto verifier = credentials().oauth)
+  if (const auto verifier = credentials().oauth) {
     for (const auto& path : oauth::resource_metadata_paths(verifier->config()))
       srv->Get(path, [this](const httplib::Request&, httplib::Response& res) {
         res.set_header("Cache-Control", "max-age=300");
         res.set_content(oauth::resource_metadata(credentials().oauth->config()).dump(), "application/json");
       });
+  } else if (credentials().auth) {
+    // Tokens without OAuth: a client that looks for OAuth after its 401 (the
+    // metadata, the authorization server's, dynamic registration, the token
+    // endpoint) gets 404 with an OAuth error body, which clients show,
+    // saying what this server takes instead.
+    const auto no_oauth = [](const httplib::Request&, httplib::Response& res) {
+      res.status = 404;
+      res.set_header("Cache-Control", "no-store");
+      res.set_content(json{{"error", "invalid_request"}, {"error_description", kBearerTokenNeeded}}.dump(),
+                      "application/json");
+    };
+    const std::string oauth_paths =
+        "(" + std::string(kPath) + ")?" +
+        R"(/\.well-known/(oauth-protected-resource|oauth-authorization-server|openid-configuration)(/.*)?)"
+        R"(|/register|/authorize|/token)";
+    srv->Get(oauth_paths, no_oauth);
+    srv->Post(oauth_paths, no_oauth);
+  }
   srv->Post(kPath, [this](const httplib::Request& req, httplib::Response& res) { post(req, res); });
   srv->Get(kPath, [this](const httplib::Request& req, httplib::Response& res) { get(req, res); });
   srv->Delete(kPath, [this](const httplib::Request& req, httplib::Response& res) { del(req, res); });

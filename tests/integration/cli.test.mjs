@@ -3,6 +3,8 @@
 // on stdout (scripts pipe stdout; MCP clients read it as the protocol).
 import test from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { throwboxBin, mkStateDir, connect, readRepoFile } from './lib/client.mjs';
 
@@ -134,6 +136,34 @@ test('--log-level with each valid level starts serve, which exits 0 when stdin c
     assert.equal(r.stdout, '', 'nothing but MCP messages on stdout, and none was asked for');
     if (level === 'off') assert.equal(r.stderr, '', 'off: no log line at all');
     if (level === 'info') assert.match(r.stderr, /serving MCP on stdio/);
+  }
+});
+
+// Log lines carry UTC with a Z. Under systemd with stderr on the journal
+// ($JOURNAL_STREAM names stderr's device and inode) each line starts with its
+// sd-daemon priority, so journald files it at its level; a stderr that is not
+// that stream (the variable inherited, the output redirected) gets none.
+test('log lines: UTC with a Z; <N> priorities first only when stderr is the journal stream', () => {
+  const priorities = { trace: 7, debug: 7, info: 6, warning: 4, error: 3, critical: 2 };
+  const file = path.join(mkStateDir(), 'stderr.log');
+  for (const mode of ['none', 'journal', 'other stream']) {
+    const fd = fs.openSync(file, 'w');
+    const st = fs.fstatSync(fd, { bigint: true });
+    const env = { ...process.env };
+    delete env.JOURNAL_STREAM;
+    if (mode === 'journal') env.JOURNAL_STREAM = `${st.dev}:${st.ino}`;
+    if (mode === 'other stream') env.JOURNAL_STREAM = `${st.dev}:${st.ino + 1n}`;
+    const r = spawnSync(throwboxBin(), ['serve', '--state-dir', mkStateDir(), '--log-level', 'debug'],
+      { input: '', stdio: ['pipe', 'pipe', fd], env, timeout: 20_000 });
+    fs.closeSync(fd);
+    const lines = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean);
+    assert.equal(r.status, 0, `${mode}: exit ${r.status}, stderr ${lines.join('\n')}`);
+    assert.ok(lines.some((l) => /serving MCP on stdio/.test(l)), `${mode}: ${lines.join('\n')}`);
+    for (const l of lines) {
+      const m = l.match(/^(<\d>)?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (\w+) /);
+      assert.ok(m, `${mode}: not a log line in UTC: ${l}`);
+      assert.equal(m[1], mode === 'journal' ? `<${priorities[m[2]]}>` : undefined, `${mode}: ${l}`);
+    }
   }
 });
 

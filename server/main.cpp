@@ -114,17 +114,31 @@ constexpr const char* kDoctorHelp =
 
 constexpr const char* kPolicyHelp =
     "Usage: throwbox policy check [FILE]\n"
+    "       throwbox policy check [FILE] [--tokens FILE] [--oauth FILE]\n"
+    "                             [--tls-cert FILE --tls-key FILE]\n"
     "\n"
     "Validate a policy file as 'serve' would load it and print the effective\n"
     "policy on stdout: every key with its value after defaults, as JSON. FILE\n"
-    "defaults as serve's --policy. Runtimes that are optional\n"
-    "and missing on this host are noted on stderr. See docs/policy.md.\n"
+    "defaults as serve's --policy; stderr names the file read (its real path).\n"
+    "Runtimes that are optional and missing on this host are noted on stderr.\n"
+    "See docs/policy.md.\n"
+    "\n"
+    "The files given to serve --http are checked as serve reads them at start,\n"
+    "with nothing started: the tokens file (mode 0600, every line well-formed),\n"
+    "the OAuth settings (the issuer's keys are not fetched), the TLS\n"
+    "certificate and key (both load, and the key matches the certificate).\n"
+    "Each is summarised on stderr. Run the check as the user serve runs as.\n"
     "\n"
     "Options:\n"
+    "  --tokens FILE          The bearer tokens file, as serve --tokens\n"
+    "  --oauth FILE           The OAuth settings, as serve --oauth\n"
+    "  --tls-cert FILE        The TLS certificate (PEM); needs --tls-key\n"
+    "  --tls-key FILE         The TLS private key (PEM); needs --tls-cert\n"
     "  -h, --help             Print this help and exit\n"
     "\n"
-    "Exit status: 0 when the policy is valid; 2 when it is not (the error on\n"
-    "stderr names the file and the key) or on a usage error.\n";
+    "Exit status: 0 when the policy and every file given are valid; 2 when one\n"
+    "is not (the error on stderr names the file and what is wrong) or on a\n"
+    "usage error.\n";
 
 constexpr const char* kVersionHelp =
     "Usage: throwbox version\n"
@@ -357,20 +371,50 @@ int doctor_command(int argc, char** argv) {
   return doctor::run(*pol, opt.state_dir, runner_exe());
 }
 
-// throwbox policy check [FILE]: the loader's verdict, with nothing started.
+// A path as the kernel resolves it (symbolic links, "..", the working
+// directory); as given, made absolute, when it does not resolve.
+std::string real_path(const std::string& path) {
+  char real[PATH_MAX];
+  if (::realpath(path.c_str(), real)) return real;
+  char cwd[PATH_MAX];
+  if (path.empty() || path[0] == '/' || !::getcwd(cwd, sizeof cwd)) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+// throwbox policy check [FILE] [--tokens FILE] [--oauth FILE] [--tls-cert
+// FILE --tls-key FILE]: the loaders' verdicts, with nothing started.
 int policy_command(int argc, char** argv) {
+  constexpr const char* kCheckUsage =
+      "Usage: throwbox policy check [FILE] [--tokens FILE] [--oauth FILE] [--tls-cert FILE --tls-key FILE]\n";
   std::vector<std::string> args(argv + 2, argv + argc);
   if (args.empty() || args[0] != "check") {
     std::cerr << "throwbox policy: " << (args.empty() ? "missing subcommand" : "unknown subcommand \"" + args[0] + "\"")
-              << "\nUsage: throwbox policy check [FILE]\n";
+              << "\n" << kCheckUsage;
     return 2;
   }
-  if (args.size() > 2 || (args.size() == 2 && args[1].size() > 1 && args[1][0] == '-')) {
-    std::cerr << "throwbox policy check: unexpected argument \"" << args.back()
-              << "\"\nUsage: throwbox policy check [FILE]\n";
-    return 2;
+  std::string given;
+  transport::http::Options files;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string* value = a == "--tokens"     ? &files.tokens_file
+                         : a == "--oauth"    ? &files.oauth_file
+                         : a == "--tls-cert" ? &files.tls_cert
+                         : a == "--tls-key"  ? &files.tls_key
+                                             : nullptr;
+    if (value && i + 1 < args.size()) {
+      *value = args[++i];
+    } else if (value) {
+      std::cerr << "throwbox policy check: " << a << " needs a value\n" << kCheckUsage;
+      return 2;
+    } else if (given.empty() && !(a.size() > 1 && a[0] == '-')) {
+      given = a;
+    } else {
+      std::cerr << "throwbox policy check: unexpected argument \"" << a << "\"\n" << kCheckUsage;
+      return 2;
+    }
   }
-  std::string path = args.size() == 2 ? args[1] : policy::default_path();
+  const std::string path = given.empty() ? policy::default_path() : given;
+  std::cerr << "throwbox: policy file " << real_path(path) << (given.empty() ? " (the default)" : "") << "\n";
   auto pol = policy::load_file(path);
   if (!pol) {
     std::cerr << "throwbox: " << pol.error().message << "\n";
@@ -380,6 +424,12 @@ int policy_command(int argc, char** argv) {
     if (!rt.available)
       std::cerr << "throwbox: note: runtimes." << name << ": " << rt.command[0]
                 << " is not on this host; the runtime is optional and will not be offered\n";
+  auto held = transport::http::check_files(files);
+  if (!held) {
+    std::cerr << "throwbox: " << held.error().message << "\n";
+    return 2;
+  }
+  for (const auto& line : *held) std::cerr << "throwbox: " << line << "\n";
   std::cout << policy::effective_json(*pol).dump(2) << "\n";
   return 0;
 }

@@ -1236,6 +1236,29 @@ util::Result<Options> parse_listen(const std::string& text, Options o) {
   return o;
 }
 
+util::Result<std::vector<std::string>> check_files(const Options& options) {
+  std::vector<std::string> held;
+  if (!options.tokens_file.empty()) {
+    auto a = Auth::load(options.tokens_file);
+    if (!a) return a.error();
+    held.push_back("tokens file " + options.tokens_file + ": " + std::to_string(a->size()) + " token(s)");
+  }
+  if (!options.oauth_file.empty()) {
+    auto c = oauth::load_config(options.oauth_file);
+    if (!c) return c.error();
+    held.push_back("--oauth " + options.oauth_file + ": issuer " + c->issuer + ", audience " + c->audience +
+                   ", keys from " + c->jwks_uri + " (not fetched now)");
+  }
+  if (options.tls_cert.empty() != options.tls_key.empty())
+    return util::make_error(util::ErrorCode::kHttp, "--tls-cert and --tls-key go together");
+  if (!options.tls_cert.empty()) {
+    auto loaded = TlsContext::load(options.tls_cert, options.tls_key);
+    if (!loaded) return loaded.error();
+    held.push_back("TLS certificate " + options.tls_cert + " and key " + options.tls_key + ": loaded, and they match");
+  }
+  return held;
+}
+
 util::Status serve(protocol::mcp::ServerContext& ctx, const Options& options) {
   std::shared_ptr<const Auth> auth;
   std::shared_ptr<oauth::Verifier> verifier;

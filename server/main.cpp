@@ -1,5 +1,6 @@
-// throwbox entry: flags, policy load, transport choice. Start-up errors are
-// caught here, logged and exit 2. The per-job sandbox runner is the separate
+// throwbox entry: flags, policy load, transport choice. A usage error is
+// printed as "throwbox: <message>" and exits 2; start-up errors are caught
+// here, logged and exit 2. The per-job sandbox runner is the separate
 // executable throwbox-runner beside this one (single-threaded; server/sandbox/).
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -12,6 +13,7 @@
 #include <iostream>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,7 +41,8 @@
 namespace {
 
 // Help text: `--help` prints it on stdout and exits 0; a usage error prints
-// one line on stderr and exits 2 (the convention of coreutils and git).
+// the mistake and where the help is on stderr and exits 2 (the convention
+// of coreutils and git).
 constexpr const char* kUsage =
     "Usage: throwbox <command> [options]\n"
     "       throwbox --help | --version\n"
@@ -155,6 +158,19 @@ const char* help_of(const std::string& command) {
   return nullptr;
 }
 
+// A mistake in a command's arguments: main prints "throwbox: <message>" and
+// where the usage is on stderr, and exits 2; no log line (the mistake is the
+// caller's, not the server's).
+class UsageError : public std::runtime_error {
+ public:
+  UsageError(std::string command, const std::string& message)
+      : std::runtime_error(message), command_(std::move(command)) {}
+  const std::string& command() const { return command_; }
+
+ private:
+  std::string command_;
+};
+
 // The names --log-level takes, as spdlog spells them.
 constexpr const char* kLogLevels = "trace, debug, info, warn, error, critical or off";
 bool known_log_level(const std::string& name) {
@@ -183,13 +199,13 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* flag) -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error(std::string(flag) + " needs a value");
+      if (i + 1 >= argc) throw UsageError(command, std::string(flag) + " needs a value");
       return argv[++i];
     };
     if (a == "--state-dir") o.state_dir = value("--state-dir");
     else if (command == "serve" && a == "--http") {
       auto listen = transport::http::parse_listen(value("--http"), o.http_options);
-      if (!listen) throw std::runtime_error(listen.error().message);
+      if (!listen) throw UsageError(command, listen.error().message);
       o.http_options = *listen;
       o.http = true;
     } else if (command == "serve" && a == "--tokens") o.http_options.tokens_file = value("--tokens");
@@ -204,16 +220,16 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
       // silence every log line, refusals and sandbox errors included.
       o.log_level = value("--log-level");
       if (!known_log_level(o.log_level))
-        throw std::runtime_error("--log-level " + o.log_level + ": not a level (" + kLogLevels + ")");
+        throw UsageError(command, "--log-level " + o.log_level + ": not a level (" + kLogLevels + ")");
     }
     // (-h/--help never reaches here: main answers it before the command runs.)
-    else throw std::runtime_error("unknown option for " + command + ": " + a + " (see throwbox --help)");
+    else throw UsageError(command, "unknown option for " + command + ": " + a);
   }
   if (!o.http && (!o.http_options.tokens_file.empty() || !o.http_options.oauth_file.empty() ||
                   !o.http_options.tls_cert.empty() ||
                   !o.http_options.tls_key.empty() || !o.http_options.allowed_origins.empty() ||
                   !o.http_options.allowed_hosts.empty()))
-    throw std::runtime_error("--tokens, --oauth, --tls-cert, --tls-key, --allow-origin and --allow-host need --http HOST:PORT");
+    throw UsageError(command, "--tokens, --oauth, --tls-cert, --tls-key, --allow-origin and --allow-host need --http HOST:PORT");
   if (o.state_dir.empty()) o.state_dir = default_state_dir();
   if (o.policy_path.empty()) o.policy_path = policy::default_path();
   return o;
@@ -385,13 +401,12 @@ std::string real_path(const std::string& path) {
 // FILE --tls-key FILE]: the loaders' verdicts, with nothing started.
 int policy_command(int argc, char** argv) {
   constexpr const char* kCheckUsage =
-      "Usage: throwbox policy check [FILE] [--tokens FILE] [--oauth FILE] [--tls-cert FILE --tls-key FILE]\n";
+      "Usage: throwbox policy check [FILE] [--tokens FILE] [--oauth FILE] [--tls-cert FILE --tls-key FILE]";
   std::vector<std::string> args(argv + 2, argv + argc);
-  if (args.empty() || args[0] != "check") {
-    std::cerr << "throwbox policy: " << (args.empty() ? "missing subcommand" : "unknown subcommand \"" + args[0] + "\"")
-              << "\n" << kCheckUsage;
-    return 2;
-  }
+  if (args.empty() || args[0] != "check")
+    throw UsageError("policy", std::string("policy: ") +
+                                   (args.empty() ? "missing subcommand" : "unknown subcommand \"" + args[0] + "\"") +
+                                   "\n" + kCheckUsage);
   std::string given;
   transport::http::Options files;
   for (size_t i = 1; i < args.size(); ++i) {
@@ -404,13 +419,11 @@ int policy_command(int argc, char** argv) {
     if (value && i + 1 < args.size()) {
       *value = args[++i];
     } else if (value) {
-      std::cerr << "throwbox policy check: " << a << " needs a value\n" << kCheckUsage;
-      return 2;
+      throw UsageError("policy", "policy check: " + a + " needs a value");
     } else if (given.empty() && !(a.size() > 1 && a[0] == '-')) {
       given = a;
     } else {
-      std::cerr << "throwbox policy check: unexpected argument \"" << a << "\"\n" << kCheckUsage;
-      return 2;
+      throw UsageError("policy", "policy check: unexpected argument \"" + a + "\"");
     }
   }
   const std::string path = given.empty() ? policy::default_path() : given;
@@ -460,10 +473,7 @@ int main(int argc, char** argv) {
     if (cmd == "doctor") return doctor_command(argc, argv);
     if (cmd == "policy") return policy_command(argc, argv);
     if (cmd == "version" || cmd == "--version" || cmd == "-V") {
-      if (argc > 2) {
-        std::cerr << "throwbox version: unexpected argument \"" << argv[2] << "\"\n";
-        return 2;
-      }
+      if (argc > 2) throw UsageError("version", std::string("version: unexpected argument \"") + argv[2] + "\"");
       std::cout << "throwbox " << THROWBOX_VERSION << "\n";
       return 0;
     }
@@ -483,7 +493,11 @@ int main(int argc, char** argv) {
     std::cerr << "throwbox: unknown " << (cmd.rfind('-', 0) == 0 ? "option" : "command") << " \"" << cmd
               << "\"\nRun 'throwbox --help' for the commands.\n";
     return 2;
+  } catch (const UsageError& e) {
+    std::cerr << "throwbox: " << e.what() << "\nRun 'throwbox " << e.command() << " --help' for usage.\n";
+    return 2;
   } catch (const std::exception& e) {
+    // A start-up error (the policy, the state directory, the address): logged.
     spdlog::critical("{}", e.what());
     return 2;
   }

@@ -119,6 +119,35 @@ test('a command with an unknown option or a missing value: stderr naming it, exi
   expectUsageError(['policy', 'check', '--frobnicate'], /unexpected argument "--frobnicate"/);
 });
 
+// A usage error is the caller's mistake, not the server's: the message and
+// where the help is, with no log prefix (timestamp, "critical").
+test('a usage error is "throwbox: <message>" and a pointer to --help, no log line', () => {
+  const cases = [
+    [['serve', '--frobnicate'], 'unknown option for serve: --frobnicate', 'serve'],
+    [['doctor', '--frobnicate'], 'unknown option for doctor: --frobnicate', 'doctor'],
+    [['serve', '--policy'], '--policy needs a value', 'serve'],
+    [['doctor', '--log-level', 'loud'], '--log-level loud: not a level (trace, debug, info, warn, error, critical or off)',
+      'doctor'],
+    [['serve', '--http', 'nonsense'], '--http: expected HOST:PORT, got "nonsense"', 'serve'],
+    [['serve', '--tokens', 'tokens'],
+      '--tokens, --oauth, --tls-cert, --tls-key, --allow-origin and --allow-host need --http HOST:PORT', 'serve'],
+    [['policy', 'check', '--tokens'], 'policy check: --tokens needs a value', 'policy'],
+    [['policy', 'check', 'a.json', 'b.json'], 'policy check: unexpected argument "b.json"', 'policy'],
+    [['version', 'extra'], 'version: unexpected argument "extra"', 'version'],
+  ];
+  for (const [args, message, command] of cases) {
+    const err = expectUsageError(args, /./);
+    assert.equal(err, `throwbox: ${message}\nRun 'throwbox ${command} --help' for usage.\n`, args.join(' '));
+  }
+  assert.equal(expectUsageError(['policy'], /./), 'throwbox: policy: missing subcommand\n'
+    + 'Usage: throwbox policy check [FILE] [--tokens FILE] [--oauth FILE] [--tls-cert FILE --tls-key FILE]\n'
+    + "Run 'throwbox policy --help' for usage.\n");
+  // A start-up error (here the policy) is the server's to report: a log line, exit 2.
+  const r = run('serve', '--state-dir', mkStateDir(), '--policy', '/nonexistent/policy.json');
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /^\d{4}-\d\d-\d\dT[\d:.]+Z critical cannot read policy: .*\/nonexistent\/policy\.json/);
+});
+
 // Issue 21: spdlog reads an unknown level name as "off", so a typo used to
 // silence every log line (refusals and sandbox errors included) without a word.
 test('--log-level with a word that is not a level: exit 2 naming the valid levels', () => {

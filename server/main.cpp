@@ -1,5 +1,6 @@
-// throwbox entry: flags, policy load, transport choice. Start-up errors are
-// caught here, logged and exit 2. The per-job sandbox runner is the separate
+// throwbox entry: flags, policy load, transport choice. A usage error is
+// printed as "throwbox: <message>" and exits 2; start-up errors are caught
+// here, logged and exit 2. The per-job sandbox runner is the separate
 // executable throwbox-runner beside this one (single-threaded; server/sandbox/).
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -12,6 +13,7 @@
 #include <iostream>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,7 +41,8 @@
 namespace {
 
 // Help text: `--help` prints it on stdout and exits 0; a usage error prints
-// one line on stderr and exits 2 (the convention of coreutils and git).
+// the mistake and where the help is on stderr and exits 2 (the convention
+// of coreutils and git).
 constexpr const char* kUsage =
     "Usage: throwbox <command> [options]\n"
     "       throwbox --help | --version\n"
@@ -59,9 +62,10 @@ constexpr const char* kUsage =
 constexpr const char* kServeHelp =
     "Usage: throwbox serve [options]\n"
     "\n"
-    "Serve the MCP tools (upload_input, run_code, fetch_artifact) over stdio as\n"
-    "newline-delimited JSON-RPC; stdout carries only MCP messages, logs go to\n"
-    "stderr. With --http, serve Streamable HTTP at /mcp instead.\n"
+    "Serve the MCP tools upload_input, run_code, fetch_artifact, open_workspace\n"
+    "and close_workspace over stdio as newline-delimited JSON-RPC; stdout\n"
+    "carries only MCP messages, logs go to stderr. With --http, serve\n"
+    "Streamable HTTP at /mcp instead.\n"
     "\n"
     "Options:\n"
     "  --state-dir DIR        Inputs, artifacts, ledger and audit log (created\n"
@@ -113,17 +117,31 @@ constexpr const char* kDoctorHelp =
 
 constexpr const char* kPolicyHelp =
     "Usage: throwbox policy check [FILE]\n"
+    "       throwbox policy check [FILE] [--tokens FILE] [--oauth FILE]\n"
+    "                             [--tls-cert FILE --tls-key FILE]\n"
     "\n"
     "Validate a policy file as 'serve' would load it and print the effective\n"
     "policy on stdout: every key with its value after defaults, as JSON. FILE\n"
-    "defaults as serve's --policy. Runtimes that are optional\n"
-    "and missing on this host are noted on stderr. See docs/policy.md.\n"
+    "defaults as serve's --policy; stderr names the file read (its real path).\n"
+    "Runtimes that are optional and missing on this host are noted on stderr.\n"
+    "See docs/policy.md.\n"
+    "\n"
+    "The files given to serve --http are checked as serve reads them at start,\n"
+    "with nothing started: the tokens file (mode 0600, every line well-formed),\n"
+    "the OAuth settings (the issuer's keys are not fetched), the TLS\n"
+    "certificate and key (both load, and the key matches the certificate).\n"
+    "Each is summarised on stderr. Run the check as the user serve runs as.\n"
     "\n"
     "Options:\n"
+    "  --tokens FILE          The bearer tokens file, as serve --tokens\n"
+    "  --oauth FILE           The OAuth settings, as serve --oauth\n"
+    "  --tls-cert FILE        The TLS certificate (PEM); needs --tls-key\n"
+    "  --tls-key FILE         The TLS private key (PEM); needs --tls-cert\n"
     "  -h, --help             Print this help and exit\n"
     "\n"
-    "Exit status: 0 when the policy is valid; 2 when it is not (the error on\n"
-    "stderr names the file and the key) or on a usage error.\n";
+    "Exit status: 0 when the policy and every file given are valid; 2 when one\n"
+    "is not (the error on stderr names the file and what is wrong) or on a\n"
+    "usage error.\n";
 
 constexpr const char* kVersionHelp =
     "Usage: throwbox version\n"
@@ -139,6 +157,19 @@ const char* help_of(const std::string& command) {
   if (command == "version") return kVersionHelp;
   return nullptr;
 }
+
+// A mistake in a command's arguments: main prints "throwbox: <message>" and
+// where the usage is on stderr, and exits 2; no log line (the mistake is the
+// caller's, not the server's).
+class UsageError : public std::runtime_error {
+ public:
+  UsageError(std::string command, const std::string& message)
+      : std::runtime_error(message), command_(std::move(command)) {}
+  const std::string& command() const { return command_; }
+
+ private:
+  std::string command_;
+};
 
 // The names --log-level takes, as spdlog spells them.
 constexpr const char* kLogLevels = "trace, debug, info, warn, error, critical or off";
@@ -168,13 +199,13 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* flag) -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error(std::string(flag) + " needs a value");
+      if (i + 1 >= argc) throw UsageError(command, std::string(flag) + " needs a value");
       return argv[++i];
     };
     if (a == "--state-dir") o.state_dir = value("--state-dir");
     else if (command == "serve" && a == "--http") {
       auto listen = transport::http::parse_listen(value("--http"), o.http_options);
-      if (!listen) throw std::runtime_error(listen.error().message);
+      if (!listen) throw UsageError(command, listen.error().message);
       o.http_options = *listen;
       o.http = true;
     } else if (command == "serve" && a == "--tokens") o.http_options.tokens_file = value("--tokens");
@@ -189,16 +220,16 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
       // silence every log line, refusals and sandbox errors included.
       o.log_level = value("--log-level");
       if (!known_log_level(o.log_level))
-        throw std::runtime_error("--log-level " + o.log_level + ": not a level (" + kLogLevels + ")");
+        throw UsageError(command, "--log-level " + o.log_level + ": not a level (" + kLogLevels + ")");
     }
     // (-h/--help never reaches here: main answers it before the command runs.)
-    else throw std::runtime_error("unknown option for " + command + ": " + a + " (see throwbox --help)");
+    else throw UsageError(command, "unknown option for " + command + ": " + a);
   }
   if (!o.http && (!o.http_options.tokens_file.empty() || !o.http_options.oauth_file.empty() ||
                   !o.http_options.tls_cert.empty() ||
                   !o.http_options.tls_key.empty() || !o.http_options.allowed_origins.empty() ||
                   !o.http_options.allowed_hosts.empty()))
-    throw std::runtime_error("--tokens, --oauth, --tls-cert, --tls-key, --allow-origin and --allow-host need --http HOST:PORT");
+    throw UsageError(command, "--tokens, --oauth, --tls-cert, --tls-key, --allow-origin and --allow-host need --http HOST:PORT");
   if (o.state_dir.empty()) o.state_dir = default_state_dir();
   if (o.policy_path.empty()) o.policy_path = policy::default_path();
   return o;
@@ -356,20 +387,47 @@ int doctor_command(int argc, char** argv) {
   return doctor::run(*pol, opt.state_dir, runner_exe());
 }
 
-// throwbox policy check [FILE]: the loader's verdict, with nothing started.
+// A path as the kernel resolves it (symbolic links, "..", the working
+// directory); as given, made absolute, when it does not resolve.
+std::string real_path(const std::string& path) {
+  char real[PATH_MAX];
+  if (::realpath(path.c_str(), real)) return real;
+  char cwd[PATH_MAX];
+  if (path.empty() || path[0] == '/' || !::getcwd(cwd, sizeof cwd)) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+// throwbox policy check [FILE] [--tokens FILE] [--oauth FILE] [--tls-cert
+// FILE --tls-key FILE]: the loaders' verdicts, with nothing started.
 int policy_command(int argc, char** argv) {
+  constexpr const char* kCheckUsage =
+      "Usage: throwbox policy check [FILE] [--tokens FILE] [--oauth FILE] [--tls-cert FILE --tls-key FILE]";
   std::vector<std::string> args(argv + 2, argv + argc);
-  if (args.empty() || args[0] != "check") {
-    std::cerr << "throwbox policy: " << (args.empty() ? "missing subcommand" : "unknown subcommand \"" + args[0] + "\"")
-              << "\nUsage: throwbox policy check [FILE]\n";
-    return 2;
+  if (args.empty() || args[0] != "check")
+    throw UsageError("policy", std::string("policy: ") +
+                                   (args.empty() ? "missing subcommand" : "unknown subcommand \"" + args[0] + "\"") +
+                                   "\n" + kCheckUsage);
+  std::string given;
+  transport::http::Options files;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string* value = a == "--tokens"     ? &files.tokens_file
+                         : a == "--oauth"    ? &files.oauth_file
+                         : a == "--tls-cert" ? &files.tls_cert
+                         : a == "--tls-key"  ? &files.tls_key
+                                             : nullptr;
+    if (value && i + 1 < args.size()) {
+      *value = args[++i];
+    } else if (value) {
+      throw UsageError("policy", "policy check: " + a + " needs a value");
+    } else if (given.empty() && !(a.size() > 1 && a[0] == '-')) {
+      given = a;
+    } else {
+      throw UsageError("policy", "policy check: unexpected argument \"" + a + "\"");
+    }
   }
-  if (args.size() > 2 || (args.size() == 2 && args[1].size() > 1 && args[1][0] == '-')) {
-    std::cerr << "throwbox policy check: unexpected argument \"" << args.back()
-              << "\"\nUsage: throwbox policy check [FILE]\n";
-    return 2;
-  }
-  std::string path = args.size() == 2 ? args[1] : policy::default_path();
+  const std::string path = given.empty() ? policy::default_path() : given;
+  std::cerr << "throwbox: policy file " << real_path(path) << (given.empty() ? " (the default)" : "") << "\n";
   auto pol = policy::load_file(path);
   if (!pol) {
     std::cerr << "throwbox: " << pol.error().message << "\n";
@@ -379,6 +437,12 @@ int policy_command(int argc, char** argv) {
     if (!rt.available)
       std::cerr << "throwbox: note: runtimes." << name << ": " << rt.command[0]
                 << " is not on this host; the runtime is optional and will not be offered\n";
+  auto held = transport::http::check_files(files);
+  if (!held) {
+    std::cerr << "throwbox: " << held.error().message << "\n";
+    return 2;
+  }
+  for (const auto& line : *held) std::cerr << "throwbox: " << line << "\n";
   std::cout << policy::effective_json(*pol).dump(2) << "\n";
   return 0;
 }
@@ -409,10 +473,7 @@ int main(int argc, char** argv) {
     if (cmd == "doctor") return doctor_command(argc, argv);
     if (cmd == "policy") return policy_command(argc, argv);
     if (cmd == "version" || cmd == "--version" || cmd == "-V") {
-      if (argc > 2) {
-        std::cerr << "throwbox version: unexpected argument \"" << argv[2] << "\"\n";
-        return 2;
-      }
+      if (argc > 2) throw UsageError("version", std::string("version: unexpected argument \"") + argv[2] + "\"");
       std::cout << "throwbox " << THROWBOX_VERSION << "\n";
       return 0;
     }
@@ -432,7 +493,11 @@ int main(int argc, char** argv) {
     std::cerr << "throwbox: unknown " << (cmd.rfind('-', 0) == 0 ? "option" : "command") << " \"" << cmd
               << "\"\nRun 'throwbox --help' for the commands.\n";
     return 2;
+  } catch (const UsageError& e) {
+    std::cerr << "throwbox: " << e.what() << "\nRun 'throwbox " << e.command() << " --help' for usage.\n";
+    return 2;
   } catch (const std::exception& e) {
+    // A start-up error (the policy, the state directory, the address): logged.
     spdlog::critical("{}", e.what());
     return 2;
   }

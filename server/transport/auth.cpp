@@ -99,4 +99,11 @@ std::optional<std::string> bearer_token(std::string_view h) {
   return std::string(token);
 }
 
+std::string bearer_challenge(std::string_view description) {
+  std::string text;
+  for (char c : description.substr(0, 300))
+    if (c >= 0x20 && c <= 0x7e && c != '"' && c != '\\') text += c;
+  return R"(Bearer realm="throwbox", error="invalid_token", error_description=")" + text + "\"";
+}
+
 }  // namespace transport::http

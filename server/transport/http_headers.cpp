@@ -1,4 +1,4 @@
-// Header value decoding, quoting and the header checks for server/transport/http.cpp.
+// Header value decoding, quoting and the header checks of the HTTP endpoint (server/transport/http_server.h).
 #include "server/transport/http_headers.h"
 
 #include <arpa/inet.h>

@@ -74,6 +74,11 @@ test('no token: 401 naming the metadata, no error code', async () => {
   const r = await ping(undefined);
   assert.equal(r.status, 401);
   assert.equal(challenge(r), `Bearer resource_metadata="${metadataUrl}"`);
+  assert.equal(r.body?.error?.message, 'Unauthorized: a bearer token is required');
+  // The issuer registers clients, not this server: nothing here says otherwise.
+  const register = await fetch(`http://127.0.0.1:${port}/register`, { method: 'POST', body: '{}' });
+  assert.equal(register.status, 404);
+  assert.doesNotMatch(await register.text(), /no OAuth/);
 });
 
 test('RS256 and ES256 tokens are accepted; a job runs as tenant oauth-<sub>', { timeout: 60_000 }, async () => {

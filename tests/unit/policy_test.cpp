@@ -458,18 +458,41 @@ TEST_CASE("load_file on a missing file says it cannot read it") {
   CHECK(r.error().message.find("ENOENT") != std::string::npos);
 }
 
-TEST_CASE("load_file on invalid JSON says so and names the file") {
+TEST_CASE("load_file on invalid JSON names the file, the line and column, and the parser's reason") {
   TempDir dir;
-  std::string path = dir.write("bad.json", "{\"version\": 1,");
-  auto r = policy::load_file(path);
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.error().message == path + ": not valid JSON");
-
+  auto error_of_file = [&](const std::string& name, const std::string& text) {
+    auto r = policy::load_file(dir.write(name, text));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == util::ErrorCode::kPolicy);
+    return r.error().message;
+  };
+  CHECK(error_of_file("bad.json", "{\"version\": 1,") ==
+        dir.path + "/bad.json: not valid JSON at line 1, column 15: syntax error while parsing object key - "
+                   "unexpected end of input; expected string literal");
+  // The stray comma of line 3, column 28.
+  const std::string text = "{\n  \"version\": 1,\n  \"limits\": {\"pids_max\": 5,}\n}\n";
+  CHECK(error_of_file("comma.json", text) ==
+        dir.path + "/comma.json: not valid JSON at line 3, column 28: syntax error while parsing object key - "
+                   "unexpected '}'; expected string literal");
+  // The library's own count agrees where it has one.
+  try {
+    [[maybe_unused]] json parsed = json::parse(text);
+    FAIL("parsed");
+  } catch (const json::parse_error& e) {
+    CHECK(std::string(e.what()).find("at line 3, column 28: ") != std::string::npos);
+  }
   // Comments are not JSON either.
-  std::string commented = dir.write("comment.json", "// hi\n{}");
-  auto r2 = policy::load_file(commented);
-  REQUIRE_FALSE(r2.ok());
-  CHECK(r2.error().message == commented + ": not valid JSON");
+  CHECK(error_of_file("comment.json", "// hi\n{}") ==
+        dir.path + "/comment.json: not valid JSON at line 1, column 1: syntax error while parsing value - "
+                   "invalid literal; last read: '/'");
+  // A raw newline in a string: the last column of its line, not column 0 of the next.
+  CHECK(error_of_file("newline.json", "{\"a\": \"x\n\"}").find(": not valid JSON at line 1, column 9: syntax error while "
+                                                           "parsing value - invalid string: control character U+000A "
+                                                           "(LF) must be escaped") !=
+        std::string::npos);
+  CHECK(error_of_file("empty.json", "") ==
+        dir.path + "/empty.json: not valid JSON at line 1, column 1: syntax error while parsing value - "
+                   "unexpected end of input; expected '[', '{', or a literal");
 }
 
 TEST_CASE("load_file reports validation errors with the file path as source") {

@@ -183,7 +183,7 @@ struct Options {
   std::string state_dir;
   std::string policy_path;
   std::string log_level = "info";
-  bool http = false;                  // serve --http HOST:PORT
+  bool http = false;  // serve --http HOST:PORT
   transport::http::Options http_options;
 };
 
@@ -202,19 +202,27 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
       if (i + 1 >= argc) throw UsageError(command, std::string(flag) + " needs a value");
       return argv[++i];
     };
-    if (a == "--state-dir") o.state_dir = value("--state-dir");
+    if (a == "--state-dir")
+      o.state_dir = value("--state-dir");
     else if (command == "serve" && a == "--http") {
       auto listen = transport::http::parse_listen(value("--http"), o.http_options);
       if (!listen) throw UsageError(command, listen.error().message);
       o.http_options = *listen;
       o.http = true;
-    } else if (command == "serve" && a == "--tokens") o.http_options.tokens_file = value("--tokens");
-    else if (command == "serve" && a == "--oauth") o.http_options.oauth_file = value("--oauth");
-    else if (command == "serve" && a == "--tls-cert") o.http_options.tls_cert = value("--tls-cert");
-    else if (command == "serve" && a == "--tls-key") o.http_options.tls_key = value("--tls-key");
-    else if (command == "serve" && a == "--allow-origin") o.http_options.allowed_origins.push_back(value("--allow-origin"));
-    else if (command == "serve" && a == "--allow-host") o.http_options.allowed_hosts.push_back(value("--allow-host"));
-    else if (a == "--policy") o.policy_path = value("--policy");
+    } else if (command == "serve" && a == "--tokens")
+      o.http_options.tokens_file = value("--tokens");
+    else if (command == "serve" && a == "--oauth")
+      o.http_options.oauth_file = value("--oauth");
+    else if (command == "serve" && a == "--tls-cert")
+      o.http_options.tls_cert = value("--tls-cert");
+    else if (command == "serve" && a == "--tls-key")
+      o.http_options.tls_key = value("--tls-key");
+    else if (command == "serve" && a == "--allow-origin")
+      o.http_options.allowed_origins.push_back(value("--allow-origin"));
+    else if (command == "serve" && a == "--allow-host")
+      o.http_options.allowed_hosts.push_back(value("--allow-host"));
+    else if (a == "--policy")
+      o.policy_path = value("--policy");
     else if (a == "--log-level") {
       // spdlog's from_str turns an unknown name into "off": a typo would
       // silence every log line, refusals and sandbox errors included.
@@ -223,13 +231,14 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
         throw UsageError(command, "--log-level " + o.log_level + ": not a level (" + kLogLevels + ")");
     }
     // (-h/--help never reaches here: main answers it before the command runs.)
-    else throw UsageError(command, "unknown option for " + command + ": " + a);
+    else
+      throw UsageError(command, "unknown option for " + command + ": " + a);
   }
   if (!o.http && (!o.http_options.tokens_file.empty() || !o.http_options.oauth_file.empty() ||
-                  !o.http_options.tls_cert.empty() ||
-                  !o.http_options.tls_key.empty() || !o.http_options.allowed_origins.empty() ||
-                  !o.http_options.allowed_hosts.empty()))
-    throw UsageError(command, "--tokens, --oauth, --tls-cert, --tls-key, --allow-origin and --allow-host need --http HOST:PORT");
+                  !o.http_options.tls_cert.empty() || !o.http_options.tls_key.empty() ||
+                  !o.http_options.allowed_origins.empty() || !o.http_options.allowed_hosts.empty()))
+    throw UsageError(command,
+                     "--tokens, --oauth, --tls-cert, --tls-key, --allow-origin and --allow-host need --http HOST:PORT");
   if (o.state_dir.empty()) o.state_dir = default_state_dir();
   if (o.policy_path.empty()) o.policy_path = policy::default_path();
   return o;
@@ -256,7 +265,9 @@ void reload_on_sighup(std::stop_token stop, util::Reloads* reloads) {
   ::sigemptyset(&hup);
   ::sigaddset(&hup, SIGHUP);
   while (!stop.stop_requested()) {
-    struct timespec tick {0, 200 * 1000 * 1000};
+    struct timespec tick {
+      0, 200 * 1000 * 1000
+    };
     if (::sigtimedwait(&hup, nullptr, &tick) == SIGHUP) {
       spdlog::info("reload: SIGHUP");
       reloads->run();
@@ -364,8 +375,8 @@ int serve(int argc, char** argv) {
     return 0;
   }
   transport::stdio::Writer writer(wire);
-  spdlog::info("throwbox {} serving MCP on stdio; uid={} policy={} state={} runtimes={}", THROWBOX_VERSION,
-               ::geteuid(), boot->source, opt.state_dir, boot->available_runtimes().size());
+  spdlog::info("throwbox {} serving MCP on stdio; uid={} policy={} state={} runtimes={}", THROWBOX_VERSION, ::geteuid(),
+               boot->source, opt.state_dir, boot->available_runtimes().size());
   {
     protocol::mcp::Session session(ctx, writer, "local");
     transport::stdio::serve(session, boot->server.message_max_bytes, 0, stop_fd.get());
@@ -481,7 +492,8 @@ int main(int argc, char** argv) {
       if (argc > 2) {
         const char* help = help_of(argv[2]);
         if (!help) {
-          std::cerr << "throwbox help: unknown command \"" << argv[2] << "\"\nRun 'throwbox --help' for the commands.\n";
+          std::cerr << "throwbox help: unknown command \"" << argv[2]
+                    << "\"\nRun 'throwbox --help' for the commands.\n";
           return 2;
         }
         std::cout << help;

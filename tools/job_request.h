@@ -16,7 +16,7 @@ namespace tools {
 inline constexpr std::initializer_list<const char*> kRunCodeFields = {
     "runtime", "code", "input_ids", "timeout_s", "idempotency_key", "network", "workspace_id", "artifact_ids"};
 inline constexpr std::initializer_list<const char*> kHttpJobFields = {"runtime", "code", "input_ids", "timeout_s",
-                                                                     "idempotency_key"};
+                                                                      "idempotency_key"};
 
 // A request for `tenant` from an arguments object; a field outside `known`
 // is refused. Errors (kInvalidArgument) name the field.

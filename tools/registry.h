@@ -23,9 +23,9 @@ struct CallContext {
   const policy::Policy& policy;
   store::Store& store;
   broker::Broker& broker;
-  std::shared_ptr<broker::Cancellation> cancel;                   // notifications/cancelled
-  std::function<void(const nlohmann::json& progress)> progress;   // empty without a progressToken
-  std::shared_ptr<broker::WorkspaceUse> workspace;                // held before a task was created (Tool::hold)
+  std::shared_ptr<broker::Cancellation> cancel;                  // notifications/cancelled
+  std::function<void(const nlohmann::json& progress)> progress;  // empty without a progressToken
+  std::shared_ptr<broker::WorkspaceUse> workspace;               // held before a task was created (Tool::hold)
 };
 
 // An MCP CallToolResult. Errors inside a tool are results with isError, never
@@ -49,7 +49,7 @@ struct Tool {
   // workspace, so a call arriving after the task was created cannot take it
   // first); an error answers the call instead of a task. May be empty.
   std::function<util::Result<std::shared_ptr<broker::WorkspaceUse>>(const json& args, const std::string& tenant,
-                                                                     broker::Broker& broker)>
+                                                                    broker::Broker& broker)>
       hold;
 };
 

@@ -58,8 +58,13 @@ class Identities {
                                        const std::string& etc_dir = "/etc",
                                        const std::string& id_mapper = sandbox::namespaces::kNewuidmap);
   Identities(Identities&& o) noexcept
-      : per_sandbox_(o.per_sandbox_), subordinate_(o.subordinate_), first_(o.first_), count_(o.count_),
-        gid_first_(o.gid_first_), why_shared_(std::move(o.why_shared_)), shared_(o.shared_),
+      : per_sandbox_(o.per_sandbox_),
+        subordinate_(o.subordinate_),
+        first_(o.first_),
+        count_(o.count_),
+        gid_first_(o.gid_first_),
+        why_shared_(std::move(o.why_shared_)),
+        shared_(o.shared_),
         cursor_(o.cursor_.load()) {}
 
   bool per_sandbox() const { return per_sandbox_; }
@@ -88,7 +93,7 @@ class Identities {
 // The first "name:start:count" line of a subuid/subgid text for this user
 // (by name or by uid number), as {start, count}.
 std::optional<std::pair<uint32_t, uint32_t>> subordinate_range(std::string_view text, std::string_view name,
-                                                                uint32_t id);
+                                                               uint32_t id);
 
 std::optional<std::string> range_conflict(std::string_view file_name, std::string_view text, bool subordinate,
                                           uint32_t first, uint32_t count);

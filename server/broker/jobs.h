@@ -131,7 +131,7 @@ class Jobs final : public Broker {
   std::mutex caches_mu_;
   std::condition_variable caches_cv_;
   std::map<std::string, RuntimeCache> caches_;  // by cache_key
-  std::set<std::string> caches_requested_;  // queued or being built
+  std::set<std::string> caches_requested_;      // queued or being built
   std::map<std::string, std::chrono::steady_clock::time_point> caches_failed_at_;
   std::deque<const policy::Runtime*> caches_queue_;
   bool caches_stopping_ = false;

@@ -25,13 +25,13 @@ struct LedgerRow {
   std::string tenant;
   std::string runtime;
   std::string code_sha256;
-  nlohmann::json inputs;          // [{input_id, name, sha256}]
-  nlohmann::json limits;          // timeout_ms and the policy limits applied
-  std::string idempotency_key;    // "" when none
-  std::string request_sha256;     // of the canonical request, for key conflicts
-  std::string status = "running"; // running, then the job's final status
-  nlohmann::json result;          // {"outcome": ..., "artifacts": [...]} once ended
-  int64_t created_ms = 0;         // wall clock, ms since the epoch
+  nlohmann::json inputs;           // [{input_id, name, sha256}]
+  nlohmann::json limits;           // timeout_ms and the policy limits applied
+  std::string idempotency_key;     // "" when none
+  std::string request_sha256;      // of the canonical request, for key conflicts
+  std::string status = "running";  // running, then the job's final status
+  nlohmann::json result;           // {"outcome": ..., "artifacts": [...]} once ended
+  int64_t created_ms = 0;          // wall clock, ms since the epoch
   int64_t ended_ms = 0;
 };
 
@@ -41,13 +41,13 @@ using store::TaskRow;
 struct WorkspaceRow {
   std::string workspace_id;
   std::string tenant;
-  int64_t created_ms = 0;      // wall clock, ms since the epoch
-  int64_t ttl_ms = 0;          // idle lifetime, as granted
-  int64_t expires_ms = 0;      // last use (or open) + ttl_ms
-  int64_t closed_ms = 0;       // 0 while open
-  std::string closed_by;       // "close_workspace", "expired"; "" while open
-  uint64_t size_bytes = 0;     // its files after the last job
-  uint64_t uses = 0;           // jobs run in it
+  int64_t created_ms = 0;   // wall clock, ms since the epoch
+  int64_t ttl_ms = 0;       // idle lifetime, as granted
+  int64_t expires_ms = 0;   // last use (or open) + ttl_ms
+  int64_t closed_ms = 0;    // 0 while open
+  std::string closed_by;    // "close_workspace", "expired"; "" while open
+  uint64_t size_bytes = 0;  // its files after the last job
+  uint64_t uses = 0;        // jobs run in it
 };
 
 class Ledger final : public store::TaskStore {
@@ -84,7 +84,8 @@ class Ledger final : public store::TaskStore {
                                int64_t keep_ms) override;
   // Workspaces. A find sees open rows not past expires_ms only.
   util::Status workspace_insert(const WorkspaceRow& row);
-  std::optional<WorkspaceRow> workspace_find(const std::string& tenant, const std::string& workspace_id, int64_t now_ms);
+  std::optional<WorkspaceRow> workspace_find(const std::string& tenant, const std::string& workspace_id,
+                                             int64_t now_ms);
   // Not closed, expired or not: a workspace counts until it is closed (and its tree deleted).
   uint64_t workspace_count(const std::string& tenant);
   // After a job in it: uses + 1, the new size and expiry.
@@ -121,7 +122,7 @@ class Ledger final : public store::TaskStore {
   Ledger(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   std::optional<LedgerRow> query_one(const char* sql, const std::string& a, const std::string& b);
   sqlite3* open_reader();
-  sqlite3* db_;             // every write, under write_mu_
+  sqlite3* db_;  // every write, under write_mu_
   std::mutex write_mu_;
   const std::string path_;  // for the read connections
   std::mutex readers_mu_;

@@ -104,8 +104,8 @@ class Workspaces {
   const std::string root_;
   Ledger& ledger_;
   RemoveTree remove_tree_;
-  std::mutex mu_;              // orders begin, close and expire over busy_, deleting_ and the rows
-  std::set<std::string> busy_;  // ids a call holds
+  std::mutex mu_;                             // orders begin, close and expire over busy_, deleting_ and the rows
+  std::set<std::string> busy_;                // ids a call holds
   std::map<std::string, uint64_t> deleting_;  // tenant -> trees closed and not yet deleted
 };
 

@@ -32,7 +32,7 @@ enum class Kind : uint32_t {
   kRequestHead = 3,      // bytes: a proxy request head -> network::Head as JSON
   kProbe = 4,            // -> {open, socket, kill, fork, exec}: what each attempt got (errno names); for doctor
   kAnswer = 100,
-  kFailure = 101,        // meta: {error}: the helper could not answer
+  kFailure = 101,  // meta: {error}: the helper could not answer
 };
 
 struct Message {

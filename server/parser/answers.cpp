@@ -63,7 +63,7 @@ Message answer_for(const Message& request, const artifacts::types::Sniffer& snif
       for (auto& a : request.meta["allowed"])
         if (a.is_string()) allowed.push_back(a.get<std::string>());
       out.meta = {{"media_type", artifacts::upload_media_type(request.meta["name"].get<std::string>(), request.bytes,
-                                                                sniffer, allowed)}};
+                                                              sniffer, allowed)}};
       return out;
     }
     case Kind::kRequestHead: {
@@ -76,7 +76,8 @@ Message answer_for(const Message& request, const artifacts::types::Sniffer& snif
       out.meta = probe();
       return out;
     case Kind::kAnswer:
-    case Kind::kFailure: break;
+    case Kind::kFailure:
+      break;
   }
   return failure("not a request");
 }

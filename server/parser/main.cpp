@@ -72,7 +72,9 @@ constexpr int kControlFd = 3;
   for (;;) {
     int fd = -1;
     char byte = 0;
-    struct iovec iov {&byte, 1};
+    struct iovec iov {
+      &byte, 1
+    };
     alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     struct msghdr msg {};
     msg.msg_iov = &iov;
@@ -97,7 +99,9 @@ constexpr int kControlFd = 3;
     util::UniqueFd held(pidfd);
     // The answer: 'k' with the pidfd, or 'e' (no socket came, the fork failed).
     char reply = held.valid() ? 'k' : 'e';
-    struct iovec out_iov {&reply, 1};
+    struct iovec out_iov {
+      &reply, 1
+    };
     alignas(struct cmsghdr) char out_control[CMSG_SPACE(sizeof(int))] = {};
     struct msghdr out {};
     out.msg_iov = &out_iov;
@@ -130,7 +134,8 @@ int main(int argc, char** argv) {
     id.gid = static_cast<gid_t>(std::strtoul(argv[4], nullptr, 10));
     if (id.uid == 0 || id.gid == 0) die("arguments", "the helper's uid and gid are never 0");
   } else if (!(argc == 2 && std::strcmp(argv[1], "--user-namespace") == 0)) {
-    std::fprintf(stderr, "usage: throwbox-parser --uid N --gid N | --user-namespace   (started by throwbox serve, fd 3)\n");
+    std::fprintf(stderr,
+                 "usage: throwbox-parser --uid N --gid N | --user-namespace   (started by throwbox serve, fd 3)\n");
     return 2;
   }
   auto sniffer = artifacts::types::Sniffer::create();

@@ -82,8 +82,8 @@ enum class Kind {
   kString,
   kStrings,  // an array of strings
   kNumber,
-  kObject,   // a nested section, or a map of names
-  kAny,      // "$comment": anything, ignored
+  kObject,  // a nested section, or a map of names
+  kAny,     // "$comment": anything, ignored
 };
 
 // The members a kInteger key may be read into.
@@ -169,15 +169,13 @@ struct Reader {
     }
     return true;
   }
-  bool u64(const json& obj, const std::string& parent, const char* name, uint64_t& out,
-           uint64_t min, uint64_t max) {
+  bool u64(const json& obj, const std::string& parent, const char* name, uint64_t& out, uint64_t min, uint64_t max) {
     if (!obj.contains(name)) return true;
     const json& v = obj[name];
     std::string key = parent + "." + name;
     if (!v.is_number_unsigned()) return fail(key, "must be a non-negative integer");
     uint64_t x = v.get<uint64_t>();
-    if (x < min || x > max)
-      return fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+    if (x < min || x > max) return fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
     out = x;
     return true;
   }
@@ -192,16 +190,15 @@ struct Reader {
     out = x;
     return true;
   }
-  bool string_list(const json& v, const std::string& key, std::vector<std::string>& out,
-                   bool absolute) {
+  bool string_list(const json& v, const std::string& key, std::vector<std::string>& out, bool absolute) {
     if (!v.is_array()) return fail(key, "must be an array of strings");
     out.clear();
     for (auto& item : v) {
-      if (!item.is_string() || item.get<std::string>().empty())
-        return fail(key, "must contain only non-empty strings");
+      if (!item.is_string() || item.get<std::string>().empty()) return fail(key, "must contain only non-empty strings");
       std::string s = item.get<std::string>();
       if (absolute && !is_canonical_absolute(s))
-        return fail(key, "\"" + s + "\" must be a canonical absolute path (no \"//\", \".\", \"..\" or trailing \"/\")");
+        return fail(key,
+                    "\"" + s + "\" must be a canonical absolute path (no \"//\", \".\", \"..\" or trailing \"/\")");
       out.push_back(s);
     }
     return true;
@@ -211,12 +208,12 @@ struct Reader {
 // ---- The sections' tables, in the order the reader checks their values.
 
 const Key<Policy> kPolicyKeys[] = {
-    other<Policy>("$comment", Kind::kAny),      other<Policy>("version", Kind::kInteger),
-    other<Policy>("runtimes", Kind::kObject),   other<Policy>("limits", Kind::kObject),
-    other<Policy>("server", Kind::kObject),     other<Policy>("sandbox", Kind::kObject),
-    other<Policy>("artifacts", Kind::kObject),  other<Policy>("admission", Kind::kObject),
-    other<Policy>("retention", Kind::kObject),  other<Policy>("pool", Kind::kObject),
-    other<Policy>("network", Kind::kObject),    other<Policy>("workspaces", Kind::kObject),
+    other<Policy>("$comment", Kind::kAny),     other<Policy>("version", Kind::kInteger),
+    other<Policy>("runtimes", Kind::kObject),  other<Policy>("limits", Kind::kObject),
+    other<Policy>("server", Kind::kObject),    other<Policy>("sandbox", Kind::kObject),
+    other<Policy>("artifacts", Kind::kObject), other<Policy>("admission", Kind::kObject),
+    other<Policy>("retention", Kind::kObject), other<Policy>("pool", Kind::kObject),
+    other<Policy>("network", Kind::kObject),   other<Policy>("workspaces", Kind::kObject),
 };
 
 // runtimes.<name>
@@ -247,7 +244,8 @@ const Key<Limits> kLimitsKeys[] = {
     other<Limits>("cpu_max_cores", Kind::kNumber),  // 0.01 to 1024
 };
 // limits.timeout_s
-const Key<Limits> kTimeoutKeys[] = {seconds("default", &Limits::timeout_s_default), seconds("max", &Limits::timeout_s_max)};
+const Key<Limits> kTimeoutKeys[] = {seconds("default", &Limits::timeout_s_default),
+                                    seconds("max", &Limits::timeout_s_max)};
 
 const Key<Server> kServerKeys[] = {
     integer("message_max_bytes", &Server::message_max_bytes, 4096, kMessageCeilingBytes),
@@ -257,8 +255,10 @@ const Key<Server> kServerKeys[] = {
 };
 
 const Key<Sandbox> kSandboxKeys[] = {
-    other<Sandbox>("uid_range", Kind::kObject), other<Sandbox>("readonly_paths", Kind::kStrings),
-    other<Sandbox>("env", Kind::kObject),       other<Sandbox>("require", Kind::kObject),
+    other<Sandbox>("uid_range", Kind::kObject),
+    other<Sandbox>("readonly_paths", Kind::kStrings),
+    other<Sandbox>("env", Kind::kObject),
+    other<Sandbox>("require", Kind::kObject),
 };
 // sandbox.require
 const Key<Sandbox> kRequireKeys[] = {flag("cgroups", &Sandbox::require_cgroups),
@@ -293,7 +293,7 @@ const Key<Artifacts> kArtifactsKeys[] = {
     other<Artifacts>("active_content", Kind::kString),      // "reject" or "text"
     other<Artifacts>("allowed_extensions", Kind::kObject),  // media type -> extensions
     integer("image_pixels_max", &Artifacts::image_pixels_max, 1, kImagePixelsCeiling),
-    other<Artifacts>("pdf_active", Kind::kString),          // "reject" or "strip"
+    other<Artifacts>("pdf_active", Kind::kString),  // "reject" or "strip"
 };
 
 const Key<Pool> kPoolKeys[] = {
@@ -361,8 +361,7 @@ bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& r
     return r.fail(key + ".code_file", "is required and must be a string");
   rt.code_file = v["code_file"].get<std::string>();
   if (rt.code_file.empty() || rt.code_file.size() > 64 ||
-      rt.code_file.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.-") !=
-          std::string::npos ||
+      rt.code_file.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.-") != std::string::npos ||
       rt.code_file[0] == '.')
     return r.fail(key + ".code_file", "must be a plain file name such as main.py");
   if (v.contains("description")) {
@@ -382,7 +381,8 @@ bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& r
     if (rt.preload.size() > 64) return r.fail(key + ".preload", "at most 64 modules");
     for (auto& m : rt.preload)
       if (!is_module_name(m))
-        return r.fail(key + ".preload", "\"" + m + "\" is not a module name (dotted identifiers such as matplotlib.pyplot)");
+        return r.fail(key + ".preload",
+                      "\"" + m + "\" is not a module name (dotted identifiers such as matplotlib.pyplot)");
   }
   if (v.contains("cache")) {
     const json& c = v["cache"];
@@ -420,7 +420,8 @@ bool parse_limits(Reader& r, const json& l, Limits& o) {
   if (!r.only_keys<Limits>(l, "limits", kLimitsKeys)) return false;
   if (l.contains("timeout_s")) {
     const json& t = l["timeout_s"];
-    if (!r.only_keys<Limits>(t, "limits.timeout_s", kTimeoutKeys) || !r.values<Limits>(t, "limits.timeout_s", kTimeoutKeys, o))
+    if (!r.only_keys<Limits>(t, "limits.timeout_s", kTimeoutKeys) ||
+        !r.values<Limits>(t, "limits.timeout_s", kTimeoutKeys, o))
       return false;
     if (o.timeout_s_default > o.timeout_s_max)
       return r.fail("limits.timeout_s.default", "exceeds limits.timeout_s.max");
@@ -431,7 +432,8 @@ bool parse_limits(Reader& r, const json& l, Limits& o) {
     return r.fail("limits.input_max_bytes",
                   "must be between 1 and " + std::to_string(kInputCeilingBytes) +
                       ": a larger upload, as base64 in one message, would not fit the largest "
-                      "server.message_max_bytes (" + std::to_string(kMessageCeilingBytes) + ")");
+                      "server.message_max_bytes (" +
+                      std::to_string(kMessageCeilingBytes) + ")");
   if (!r.values<Limits>(l, "limits", kLimitsKeys, o)) return false;
   if (l.contains("cpu_max_cores")) {
     const json& c = l["cpu_max_cores"];
@@ -450,7 +452,8 @@ bool parse_server(Reader& r, const json& s, Server& o) {
 // message cap follows from them unless set, and a set one must hold them.
 bool fit_message_cap(Reader& r, bool cap_set, const Limits& limits, Server& o) {
   const uint64_t needed = message_bytes_needed(limits);
-  if (!cap_set) o.message_max_bytes = std::max(o.message_max_bytes, needed);
+  if (!cap_set)
+    o.message_max_bytes = std::max(o.message_max_bytes, needed);
   else if (o.message_max_bytes < needed)
     return r.fail("server.message_max_bytes",
                   "must be at least " + std::to_string(needed) + ": an upload of limits.input_max_bytes (" +
@@ -492,11 +495,12 @@ bool parse_sandbox(Reader& r, const json& s, Sandbox& o) {
     for (auto& [k, v] : s["env"].items()) {
       if (!v.is_string() || k.empty() || k.find('=') != std::string::npos)
         return r.fail("sandbox.env." + k, "must be a string value with a name without '='");
-      for (const char* proxy : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy",
-                                "NO_PROXY", "no_proxy"})
+      for (const char* proxy :
+           {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"})
         if (k == proxy)
-          return r.fail("sandbox.env." + k, "throwbox sets the proxy variables itself, for jobs with a network "
-                                            "profile (network.profiles)");
+          return r.fail("sandbox.env." + k,
+                        "throwbox sets the proxy variables itself, for jobs with a network "
+                        "profile (network.profiles)");
       o.env[k] = v.get<std::string>();
     }
   }
@@ -514,9 +518,10 @@ bool check_runtime_caches(Reader& r, const std::map<std::string, Runtime>& runti
     const std::string& dir = it->second;
     const std::string leaf = dir.rfind("/tmp/", 0) == 0 ? dir.substr(5) : "";
     if (leaf.empty() || leaf.size() > 64 || leaf[0] == '.' ||
-        leaf.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != std::string::npos)
-      return r.fail(key, "sandbox.env." + rt.cache_env + " is \"" + dir +
-                             "\"; a cache's directory must be /tmp/<plain name>");
+        leaf.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+            std::string::npos)
+      return r.fail(
+          key, "sandbox.env." + rt.cache_env + " is \"" + dir + "\"; a cache's directory must be /tmp/<plain name>");
   }
   return true;
 }
@@ -527,7 +532,8 @@ bool parse_admission(Reader& r, const json& a, Admission& o) {
 }
 
 bool parse_retention(Reader& r, const json& a, Retention& o) {
-  if (!r.only_keys<Retention>(a, "retention", kRetentionKeys) || !r.values<Retention>(a, "retention", kRetentionKeys, o))
+  if (!r.only_keys<Retention>(a, "retention", kRetentionKeys) ||
+      !r.values<Retention>(a, "retention", kRetentionKeys, o))
     return false;
   // A ceiling below the built-in default needs the default lowered too.
   if (o.tasks_ttl_s > o.tasks_ttl_max_s)
@@ -537,7 +543,8 @@ bool parse_retention(Reader& r, const json& a, Retention& o) {
 }
 
 bool parse_artifacts(Reader& r, const json& a, Artifacts& o) {
-  if (!r.only_keys<Artifacts>(a, "artifacts", kArtifactsKeys) || !r.values<Artifacts>(a, "artifacts", kArtifactsKeys, o))
+  if (!r.only_keys<Artifacts>(a, "artifacts", kArtifactsKeys) ||
+      !r.values<Artifacts>(a, "artifacts", kArtifactsKeys, o))
     return false;
   if (a.contains("allowed_media_types")) {
     if (!r.string_list(a["allowed_media_types"], "artifacts.allowed_media_types", o.allowed_media_types, false))
@@ -623,7 +630,8 @@ bool parse_network(Reader& r, const json& n, Network& out) {
       const std::string key = "network.hosts." + name;
       auto a = network::parse_authority(name + ":1", std::nullopt);
       if (!a || a->literal) return r.fail(key, "must be a DNS name" + (a ? std::string() : ": " + a.error().message));
-      if (a->host != name) return r.fail(key, "must be written in lower case without a trailing dot (\"" + a->host + "\")");
+      if (a->host != name)
+        return r.fail(key, "must be written in lower case without a trailing dot (\"" + a->host + "\")");
       if (!v.is_string() || !network::parse_address(v.get<std::string>()))
         return r.fail(key, "must be an IPv4 or IPv6 address");
       out.hosts[name] = v.get<std::string>();
@@ -644,7 +652,8 @@ bool parse_network(Reader& r, const json& n, Network& out) {
       NetworkProfile p;
       p.name = name;
       if (!r.only_keys<NetworkProfile>(v, key, kProfileKeys)) return false;
-      if (!v.contains("allow")) return r.fail(key + ".allow", "is required: a list of \"host:port\" or \"*.suffix:port\"");
+      if (!v.contains("allow"))
+        return r.fail(key + ".allow", "is required: a list of \"host:port\" or \"*.suffix:port\"");
       if (!r.string_list(v["allow"], key + ".allow", p.allow, false)) return false;
       if (p.allow.empty()) return r.fail(key + ".allow", "must list at least one destination");
       if (v.contains("description")) {
@@ -773,7 +782,10 @@ namespace {
 json network_json(const Network& n) {
   json profiles = json::object();
   for (auto& [name, p] : n.profiles)
-    profiles[name] = {{"description", p.description}, {"allow", p.allow}, {"max_connections", p.max_connections}, {"max_bytes", p.max_bytes}};
+    profiles[name] = {{"description", p.description},
+                      {"allow", p.allow},
+                      {"max_connections", p.max_connections},
+                      {"max_bytes", p.max_bytes}};
   return {{"profiles", profiles}, {"hosts", n.hosts}, {"allow_private", n.allow_private}};
 }
 }  // namespace
@@ -781,8 +793,11 @@ json network_json(const Network& n) {
 nlohmann::json effective_json(const Policy& p) {
   json runtimes = json::object();
   for (auto& [name, rt] : p.runtimes)
-    runtimes[name] = {{"description", rt.description}, {"command", rt.command}, {"code_file", rt.code_file},
-                      {"optional", rt.optional}, {"loader", rt.loader}};
+    runtimes[name] = {{"description", rt.description},
+                      {"command", rt.command},
+                      {"code_file", rt.code_file},
+                      {"optional", rt.optional},
+                      {"loader", rt.loader}};
   for (auto& [name, rt] : p.runtimes) {
     runtimes[name]["preload"] = rt.preload;
     if (!rt.cache_code.empty()) runtimes[name]["cache"] = {{"code", rt.cache_code}, {"env", rt.cache_env}};
@@ -794,12 +809,19 @@ nlohmann::json effective_json(const Policy& p) {
       {"runtimes", runtimes},
       {"limits",
        {{"timeout_s", {{"default", l.timeout_s_default}, {"max", l.timeout_s_max}}},
-        {"stdout_max_bytes", l.stdout_max_bytes}, {"stderr_max_bytes", l.stderr_max_bytes},
-        {"code_max_bytes", l.code_max_bytes}, {"input_max_bytes", l.input_max_bytes},
-        {"inputs_per_job_max", l.inputs_per_job_max}, {"work_max_bytes", l.work_max_bytes},
-        {"tmp_max_bytes", l.tmp_max_bytes}, {"outputs_max_bytes", l.outputs_max_bytes},
-        {"outputs_max_files", l.outputs_max_files}, {"artifact_inline_max_bytes", l.artifact_inline_max_bytes},
-        {"memory_max_bytes", l.memory_max_bytes}, {"pids_max", l.pids_max}, {"nofile_max", l.nofile_max},
+        {"stdout_max_bytes", l.stdout_max_bytes},
+        {"stderr_max_bytes", l.stderr_max_bytes},
+        {"code_max_bytes", l.code_max_bytes},
+        {"input_max_bytes", l.input_max_bytes},
+        {"inputs_per_job_max", l.inputs_per_job_max},
+        {"work_max_bytes", l.work_max_bytes},
+        {"tmp_max_bytes", l.tmp_max_bytes},
+        {"outputs_max_bytes", l.outputs_max_bytes},
+        {"outputs_max_files", l.outputs_max_files},
+        {"artifact_inline_max_bytes", l.artifact_inline_max_bytes},
+        {"memory_max_bytes", l.memory_max_bytes},
+        {"pids_max", l.pids_max},
+        {"nofile_max", l.nofile_max},
         {"cpu_max_cores", l.cpu_max_cores}}},
       {"server",
        {{"message_max_bytes", p.server.message_max_bytes},
@@ -814,14 +836,22 @@ nlohmann::json effective_json(const Policy& p) {
         {"cpu_seconds_per_tenant_per_hour", p.admission.cpu_seconds_per_tenant_per_hour},
         {"tasks_per_tenant_max", p.admission.tasks_per_tenant_max}}},
       {"retention",
-       {{"inputs_ttl_s", p.retention.inputs_ttl_s}, {"artifacts_ttl_s", p.retention.artifacts_ttl_s},
-        {"jobs_ttl_s", p.retention.jobs_ttl_s}, {"janitor_interval_s", p.retention.janitor_interval_s},
-        {"tasks_ttl_s", p.retention.tasks_ttl_s}, {"tasks_ttl_max_s", p.retention.tasks_ttl_max_s}}},
+       {{"inputs_ttl_s", p.retention.inputs_ttl_s},
+        {"artifacts_ttl_s", p.retention.artifacts_ttl_s},
+        {"jobs_ttl_s", p.retention.jobs_ttl_s},
+        {"janitor_interval_s", p.retention.janitor_interval_s},
+        {"tasks_ttl_s", p.retention.tasks_ttl_s},
+        {"tasks_ttl_max_s", p.retention.tasks_ttl_max_s}}},
       {"pool",
-       {{"enabled", p.pool.enabled}, {"runtimes", p.pool.runtimes}, {"size", p.pool.size},
-        {"idle_memory_max_bytes", p.pool.idle_memory_max_bytes}, {"claim_wait_ms", p.pool.claim_wait_ms}, {"first_use", p.pool.first_use}}},
+       {{"enabled", p.pool.enabled},
+        {"runtimes", p.pool.runtimes},
+        {"size", p.pool.size},
+        {"idle_memory_max_bytes", p.pool.idle_memory_max_bytes},
+        {"claim_wait_ms", p.pool.claim_wait_ms},
+        {"first_use", p.pool.first_use}}},
       {"artifacts",
-       {{"allowed_media_types", p.artifacts.allowed_media_types}, {"file_max_bytes", p.artifacts.file_max_bytes},
+       {{"allowed_media_types", p.artifacts.allowed_media_types},
+        {"file_max_bytes", p.artifacts.file_max_bytes},
         {"csv_formulas", p.artifacts.csv_reject ? "reject" : "neutralise"},
         {"active_content", p.artifacts.active_content_as_text ? "text" : "reject"},
         {"allowed_extensions", p.artifacts.allowed_extensions},
@@ -835,7 +865,8 @@ nlohmann::json effective_json(const Policy& p) {
       {"sandbox",
        {{"uid_range", {{"first", s.uid_first}, {"count", s.uid_count}}},
         {"require", {{"landlock", s.require_landlock}, {"cgroups", s.require_cgroups}}},
-        {"readonly_paths", s.readonly_paths}, {"env", s.env}}},
+        {"readonly_paths", s.readonly_paths},
+        {"env", s.env}}},
   };
 }
 

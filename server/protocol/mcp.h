@@ -128,8 +128,8 @@ class Session {
   void handle_resources_read(const jsonrpc::Message& m, const Reply& reply, int not_found_code);
   // How a task is shown: MCP 2025-11-25's tasks, or the 2026-07-28 extension's.
   enum class TaskWire { kCore, kExtension };
-  void start_task(const jsonrpc::Message& m, std::shared_ptr<const tools::Tool> tool, const std::string& name, json args,
-                  std::optional<double> ttl_ms, TaskWire shape, const Reply& reply);
+  void start_task(const jsonrpc::Message& m, std::shared_ptr<const tools::Tool> tool, const std::string& name,
+                  json args, std::optional<double> ttl_ms, TaskWire shape, const Reply& reply);
   void handle_tasks(const jsonrpc::Message& m, const Reply& reply);
   void handle_tasks_extension(const jsonrpc::Message& m, const Reply& reply);
   bool tasks_enabled();
@@ -157,7 +157,7 @@ class Session {
   // tools/list's array, without and with taskSupport; null until first asked.
   const json& tools_list(bool with_task_support);
   json tools_list_[2];
-  std::unique_ptr<util::CallPool> own_calls_;  // when the server has no shared pool
+  std::unique_ptr<util::CallPool> own_calls_;    // when the server has no shared pool
   std::unique_ptr<util::CallPool::Lane> calls_;  // this session's quota; ends before own_calls_
 };
 

@@ -36,14 +36,14 @@ inline constexpr const char* kTaskInterrupted = "the server stopped while the ta
 struct TasksOptions {
   int64_t ttl_default_ms = 3600 * 1000;
   int64_t ttl_max_ms = 86400 * 1000;
-  uint64_t per_tenant_max = 256;       // retained tasks, any status
-  int workers = 20;                    // tasks running at once; more wait in the queue
+  uint64_t per_tenant_max = 256;  // retained tasks, any status
+  int workers = 20;               // tasks running at once; more wait in the queue
   size_t queue_max = 20;
   int64_t poll_interval_ms = 1000;     // suggested to clients
   int64_t keep_after_end_ms = 60'000;  // a result outlives a ttl that ran out mid-job
   uint64_t janitor_interval_s = 300;
-  size_t page_size = 100;              // tasks/list
-  std::function<int64_t()> now_ms;     // wall clock; tests move it
+  size_t page_size = 100;           // tasks/list
+  std::function<int64_t()> now_ms;  // wall clock; tests move it
 };
 TasksOptions tasks_options(const policy::Policy& policy);
 

@@ -22,11 +22,11 @@ struct TaskRow {
   std::string tool;
   std::string status = "working";  // working, completed, failed, cancelled
   std::string status_message;
-  int64_t created_ms = 0;          // wall clock, ms since the epoch
-  int64_t updated_ms = 0;          // last status change
-  int64_t ttl_ms = 0;              // as granted (reported to the client)
-  int64_t expires_ms = 0;          // a terminal row is deleted after this
-  nlohmann::json result;           // the CallToolResult; null while none
+  int64_t created_ms = 0;  // wall clock, ms since the epoch
+  int64_t updated_ms = 0;  // last status change
+  int64_t ttl_ms = 0;      // as granted (reported to the client)
+  int64_t expires_ms = 0;  // a terminal row is deleted after this
+  nlohmann::json result;   // the CallToolResult; null while none
 };
 
 class TaskStore {

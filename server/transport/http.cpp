@@ -67,7 +67,8 @@ util::Status HttpServer::run() {
   }
   const bool tls = tls_context != nullptr;
   Intake intake(IntakeLimits{policy::kHttpConnectionsMax, ctx_.policy.get()->server.http_connections_per_address_max,
-                             kRequestDeadline, kKeepAliveIdle}, tls_context);
+                             kRequestDeadline, kKeepAliveIdle},
+                tls_context);
   BoundedQueue pool(kWorkers, kQueued);
   auto owned = std::make_unique<IntakeServer>(intake);
   IntakeServer* plain = owned.get();
@@ -96,8 +97,7 @@ util::Status HttpServer::run() {
       if (ep) std::rethrow_exception(ep);
     } catch (const std::exception& e) {
       what = e.what();
-    } catch (...) {
-    }
+    } catch (...) {}
     spdlog::error("http: {} {}: handler failed: {}", req.method, quoted(req.path, 200), what);
     res.headers.clear();
     json_error(res, 500, jsonrpc::kInternalError, "Internal error: the server could not answer this request");
@@ -123,14 +123,15 @@ util::Status HttpServer::run() {
   const std::string wanted = opt_.host + ":" + std::to_string(opt_.port);
   if (port < 0 && errno == EADDRINUSE)
     return util::make_error(util::ErrorCode::kHttp, "address already in use: another server listens on " + wanted);
-  if (port < 0) return util::make_error(util::ErrorCode::kHttp, "cannot listen on " + util::call_error("bind", wanted, errno));
+  if (port < 0)
+    return util::make_error(util::ErrorCode::kHttp, "cannot listen on " + util::call_error("bind", wanted, errno));
   // cpp-httplib listens with a backlog of 5, compiled into Debian's library;
   // listen() again on the bound socket sets ours.
   if (::listen(listen_fd, kListenBacklog) != 0)
     return util::make_error(util::ErrorCode::kHttp, util::call_error("listen", wanted, errno));
   if (opt_.port == 0) opt_.port = port;
-  const std::string hostport = (opt_.host.find(':') != std::string::npos ? "[" + opt_.host + "]" : opt_.host) + ":" +
-                               std::to_string(opt_.port);
+  const std::string hostport =
+      (opt_.host.find(':') != std::string::npos ? "[" + opt_.host + "]" : opt_.host) + ":" + std::to_string(opt_.port);
   if (is_loopback(opt_.host)) {
     for (const char* h : {"127.0.0.1", "localhost", "[::1]"}) {
       hosts_.insert(std::string(h) + ":" + std::to_string(opt_.port));
@@ -154,36 +155,40 @@ util::Status HttpServer::run() {
     if (!allowed(req, res)) return httplib::Server::HandlerResponse::Handled;
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  srv->set_post_routing_handler([](const httplib::Request&, httplib::Response& res) { IntakeServer::say_if_closing(res); });
+  srv->set_post_routing_handler(
+      [](const httplib::Request&, httplib::Response& res) { IntakeServer::say_if_closing(res); });
   // cpp-httplib 0.11.4 refuses a Content-Length above set_payload_max_length
   // with a bare 413 before any handler runs, reading the body only to discard
   // it: no id can be read there, so the JSON-RPC error has id null (the 413
   // itself answers the POST, no client waits on). A chunked body is not
   // capped by httplib and reaches post(), which answers 413 with the id.
-  srv->set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-    // A bearer token longer than a header line may be: cpp-httplib's bare
-    // 400 (or 431) becomes the 401 any other bad token gets.
-    if ((res.status == 400 || res.status == 431) && res.body.empty() && authorization_too_long()) {
-      refuse_unauthorized(res, true, "the bearer token is longer than " + std::to_string(kHeaderLineMax) +
-                                         " bytes (a header line's most)");
-      res.set_header("Connection", "close");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (res.status != 413 || !res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    const size_t cap = ctx_.policy.get()->server.message_max_bytes;
-    const std::string length = req.get_header_value("Content-Length");
-    size_t bytes = 0;
-    std::from_chars(length.data(), length.data() + length.size(), bytes);
-    if (req.path == kPath) {
-      json_error(res, 413, jsonrpc::kInvalidRequest, jsonrpc::oversized_message(bytes, cap));
-    } else {
-      res.set_header("Cache-Control", "no-store");
-      res.set_content(json{{"error", "body: " + std::to_string(bytes) + " bytes, larger than " + std::to_string(cap) +
-                                         " bytes (server.message_max_bytes)"}}.dump(),
-                      "application/json");
-    }
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  srv->set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+        // A bearer token longer than a header line may be: cpp-httplib's bare
+        // 400 (or 431) becomes the 401 any other bad token gets.
+        if ((res.status == 400 || res.status == 431) && res.body.empty() && authorization_too_long()) {
+          refuse_unauthorized(
+              res, true,
+              "the bearer token is longer than " + std::to_string(kHeaderLineMax) + " bytes (a header line's most)");
+          res.set_header("Connection", "close");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (res.status != 413 || !res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        const size_t cap = ctx_.policy.get()->server.message_max_bytes;
+        const std::string length = req.get_header_value("Content-Length");
+        size_t bytes = 0;
+        std::from_chars(length.data(), length.data() + length.size(), bytes);
+        if (req.path == kPath) {
+          json_error(res, 413, jsonrpc::kInvalidRequest, jsonrpc::oversized_message(bytes, cap));
+        } else {
+          res.set_header("Cache-Control", "no-store");
+          res.set_content(json{{"error", "body: " + std::to_string(bytes) + " bytes, larger than " +
+                                             std::to_string(cap) + " bytes (server.message_max_bytes)"}}
+                              .dump(),
+                          "application/json");
+        }
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   // Protected Resource Metadata (RFC 9728), unauthenticated as the spec has it.
   if (const auto verifier = credentials().oauth) {
     for (const auto& path : oauth::resource_metadata_paths(verifier->config()))
@@ -223,8 +228,7 @@ util::Status HttpServer::run() {
   OpsContext ops{ctx_,
                  [this](const httplib::Request& req, httplib::Response& res) -> std::optional<std::string> {
                    auto caller = authenticate(req, res);
-                   if (!caller || (req.method == "POST" && refuse_without_run_scope(*caller, res)))
-                     return std::nullopt;
+                   if (!caller || (req.method == "POST" && refuse_without_run_scope(*caller, res))) return std::nullopt;
                    return caller->tenant;
                  },
                  [this] {
@@ -241,7 +245,9 @@ util::Status HttpServer::run() {
     ::sigaddset(&set, SIGINT);
     ::sigaddset(&set, SIGTERM);
     while (!stop.stop_requested()) {
-      struct timespec tick {0, 200 * 1000 * 1000};
+      struct timespec tick {
+        0, 200 * 1000 * 1000
+      };
       int sig = ::sigtimedwait(&set, nullptr, &tick);
       if (sig == SIGINT || sig == SIGTERM) {
         spdlog::info("http: signal {}; stopping", sig);
@@ -256,11 +262,13 @@ util::Status HttpServer::run() {
   std::fflush(stderr);
   {
     const Credentials creds = credentials();
-    spdlog::info("http: {}{} authentication, tenant from the token; Host allowlist {} entries, Origin allowlist {} entries",
-                 creds.auth ? std::to_string(creds.auth->size()) + " token(s)," : (creds.oauth ? "" : "no (loopback only),"),
-                 creds.oauth ? " OAuth (issuer " + creds.oauth->config().issuer + ", audience " +
-                                   creds.oauth->config().audience + ")," : "",
-                 hosts_.size(), origins_.size());
+    spdlog::info(
+        "http: {}{} authentication, tenant from the token; Host allowlist {} entries, Origin allowlist {} entries",
+        creds.auth ? std::to_string(creds.auth->size()) + " token(s)," : (creds.oauth ? "" : "no (loopback only),"),
+        creds.oauth
+            ? " OAuth (issuer " + creds.oauth->config().issuer + ", audience " + creds.oauth->config().audience + "),"
+            : "",
+        hosts_.size(), origins_.size());
   }
   // SIGHUP: the tokens file and the OAuth settings are read again.
   struct Registered {
@@ -289,12 +297,14 @@ util::Result<Options> parse_listen(const std::string& text, Options o) {
   std::string host, port;
   if (!text.empty() && text[0] == '[') {
     auto close = text.find("]:");
-    if (close == std::string::npos) return util::make_error(util::ErrorCode::kHttp, "--http: expected [IPv6]:PORT, got \"" + text + "\"");
+    if (close == std::string::npos)
+      return util::make_error(util::ErrorCode::kHttp, "--http: expected [IPv6]:PORT, got \"" + text + "\"");
     host = text.substr(1, close - 1);
     port = text.substr(close + 2);
   } else {
     auto colon = text.rfind(':');
-    if (colon == std::string::npos) return util::make_error(util::ErrorCode::kHttp, "--http: expected HOST:PORT, got \"" + text + "\"");
+    if (colon == std::string::npos)
+      return util::make_error(util::ErrorCode::kHttp, "--http: expected HOST:PORT, got \"" + text + "\"");
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
   }

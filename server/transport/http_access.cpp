@@ -24,9 +24,9 @@ bool HttpServer::allowed(const httplib::Request& req, httplib::Response& res) {
   }
   if (req.has_header("Origin") && !origins_.count(lower(req.get_header_value("Origin")))) {
     res.status = 403;
-    res.set_content("Forbidden: Origin \"" + quoted(req.get_header_value("Origin"), 200) +
-                        "\" is not allowed (--allow-origin)\n",
-                    "text/plain");
+    res.set_content(
+        "Forbidden: Origin \"" + quoted(req.get_header_value("Origin"), 200) + "\" is not allowed (--allow-origin)\n",
+        "text/plain");
     return false;
   }
   return true;
@@ -61,8 +61,8 @@ void HttpServer::refuse_unauthorized(httplib::Response& res, bool sent, const st
   const Credentials creds = credentials();
   std::string why = sent ? description : "a bearer token is required";
   if (creds.oauth) {
-    res.set_header("WWW-Authenticate", oauth::challenge(creds.oauth->config(), sent ? "invalid_token" : "",
-                                                        sent ? description : "", ""));
+    res.set_header("WWW-Authenticate",
+                   oauth::challenge(creds.oauth->config(), sent ? "invalid_token" : "", sent ? description : "", ""));
   } else {
     // Tokens only: a client finds no OAuth to sign in with, so the challenge
     // and the body say plainly what it needs.

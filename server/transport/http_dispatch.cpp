@@ -19,7 +19,7 @@ namespace jsonrpc = protocol::jsonrpc;
 
 namespace {
 
-constexpr size_t kGetStreamsMax = 32;       // open GET streams, each holding a worker; beyond: 405
+constexpr size_t kGetStreamsMax = 32;  // open GET streams, each holding a worker; beyond: 405
 
 }  // namespace
 
@@ -102,7 +102,8 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
         res.set_header("Retry-After", "10");
         return json_error(res, 503, jsonrpc::kInvalidRequest,
                           "Service Unavailable: every session of this server or tenant has a request in flight or a "
-                          "GET stream open; retry shortly or end one with DELETE " + std::string(kPath));
+                          "GET stream open; retry shortly or end one with DELETE " +
+                              std::string(kPath));
       }
       fresh->active = 1;
       fresh->last_used_ns = now_ns();
@@ -142,7 +143,8 @@ void HttpServer::post(const httplib::Request& req, httplib::Response& res) {
   s->session->handle_parsed(std::move(parsed));  // parsed once, with the session's own limits
   if (created) res.set_header("Mcp-Session-Id", s->id);
   const auto deadline =
-      Clock::now() + std::chrono::seconds(static_cast<int64_t>(ctx_.policy.get()->limits.timeout_s_max) + kAnswerGraceS);
+      Clock::now() +
+      std::chrono::seconds(static_cast<int64_t>(ctx_.policy.get()->limits.timeout_s_max) + kAnswerGraceS);
 
   if (!tokens.empty() && accepts_sse) {
     // Progress precedes the answer: an SSE stream that ends with it.
@@ -202,8 +204,9 @@ void HttpServer::get(const httplib::Request& req, httplib::Response& res) {
   if (s->get_streams.load() >= 1 || get_streams_.load() >= kGetStreamsMax) {
     res.status = 405;
     res.set_header("Allow", "POST, DELETE");
-    res.set_content("Method Not Allowed: no further SSE stream on this server now; requests are answered on their POSTs\n",
-                    "text/plain");
+    res.set_content(
+        "Method Not Allowed: no further SSE stream on this server now; requests are answered on their POSTs\n",
+        "text/plain");
     return;
   }
   auto stream = std::make_shared<Stream>();

@@ -27,11 +27,10 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kJsonType = "application/json";
 constexpr const char* kTextType = "text/plain; charset=utf-8";
-constexpr int kQueueFullRetryAfterS = 5;         // a slot frees when any running job ends
+constexpr int kQueueFullRetryAfterS = 5;              // a slot frees when any running job ends
 constexpr uint64_t kStateDirFreeMinBytes = 1u << 20;  // below this, ledger and store writes fail
-constexpr size_t kJobIdChars = 32;               // util::random_id(): 128 bits, hex
-constexpr const char* kUnknownJob =
-    "unknown job_id (it does not exist, has expired, or belongs to another tenant)";
+constexpr size_t kJobIdChars = 32;                    // util::random_id(): 128 bits, hex
+constexpr const char* kUnknownJob = "unknown job_id (it does not exist, has expired, or belongs to another tenant)";
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -89,8 +88,10 @@ class Ops {
 
   void readyz(const httplib::Request&, httplib::Response& res) {
     std::string why = not_ready_reason(ctx_.server);
-    if (why.empty()) send_text(res, 200, "ready");
-    else send_text(res, 503, "not ready: " + why);
+    if (why.empty())
+      send_text(res, 200, "ready");
+    else
+      send_text(res, 503, "not ready: " + why);
   }
 
   void metrics(const httplib::Request&, httplib::Response& res) {
@@ -178,8 +179,11 @@ class Ops {
       send_error(res, 500, "internal error: the input could not be stored");
       return 500;
     }
-    out = {{"input_id", rec->input_id}, {"name", rec->name}, {"size", rec->size},
-           {"sha256", rec->sha256}, {"media_type", rec->media_type}};
+    out = {{"input_id", rec->input_id},
+           {"name", rec->name},
+           {"size", rec->size},
+           {"sha256", rec->sha256},
+           {"media_type", rec->media_type}};
     send_json(res, 201, out);
     return 201;
   }
@@ -217,7 +221,8 @@ class Ops {
       }
       // A key reused for another request.
       if (e.code == util::ErrorCode::kConflict) return fail(409, e.message);
-      if (e.code == util::ErrorCode::kInvalidArgument || e.code == util::ErrorCode::kNotFound) return fail(400, e.message);
+      if (e.code == util::ErrorCode::kInvalidArgument || e.code == util::ErrorCode::kNotFound)
+        return fail(400, e.message);
       spdlog::error("http POST /jobs: tenant {}: {}", tenant, e.message);
       return fail(500, "internal error: the job could not be run");
     }

@@ -22,10 +22,10 @@
 
 namespace transport::http {
 
-constexpr size_t kWorkers = 96;             // requests served at once (SSE streams included)
-constexpr size_t kQueued = 256;             // requests (bytes in) waiting for a worker; beyond: 503
+constexpr size_t kWorkers = 96;                  // requests served at once (SSE streams included)
+constexpr size_t kQueued = 256;                  // requests (bytes in) waiting for a worker; beyond: 503
 constexpr size_t kKeepAliveRequestsMax = 10000;  // requests on one connection
-constexpr int kReadTimeoutS = 10;           // one read or write, within the request's deadline
+constexpr int kReadTimeoutS = 10;                // one read or write, within the request's deadline
 
 // Whether this thread serves a request of the overflow path: answer 503 at once.
 bool serving_overloaded();

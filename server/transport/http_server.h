@@ -40,7 +40,7 @@ constexpr const char* kPath = "/mcp";
 // would only run calls no client waits on. Batches and calls whose client
 // left wait their turn in arrival order. Started on demand.
 constexpr size_t kCallThreadsMax = kWorkers;
-constexpr int kAnswerGraceS = 30;           // beyond the policy's longest job
+constexpr int kAnswerGraceS = 30;  // beyond the policy's longest job
 
 class HttpServer {
  public:
@@ -99,7 +99,7 @@ class HttpServer {
   void post_stateless(const httplib::Request& req, httplib::Response& res, const std::string& tenant,
                       protocol::jsonrpc::Parsed parsed, bool accepts_sse);
 
-  util::CallPool calls_;  // outlives every session (declared before them)
+  util::CallPool calls_;              // outlives every session (declared before them)
   protocol::mcp::ServerContext ctx_;  // the caller's, with calls_
   Options opt_;
   mutable std::mutex creds_mu_;

@@ -43,7 +43,9 @@ Lease HttpServer::find_session(const httplib::Request& req, const std::string& t
       s->last_used_ns = now_ns();
     }
   }
-  if (!s) json_error(res, 404, jsonrpc::kInvalidRequest, "Not Found: no such session (it ended or never existed); initialize again");
+  if (!s)
+    json_error(res, 404, jsonrpc::kInvalidRequest,
+               "Not Found: no such session (it ended or never existed); initialize again");
   return Lease(std::move(s));
 }
 

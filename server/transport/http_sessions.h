@@ -21,7 +21,7 @@ struct HttpSession {
   Router router;
   std::unique_ptr<protocol::mcp::Session> session;
   std::atomic<int64_t> last_used_ns{0};  // steady clock: the LRU order and the idle expiry
-  std::atomic<int> active{0};             // leases: requests in flight and GET streams; changed up under HttpServer::mu_
+  std::atomic<int> active{0};            // leases: requests in flight and GET streams; changed up under HttpServer::mu_
   std::atomic<int> get_streams{0};
 };
 

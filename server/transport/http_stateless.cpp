@@ -95,7 +95,8 @@ void HttpServer::post_stateless(const httplib::Request& req, httplib::Response& 
     }
   }
   const json version_b = mcp::request_version(m.params);
-  if (auto why = mirror_mismatch(headers, {method, m.params, version_b, mcp::kMetaProtocolVersion})) return mismatch(*why);
+  if (auto why = mirror_mismatch(headers, {method, m.params, version_b, mcp::kMetaProtocolVersion}))
+    return mismatch(*why);
   const std::string& version_h = *headers.protocol_version;
   if (version_h != mcp::kStatelessVersion) {
     res.status = 400;
@@ -122,7 +123,8 @@ void HttpServer::post_stateless(const httplib::Request& req, httplib::Response& 
   call->router.expect(ids, tokens, stream);
   call->session.handle_parsed(std::move(parsed));
   const auto deadline =
-      Clock::now() + std::chrono::seconds(static_cast<int64_t>(ctx_.policy.get()->limits.timeout_s_max) + kAnswerGraceS);
+      Clock::now() +
+      std::chrono::seconds(static_cast<int64_t>(ctx_.policy.get()->limits.timeout_s_max) + kAnswerGraceS);
   // tools/call answers on an SSE stream when the client takes one: its
   // keep-alives find a client that went away, and that cancels the call.
   if (method == "tools/call" && accepts_sse) {

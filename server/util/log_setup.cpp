@@ -40,11 +40,16 @@ class JournalPriority final : public spdlog::custom_flag_formatter {
 int journal_priority(spdlog::level::level_enum level) {
   switch (level) {
     case spdlog::level::trace:
-    case spdlog::level::debug: return 7;     // LOG_DEBUG
-    case spdlog::level::warn: return 4;      // LOG_WARNING
-    case spdlog::level::err: return 3;       // LOG_ERR
-    case spdlog::level::critical: return 2;  // LOG_CRIT
-    default: return 6;                       // LOG_INFO
+    case spdlog::level::debug:
+      return 7;  // LOG_DEBUG
+    case spdlog::level::warn:
+      return 4;  // LOG_WARNING
+    case spdlog::level::err:
+      return 3;  // LOG_ERR
+    case spdlog::level::critical:
+      return 2;  // LOG_CRIT
+    default:
+      return 6;  // LOG_INFO
   }
 }
 

@@ -66,8 +66,7 @@ int main() {
   // What the runner's zygote makes: the job's scratch directory and its outputs.
   ::mkdir(spec->scratch_dir.c_str(), 0700);
   ::mkdir(spec->harvest_dir.c_str(), 0700);
-  while (std::getline(std::cin, line)) {
-  }  // the start gate: EOF
+  while (std::getline(std::cin, line)) {}  // the start gate: EOF
 
   o.status = sandbox::Status::completed;
   o.exited = true;

@@ -89,10 +89,10 @@ struct JobWatch {
 };
 
 artifacts::InProcessGate make_gate(const policy::Policy& p) {
-  auto gate = artifacts::InProcessGate::create({p.artifacts.allowed_media_types, p.artifacts.file_max_bytes,
-                                       p.artifacts.csv_reject ? artifacts::csv::Mode::kReject
-                                                              : artifacts::csv::Mode::kNeutralise,
-                                       p.artifacts.active_content_as_text});
+  auto gate = artifacts::InProcessGate::create(
+      {p.artifacts.allowed_media_types, p.artifacts.file_max_bytes,
+       p.artifacts.csv_reject ? artifacts::csv::Mode::kReject : artifacts::csv::Mode::kNeutralise,
+       p.artifacts.active_content_as_text});
   FUZZ_CHECK(gate.ok());
   return std::move(*gate);
 }
@@ -379,7 +379,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (auto& [id, _] : answered) ids.insert(id);
   for (const std::string& id : ids) {
     const int want = expected[id], got = answered[id];
-    if (cancelled.count(id)) FUZZ_CHECK(got <= want);
+    if (cancelled.count(id))
+      FUZZ_CHECK(got <= want);
     else if (got != want) {
       std::fprintf(stderr, "id %s: %d request(s), %d response(s)\n", id.c_str(), want, got);
       FUZZ_CHECK(got == want);

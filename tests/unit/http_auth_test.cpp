@@ -17,8 +17,8 @@
 using transport::http::Auth;
 
 TEST_CASE("tokens file: tenant by the token's sha256; comments and blanks ignored") {
-  std::string text = "# team tokens\n\nalpha " + util::sha256_hex("secret-a") + "\nbeta " +
-                     util::sha256_hex("secret-b") + "  # ops\n";
+  std::string text =
+      "# team tokens\n\nalpha " + util::sha256_hex("secret-a") + "\nbeta " + util::sha256_hex("secret-b") + "  # ops\n";
   auto a = Auth::parse(text, "tokens");
   REQUIRE(a.ok());
   CHECK(a->size() == 2);

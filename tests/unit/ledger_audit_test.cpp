@@ -150,8 +150,9 @@ TEST_CASE("the audit log rotates at its size bound and keeps one previous file")
 
 TEST_CASE("audit records hash code and never carry its text") {
   nlohmann::json args{{"runtime", "python"}, {"code", "print('secret-code')"}, {"input_ids", {"x"}}};
-  nlohmann::json result{{"isError", false},
-                        {"structuredContent", {{"job_id", "j"}, {"status", "completed"}, {"artifacts", nlohmann::json::array()}}}};
+  nlohmann::json result{
+      {"isError", false},
+      {"structuredContent", {{"job_id", "j"}, {"status", "completed"}, {"artifacts", nlohmann::json::array()}}}};
   auto r = protocol::audit_record("t1", "run_code", args, result, 12);
   CHECK(r.dump().find("secret-code") == std::string::npos);
   CHECK(r["code_sha256"].get<std::string>().size() == 64);

@@ -36,8 +36,10 @@ TEST_CASE("log lines carry UTC with a Z, whatever the local zone") {
   ::tzset();
   CHECK(line(false, spdlog::level::info, "serving") == "2023-11-14T22:13:20.123Z info serving\n");
   CHECK(line(false, spdlog::level::warn, "a\nb") == "2023-11-14T22:13:20.123Z warning a\\nb\n");
-  if (was) ::setenv("TZ", saved.c_str(), 1);
-  else ::unsetenv("TZ");
+  if (was)
+    ::setenv("TZ", saved.c_str(), 1);
+  else
+    ::unsetenv("TZ");
   ::tzset();
 }
 

@@ -181,7 +181,8 @@ TEST_CASE("a launch spec's workspace: both paths absolute or neither; a warm spe
   CHECK(error_with(j, "workspace_out", "\"/w/next\"", sandbox::spec_from_json) == both);
   j["workspace_in"] = std::string("/w/tree\0/etc", 12);
   CHECK(error_with(j, "workspace_out", "\"/w/next\"", sandbox::spec_from_json) == both);
-  const std::string sized = "a cold spec has workspace_max_bytes (the workspace's size) exactly when it has a workspace";
+  const std::string sized =
+      "a cold spec has workspace_max_bytes (the workspace's size) exactly when it has a workspace";
   CHECK(spec_error("workspace_max_bytes", "1048576") == sized);
   sandbox::LaunchSpec cold = sample_spec();
   cold.workspace_in = "/w/tree";
@@ -221,7 +222,8 @@ TEST_CASE("a claim's workspace: read back, both paths or neither, and only for a
   warm.warm = sandbox::Warm::exec;
   auto refused = sandbox::check_claim(warm, c);
   REQUIRE_FALSE(refused.ok());
-  CHECK(refused.error().message == "a claim with a workspace, but this warm sandbox takes none (workspace_max_bytes 0)");
+  CHECK(refused.error().message ==
+        "a claim with a workspace, but this warm sandbox takes none (workspace_max_bytes 0)");
   warm.workspace_max_bytes = 1 << 20;
   CHECK(sandbox::check_claim(warm, c).ok());
   warm.workspace_max_bytes = 0;

@@ -65,9 +65,10 @@ protocol::TasksOptions options(Clock& clock) {
 
 // What run_code returns for a finished job.
 json job_result(const std::string& job_id, const std::string& status, int exit_code) {
-  return {{"content", json::array({{{"type", "text"}, {"text", "{}"}}})},
-          {"structuredContent", {{"job_id", job_id}, {"status", status}, {"exit_code", exit_code}, {"signal", nullptr}}},
-          {"isError", false}};
+  return {
+      {"content", json::array({{{"type", "text"}, {"text", "{}"}}})},
+      {"structuredContent", {{"job_id", job_id}, {"status", status}, {"exit_code", exit_code}, {"signal", nullptr}}},
+      {"isError", false}};
 }
 
 protocol::Tasks::Work returning(json result) {
@@ -372,7 +373,7 @@ TEST_CASE("tenant isolation: another tenant's task is exactly an unknown one") {
     }
   }
   CHECK(tasks.list("bob", "")->tasks.empty());
-  tasks.forget_waiter("bob", t->task_id, 1);  // harmless
+  tasks.forget_waiter("bob", t->task_id, 1);                   // harmless
   CHECK(tasks.get("alice", t->task_id)->status == "working");  // bob's cancel did nothing
   gate.release();
   tasks.drain();

@@ -71,15 +71,16 @@ broker::JobResult completed(const std::string& job_id, const std::string& out) {
 
 TEST_CASE("run_code hands the broker every argument, and the caller's tenant") {
   Fixture f([](const broker::JobRequest& r) { return completed(std::string(32, 'a'), r.code); });
-  json result = f.call("run_code", {{"runtime", "python"},
-                                    {"code", "print(1)"},
-                                    {"input_ids", {"in1", "in2"}},
-                                    {"timeout_s", 2.5},
-                                    {"idempotency_key", "k-1"},
-                                    {"network", "web"},
-                                    {"workspace_id", "w1"},
-                                    {"artifact_ids", {"a1"}}},
-                         "bob");
+  json result = f.call("run_code",
+                       {{"runtime", "python"},
+                        {"code", "print(1)"},
+                        {"input_ids", {"in1", "in2"}},
+                        {"timeout_s", 2.5},
+                        {"idempotency_key", "k-1"},
+                        {"network", "web"},
+                        {"workspace_id", "w1"},
+                        {"artifact_ids", {"a1"}}},
+                       "bob");
   CHECK_FALSE(result.value("isError", false));
   CHECK(result["structuredContent"]["stdout"] == "print(1)");
   CHECK(result["structuredContent"]["status"] == "completed");
@@ -117,7 +118,8 @@ TEST_CASE("run_code refuses a bad argument by name and never asks the broker") {
        "idempotency_key: must be a string of 1-128 characters"},
       {{{"runtime", "python"}, {"code", "x"}, {"idempotency_key", std::string(129, 'k')}},
        "idempotency_key: must be a string of 1-128 characters"},
-      {{{"runtime", "python"}, {"code", "x"}, {"workspace_id", 7}}, "workspace_id: must be a string from open_workspace"},
+      {{{"runtime", "python"}, {"code", "x"}, {"workspace_id", 7}},
+       "workspace_id: must be a string from open_workspace"},
       {{{"runtime", "python"}, {"code", "x"}, {"artifact_ids", {{"a", 1}}}},
        "artifact_ids: must be an array of artifact_id strings"},
       {{{"runtime", "python"}, {"code", "x"}, {"network", ""}}, "network: must be the name of a network profile"},

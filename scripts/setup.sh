@@ -32,12 +32,13 @@ build_dir="$repo_root/build"
 #   libcjose-dev libjansson-dev     OAuth access tokens (JWS) for the HTTP transport, verified by cjose
 #                                   (its cjose.pc requires jansson.pc, which libcjose-dev does not pull in)
 #   libc-ares-dev                   the egress proxy's name lookups: asynchronous, each bounded by its own timeout
+#   clang-format-14                 unit.format: the C++ tree as .clang-format lays it out
 #   iproute2 openssl curl python3-pip  integration.network_egress: its fake internet (ip netns, veth, a
 #                                   test CA), and curl and pip run by jobs through the egress proxy
 readonly THROWBOX_DEBS=(g++ cmake make pkg-config nlohmann-json3-dev libboost-dev libseccomp-dev
   libspdlog-dev libcpp-httplib-dev doctest-dev libssl-dev libmagic-dev libsqlite3-dev python3 python3-matplotlib
   python3-numpy python3-pandas util-linux passwd uidmap clang libclang-rt-14-dev libcmark-dev libqpdf-dev libcjose-dev libjansson-dev libc-ares-dev
-  help2man lintian apparmor iproute2 openssl curl python3-pip)
+  help2man lintian apparmor iproute2 openssl curl python3-pip clang-format-14)
 
 missing_debs() {
   local pkg

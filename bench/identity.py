@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""What each sandbox identity costs a cold run_code (issue 16), in one run.
+"""What each sandbox identity costs a cold run_code, in one run.
 
 Three servers, the bundled policy with the pool off and python `-I -S`
 printing 1, calls interleaved across them with an idle gap between calls:

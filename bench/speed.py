@@ -2,7 +2,7 @@
 """throwbox speed, measured in one run against baselines measured in the same run.
 
 Start-up (interleaved, python printing 1, --runs each):
-  bare         /usr/bin/python3 -I -S -c 'print(1)'        (DESIGN.md's baseline)
+  bare         /usr/bin/python3 -I -S -c 'print(1)'        (the baseline the ratios use)
   bwrap        the same under bubblewrap, a typical locked-down set-up
   cold         run_code over MCP stdio, pool off, runtime `python3 -I -S` (the
                sandbox is built per call; the server's spare runner process,

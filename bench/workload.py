@@ -438,7 +438,7 @@ def main():
               "p50 %.1f ms, p95 %.1f ms" % (nc["median_ms"], nc["p95_ms"]))
     print("\n(in-box: the result's duration_ms median, the program's time in the sandbox; outside: median of "
           "wall minus duration_ms per call)")
-    print("\ntargets (the issue's; reported, never enforced)")
+    print("\ntargets (reported, never enforced)")
     for t in results["targets"]:
         v = "n/a" if t["value"] is None else "%.2fx" % t["value"]
         print("  [%s] %-4s %-26s %s" % ("x" if t["met"] else " ", t["pattern"], t["target"], v))

@@ -42,7 +42,7 @@ install(FILES packaging/debian/lintian-overrides DESTINATION ${CMAKE_INSTALL_DAT
 # Documentation, compressed as Debian policy wants (12.3), and the man page.
 find_program(HELP2MAN help2man)
 find_program(GZIP gzip REQUIRED)
-set(THROWBOX_DOCS README.md docs/boundary.md docs/policy.md docs/troubleshooting.md)
+set(THROWBOX_DOCS README.md docs/architecture.md docs/boundary.md docs/http.md docs/operations.md docs/performance.md docs/policy.md docs/testing.md docs/tools.md docs/troubleshooting.md)
 set(THROWBOX_DOC_OUTPUTS)
 foreach(doc ${THROWBOX_DOCS})
   get_filename_component(name ${doc} NAME)
@@ -82,11 +82,12 @@ set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "throwbox maintainers <throwbox@example.org>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "MCP tool server running model-written code in disposable sandboxes")
 # The long description (cpack writes the summary line above it itself).
-set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "throwbox gives a model host (an MCP client) three tools: upload_input,
-run_code and fetch_artifact. Each run_code call runs in a fresh Linux
-process sandbox (user, pid, mount, net, ipc and uts namespaces, seccomp,
-Landlock, cgroups, rlimits) with no network and no host secrets, and the
-files it writes pass an artifact gate before a reference goes back.
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "throwbox gives a model host (an MCP client) five tools: upload_input,
+run_code, fetch_artifact, open_workspace and close_workspace. Each run_code
+call runs in a fresh Linux process sandbox (user, pid, mount, net, ipc and
+uts namespaces, seccomp, Landlock, cgroups, rlimits) with no network and no
+host secrets, and the files it writes pass an artifact gate before a
+reference goes back.
 
 It serves MCP over stdio for desktop clients, or over Streamable HTTP for
 shared deployments (static tokens or OAuth 2.1 access tokens). The package

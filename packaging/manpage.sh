@@ -23,7 +23,7 @@ verbatim() { sed -e 's/\\/\\e/g' -e "s/^\\([.']\\)/\\\\\\&\\1/"; }
   printf '.TP\n/var/lib/throwbox\nThe packaged service'"'"'s state directory (ledger, inputs, artifacts, audit log).\n'
   printf '.TP\n/usr/libexec/throwbox/throwbox-runner\nThe per-job sandbox runner the server starts.\n'
   printf '.TP\n/usr/libexec/throwbox/throwbox-parser\nThe parser helper: the files jobs write and the requests they send are parsed there, not in the server.\n'
-  printf '[SEE ALSO]\n/usr/share/doc/throwbox/README.md.gz, /usr/share/doc/throwbox/boundary.md.gz\n'
+  printf '[SEE ALSO]\n/usr/share/doc/throwbox/README.md.gz, boundary.md.gz, operations.md.gz, http.md.gz, policy.md.gz\n'
 } > "$include"
 help2man --no-info --no-discard-stderr --section 1 --source "throwbox" \
   --name "MCP tool server running model-written code in disposable Linux sandboxes" \

@@ -45,8 +45,9 @@ readonly THROWBOX_RUN_DEBS=(g++ cmake pkg-config ninja-build nlohmann-json3-dev 
 #                                   test CA), and curl and pip run by jobs through the egress proxy;
 #                                   ss (iproute2) for integration.http_listen
 #   procps                          pgrep and ps: the tests that look for a job's processes on the host
+#   clang-format-14                 unit.format: the C++ tree as .clang-format lays it out
 readonly THROWBOX_TEST_DEBS=(doctest-dev clang libclang-rt-14-dev passwd help2man lintian apparmor systemd
-  iproute2 openssl curl python3-pip procps)
+  iproute2 openssl curl python3-pip procps clang-format-14)
 
 # missing_debs PKG...: those not installed (node and npm: a working pair from anywhere).
 missing_debs() {

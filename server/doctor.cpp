@@ -47,14 +47,16 @@ Line probe_user_namespaces() {
   int st = 0;
   ::waitpid(pid, &st, 0);
   int err = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  if (err == 0) return {"user namespaces", true, "unshare(CLONE_NEWUSER) works for uid " + std::to_string(::geteuid()), "", true};
+  if (err == 0)
+    return {"user namespaces", true, "unshare(CLONE_NEWUSER) works for uid " + std::to_string(::geteuid()), "", true};
   std::string detail = "unshare(CLONE_NEWUSER): " + (err > 0 ? util::errno_name(err) : std::string("crashed"));
   std::string fix = "allow user namespaces";
   std::string max = read_trimmed("/proc/sys/user/max_user_namespaces");
   if (max == "0") fix = "sysctl -w user.max_user_namespaces=15000";
   if (read_trimmed("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1")
-    fix = "Ubuntu 24.04+: AppArmor restricts unprivileged user namespaces; add an AppArmor profile "
-          "granting 'userns' to the throwbox binary, or run throwbox as a root service";
+    fix =
+        "Ubuntu 24.04+: AppArmor restricts unprivileged user namespaces; add an AppArmor profile "
+        "granting 'userns' to the throwbox binary, or run throwbox as a root service";
   return {"user namespaces", false, detail, fix, true};
 }
 
@@ -62,9 +64,11 @@ Line probe_seccomp() {
   auto prog = sandbox::seccomp::compile_in_parent();
   if (!prog) return {"seccomp", false, prog.error().message, "install a kernel with CONFIG_SECCOMP_FILTER", true};
   int mode = ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
-  if (mode < 0) return {"seccomp", false, "prctl(PR_GET_SECCOMP): " + util::errno_name(errno),
-                        "install a kernel with CONFIG_SECCOMP_FILTER", true};
-  return {"seccomp", true, "filter of " + std::to_string(prog->instructions.size()) + " BPF instructions compiles", "", true};
+  if (mode < 0)
+    return {"seccomp", false, "prctl(PR_GET_SECCOMP): " + util::errno_name(errno),
+            "install a kernel with CONFIG_SECCOMP_FILTER", true};
+  return {"seccomp", true, "filter of " + std::to_string(prog->instructions.size()) + " BPF instructions compiles", "",
+          true};
 }
 
 Line probe_landlock(bool required) {
@@ -77,11 +81,12 @@ Line probe_landlock(bool required) {
 // The same set-up as serve (a delegated cgroup may move this process into a
 // leaf), so the line says exactly what a job of `serve` here will get.
 Line probe_cgroups(const sandbox::cgroups::Host& h, bool required) {
-  if (h.mode != sandbox::cgroups::Mode::none) return {"cgroups", true, std::string(to_string(h.mode)) + ", " + h.placement, "", required};
+  if (h.mode != sandbox::cgroups::Mode::none)
+    return {"cgroups", true, std::string(to_string(h.mode)) + ", " + h.placement, "", required};
   return {"cgroups", false, h.why_not + "; without cgroups " + sandbox::cgroup_host::kWithoutCgroups,
           "root: cgroup v2 with the memory, pids and cpu controllers, or v1 with them; a normal user: "
           "cgroup v2 delegated by systemd, e.g. systemd-run --user --scope -p Delegate=yes throwbox serve, "
-          "or a systemd service with Delegate=yes (README, Hosts)",
+          "or a systemd service with Delegate=yes (docs/operations.md, Hosts)",
           required};
 }
 
@@ -93,8 +98,8 @@ Line probe_identity(const policy::Policy& pol) {
   if (!ids) return {"sandbox identity", false, ids.error().message, "choose a range no account uses", true};
   if (ids->subordinate())
     return {"sandbox identity", true,
-            "a uid of its own per live sandbox from this user's /etc/subuid range " + std::to_string(ids->first()) + ".." +
-                std::to_string(uint64_t{ids->first()} + ids->count() - 1) +
+            "a uid of its own per live sandbox from this user's /etc/subuid range " + std::to_string(ids->first()) +
+                ".." + std::to_string(uint64_t{ids->first()} + ids->count() - 1) +
                 " (newuidmap; host_uid:subordinate); what the kernel counts per user still reaches this user at the "
                 "top, bounded by each sandbox's share",
             "", true};
@@ -105,18 +110,17 @@ Line probe_identity(const policy::Policy& pol) {
                 ", owning its user namespace",
             "", true};
   return {"sandbox identity", true,
-          "every sandbox maps to this server's uid " + std::to_string(::geteuid()) +
-              " (host_uid:shared) because " + ids->why_shared() +
-              "; each gets a share of this user's signal, message queue and inotify limits",
+          "every sandbox maps to this server's uid " + std::to_string(::geteuid()) + " (host_uid:shared) because " +
+              ids->why_shared() + "; each gets a share of this user's signal, message queue and inotify limits",
           "", true};
 }
 
 // The parser helper as serve starts it, and what its confinement refuses.
 Line probe_parser(broker::Jobs& jobs) {
   auto probe = jobs.probe_parser();
-  if (!probe) return {"parser helper", false, probe.error().message,
-                      "the helper needs what a sandbox needs (user namespaces as a normal user, seccomp); see above",
-                      true};
+  if (!probe)
+    return {"parser helper", false, probe.error().message,
+            "the helper needs what a sandbox needs (user namespaces as a normal user, seccomp); see above", true};
   std::string tried, allowed;
   for (auto& [what, got] : probe->items()) {
     const std::string g = got.is_string() ? got.get<std::string>() : "?";
@@ -124,7 +128,8 @@ Line probe_parser(broker::Jobs& jobs) {
     if (g == "allowed") allowed += (allowed.empty() ? "" : ", ") + what;
   }
   if (!allowed.empty())
-    return {"parser helper", false, "its confinement allows " + allowed + " (" + tried + ")", "report this as a bug", true};
+    return {"parser helper", false, "its confinement allows " + allowed + " (" + tried + ")", "report this as a bug",
+            true};
   return {"parser helper", true, "confined, in a child: " + tried, "", true};
 }
 
@@ -165,15 +170,17 @@ int run(const policy::Policy& pol, const std::string& state_dir, const std::stri
     } else {
       const auto& o = r->outcome;
       // The job must have had the cgroup the line above promises, no more, no less.
-      const std::string want = tree->host().mode == sandbox::cgroups::Mode::none ? "" : std::string("cgroups:") + to_string(tree->host().mode);
+      const std::string want = tree->host().mode == sandbox::cgroups::Mode::none
+                                   ? ""
+                                   : std::string("cgroups:") + to_string(tree->host().mode);
       std::string got;
       for (auto& l : o.layers)
         if (l.rfind("cgroups:", 0) == 0) got = l;
       job.ok = o.status == sandbox::Status::completed && o.stdout_text == "ok\n" && got == want;
       std::string layers;
       for (auto& l : o.layers) layers += (layers.empty() ? "" : " ") + l;
-      job.detail = runtime + ": status " + sandbox::to_string(o.status) + (o.error.empty() ? "" : " (" + o.error + ")") +
-                   (layers.empty() ? "" : "; active layers: " + layers);
+      job.detail = runtime + ": status " + sandbox::to_string(o.status) +
+                   (o.error.empty() ? "" : " (" + o.error + ")") + (layers.empty() ? "" : "; active layers: " + layers);
       if (!job.ok && o.status == sandbox::Status::completed && got != want)
         job.fix = "the job's cgroup layer (" + (got.empty() ? "none" : got) + ") differs from the probe's (" +
                   (want.empty() ? "none" : want) + "): report this as a bug";
@@ -202,7 +209,7 @@ int run(const policy::Policy& pol, const std::string& state_dir, const std::stri
   std::string missing;
   for (auto& d : degraded) missing += (missing.empty() ? "" : ", ") + d;
   std::cout << "\n"
-            << (!healthy          ? "NOT ready: a required layer is missing"
+            << (!healthy           ? "NOT ready: a required layer is missing"
                 : degraded.empty() ? "ready: every layer is in place"
                                    : "ready, DEGRADED: jobs run without " + missing + " (allowed by the policy)")
             << "\n";

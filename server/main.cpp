@@ -1,5 +1,6 @@
-// throwbox entry: flags, policy load, transport choice. Start-up errors are
-// caught here, logged and exit 2. The per-job sandbox runner is the separate
+// throwbox entry: flags, policy load, transport choice. A usage error is
+// printed as "throwbox: <message>" and exits 2; start-up errors are caught
+// here, logged and exit 2. The per-job sandbox runner is the separate
 // executable throwbox-runner beside this one (single-threaded; server/sandbox/).
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -12,14 +13,15 @@
 #include <iostream>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "server/broker/audit.h"
+#include "server/protocol/audit.h"
 #include "server/broker/jobs.h"
 #include "server/broker/ledger.h"
-#include "server/broker/tasks.h"
+#include "server/protocol/tasks.h"
 #include "server/doctor.h"
 #include "server/policy/live.h"
 #include "server/policy/policy.h"
@@ -39,7 +41,8 @@
 namespace {
 
 // Help text: `--help` prints it on stdout and exits 0; a usage error prints
-// one line on stderr and exits 2 (the convention of coreutils and git).
+// the mistake and where the help is on stderr and exits 2 (the convention
+// of coreutils and git).
 constexpr const char* kUsage =
     "Usage: throwbox <command> [options]\n"
     "       throwbox --help | --version\n"
@@ -59,9 +62,10 @@ constexpr const char* kUsage =
 constexpr const char* kServeHelp =
     "Usage: throwbox serve [options]\n"
     "\n"
-    "Serve the MCP tools (upload_input, run_code, fetch_artifact) over stdio as\n"
-    "newline-delimited JSON-RPC; stdout carries only MCP messages, logs go to\n"
-    "stderr. With --http, serve Streamable HTTP at /mcp instead.\n"
+    "Serve the MCP tools upload_input, run_code, fetch_artifact, open_workspace\n"
+    "and close_workspace over stdio as newline-delimited JSON-RPC; stdout\n"
+    "carries only MCP messages, logs go to stderr. With --http, serve\n"
+    "Streamable HTTP at /mcp instead.\n"
     "\n"
     "Options:\n"
     "  --state-dir DIR        Inputs, artifacts, ledger and audit log (created\n"
@@ -82,7 +86,7 @@ constexpr const char* kServeHelp =
     "                         line, '#' comments; the file must be mode 0600\n"
     "  --oauth FILE           Also accept OAuth 2.1 JWT access tokens: issuer,\n"
     "                         jwks_uri, resource, tenant_claim, scopes (JSON;\n"
-    "                         see README, OAuth)\n"
+    "                         see docs/http.md, OAuth)\n"
     "  --tls-cert FILE        TLS certificate (PEM); needs --tls-key\n"
     "  --tls-key FILE         TLS private key (PEM); needs --tls-cert\n"
     "  --allow-origin ORIGIN  Accept requests carrying this Origin (repeatable;\n"
@@ -113,17 +117,31 @@ constexpr const char* kDoctorHelp =
 
 constexpr const char* kPolicyHelp =
     "Usage: throwbox policy check [FILE]\n"
+    "       throwbox policy check [FILE] [--tokens FILE] [--oauth FILE]\n"
+    "                             [--tls-cert FILE --tls-key FILE]\n"
     "\n"
     "Validate a policy file as 'serve' would load it and print the effective\n"
     "policy on stdout: every key with its value after defaults, as JSON. FILE\n"
-    "defaults as serve's --policy. Runtimes that are optional\n"
-    "and missing on this host are noted on stderr. See docs/policy.md.\n"
+    "defaults as serve's --policy; stderr names the file read (its real path).\n"
+    "Runtimes that are optional and missing on this host are noted on stderr.\n"
+    "See docs/policy.md.\n"
+    "\n"
+    "The files given to serve --http are checked as serve reads them at start,\n"
+    "with nothing started: the tokens file (mode 0600, every line well-formed),\n"
+    "the OAuth settings (the issuer's keys are not fetched), the TLS\n"
+    "certificate and key (both load, and the key matches the certificate).\n"
+    "Each is summarised on stderr. Run the check as the user serve runs as.\n"
     "\n"
     "Options:\n"
+    "  --tokens FILE          The bearer tokens file, as serve --tokens\n"
+    "  --oauth FILE           The OAuth settings, as serve --oauth\n"
+    "  --tls-cert FILE        The TLS certificate (PEM); needs --tls-key\n"
+    "  --tls-key FILE         The TLS private key (PEM); needs --tls-cert\n"
     "  -h, --help             Print this help and exit\n"
     "\n"
-    "Exit status: 0 when the policy is valid; 2 when it is not (the error on\n"
-    "stderr names the file and the key) or on a usage error.\n";
+    "Exit status: 0 when the policy and every file given are valid; 2 when one\n"
+    "is not (the error on stderr names the file and what is wrong) or on a\n"
+    "usage error.\n";
 
 constexpr const char* kVersionHelp =
     "Usage: throwbox version\n"
@@ -140,6 +158,19 @@ const char* help_of(const std::string& command) {
   return nullptr;
 }
 
+// A mistake in a command's arguments: main prints "throwbox: <message>" and
+// where the usage is on stderr, and exits 2; no log line (the mistake is the
+// caller's, not the server's).
+class UsageError : public std::runtime_error {
+ public:
+  UsageError(std::string command, const std::string& message)
+      : std::runtime_error(message), command_(std::move(command)) {}
+  const std::string& command() const { return command_; }
+
+ private:
+  std::string command_;
+};
+
 // The names --log-level takes, as spdlog spells them.
 constexpr const char* kLogLevels = "trace, debug, info, warn, error, critical or off";
 bool known_log_level(const std::string& name) {
@@ -152,7 +183,7 @@ struct Options {
   std::string state_dir;
   std::string policy_path;
   std::string log_level = "info";
-  bool http = false;                  // serve --http HOST:PORT
+  bool http = false;  // serve --http HOST:PORT
   transport::http::Options http_options;
 };
 
@@ -168,37 +199,46 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* flag) -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error(std::string(flag) + " needs a value");
+      if (i + 1 >= argc) throw UsageError(command, std::string(flag) + " needs a value");
       return argv[++i];
     };
-    if (a == "--state-dir") o.state_dir = value("--state-dir");
+    if (a == "--state-dir")
+      o.state_dir = value("--state-dir");
     else if (command == "serve" && a == "--http") {
       auto listen = transport::http::parse_listen(value("--http"), o.http_options);
-      if (!listen) throw std::runtime_error(listen.error().message);
+      if (!listen) throw UsageError(command, listen.error().message);
       o.http_options = *listen;
       o.http = true;
-    } else if (command == "serve" && a == "--tokens") o.http_options.tokens_file = value("--tokens");
-    else if (command == "serve" && a == "--oauth") o.http_options.oauth_file = value("--oauth");
-    else if (command == "serve" && a == "--tls-cert") o.http_options.tls_cert = value("--tls-cert");
-    else if (command == "serve" && a == "--tls-key") o.http_options.tls_key = value("--tls-key");
-    else if (command == "serve" && a == "--allow-origin") o.http_options.allowed_origins.push_back(value("--allow-origin"));
-    else if (command == "serve" && a == "--allow-host") o.http_options.allowed_hosts.push_back(value("--allow-host"));
-    else if (a == "--policy") o.policy_path = value("--policy");
+    } else if (command == "serve" && a == "--tokens")
+      o.http_options.tokens_file = value("--tokens");
+    else if (command == "serve" && a == "--oauth")
+      o.http_options.oauth_file = value("--oauth");
+    else if (command == "serve" && a == "--tls-cert")
+      o.http_options.tls_cert = value("--tls-cert");
+    else if (command == "serve" && a == "--tls-key")
+      o.http_options.tls_key = value("--tls-key");
+    else if (command == "serve" && a == "--allow-origin")
+      o.http_options.allowed_origins.push_back(value("--allow-origin"));
+    else if (command == "serve" && a == "--allow-host")
+      o.http_options.allowed_hosts.push_back(value("--allow-host"));
+    else if (a == "--policy")
+      o.policy_path = value("--policy");
     else if (a == "--log-level") {
       // spdlog's from_str turns an unknown name into "off": a typo would
       // silence every log line, refusals and sandbox errors included.
       o.log_level = value("--log-level");
       if (!known_log_level(o.log_level))
-        throw std::runtime_error("--log-level " + o.log_level + ": not a level (" + kLogLevels + ")");
+        throw UsageError(command, "--log-level " + o.log_level + ": not a level (" + kLogLevels + ")");
     }
     // (-h/--help never reaches here: main answers it before the command runs.)
-    else throw std::runtime_error("unknown option for " + command + ": " + a + " (see throwbox --help)");
+    else
+      throw UsageError(command, "unknown option for " + command + ": " + a);
   }
   if (!o.http && (!o.http_options.tokens_file.empty() || !o.http_options.oauth_file.empty() ||
-                  !o.http_options.tls_cert.empty() ||
-                  !o.http_options.tls_key.empty() || !o.http_options.allowed_origins.empty() ||
-                  !o.http_options.allowed_hosts.empty()))
-    throw std::runtime_error("--tokens, --oauth, --tls-cert, --tls-key, --allow-origin and --allow-host need --http HOST:PORT");
+                  !o.http_options.tls_cert.empty() || !o.http_options.tls_key.empty() ||
+                  !o.http_options.allowed_origins.empty() || !o.http_options.allowed_hosts.empty()))
+    throw UsageError(command,
+                     "--tokens, --oauth, --tls-cert, --tls-key, --allow-origin and --allow-host need --http HOST:PORT");
   if (o.state_dir.empty()) o.state_dir = default_state_dir();
   if (o.policy_path.empty()) o.policy_path = policy::default_path();
   return o;
@@ -225,7 +265,9 @@ void reload_on_sighup(std::stop_token stop, util::Reloads* reloads) {
   ::sigemptyset(&hup);
   ::sigaddset(&hup, SIGHUP);
   while (!stop.stop_requested()) {
-    struct timespec tick {0, 200 * 1000 * 1000};
+    struct timespec tick {
+      0, 200 * 1000 * 1000
+    };
     if (::sigtimedwait(&hup, nullptr, &tick) == SIGHUP) {
       spdlog::info("reload: SIGHUP");
       reloads->run();
@@ -236,7 +278,7 @@ void reload_on_sighup(std::stop_token stop, util::Reloads* reloads) {
 // The policy file read again: applied when only what a running server can
 // take over changed (policy::reload_problems), else refused, saying which.
 util::Result<std::string> reload_policy(const std::string& path, policy::Live& live, broker::Jobs& jobs,
-                                        tools::Registry& registry, broker::Tasks& tasks) {
+                                        tools::Registry& registry, protocol::Tasks& tasks) {
   auto next = policy::load_file(path);
   if (!next) return next.error();
   const std::shared_ptr<const policy::Policy> running = live.get();
@@ -312,12 +354,12 @@ int serve(int argc, char** argv) {
   jobs.start_pool();
   tools::Registry registry = tools::make_registry(*boot);
   // Audit: one JSON line per tool call, bounded to 2 x 16 MiB.
-  broker::Audit audit(opt.state_dir + "/audit.log", 16 * 1024 * 1024);
+  protocol::Audit audit(opt.state_dir + "/audit.log", 16 * 1024 * 1024);
   // MCP tasks, on a ledger connection of their own. Declared after what their
   // work uses (jobs, store, registry, audit), so it is destroyed first.
   auto task_ledger = broker::Ledger::open(opt.state_dir + "/ledger.sqlite3");
   if (!task_ledger) throw std::runtime_error("task ledger: " + task_ledger.error().message);
-  broker::Tasks tasks(std::move(*task_ledger), broker::tasks_options(*boot));
+  protocol::Tasks tasks(std::move(*task_ledger), protocol::tasks_options(*boot));
   util::Reloads reloads;
   reloads.add("policy", [&] { return reload_policy(opt.policy_path, live, jobs, registry, tasks); });
   // Declared after what the reload steps use: it stops (joins) before they go.
@@ -333,8 +375,8 @@ int serve(int argc, char** argv) {
     return 0;
   }
   transport::stdio::Writer writer(wire);
-  spdlog::info("throwbox {} serving MCP on stdio; uid={} policy={} state={} runtimes={}", THROWBOX_VERSION,
-               ::geteuid(), boot->source, opt.state_dir, boot->available_runtimes().size());
+  spdlog::info("throwbox {} serving MCP on stdio; uid={} policy={} state={} runtimes={}", THROWBOX_VERSION, ::geteuid(),
+               boot->source, opt.state_dir, boot->available_runtimes().size());
   {
     protocol::mcp::Session session(ctx, writer, "local");
     transport::stdio::serve(session, boot->server.message_max_bytes, 0, stop_fd.get());
@@ -356,20 +398,47 @@ int doctor_command(int argc, char** argv) {
   return doctor::run(*pol, opt.state_dir, runner_exe());
 }
 
-// throwbox policy check [FILE]: the loader's verdict, with nothing started.
+// A path as the kernel resolves it (symbolic links, "..", the working
+// directory); as given, made absolute, when it does not resolve.
+std::string real_path(const std::string& path) {
+  char real[PATH_MAX];
+  if (::realpath(path.c_str(), real)) return real;
+  char cwd[PATH_MAX];
+  if (path.empty() || path[0] == '/' || !::getcwd(cwd, sizeof cwd)) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+// throwbox policy check [FILE] [--tokens FILE] [--oauth FILE] [--tls-cert
+// FILE --tls-key FILE]: the loaders' verdicts, with nothing started.
 int policy_command(int argc, char** argv) {
+  constexpr const char* kCheckUsage =
+      "Usage: throwbox policy check [FILE] [--tokens FILE] [--oauth FILE] [--tls-cert FILE --tls-key FILE]";
   std::vector<std::string> args(argv + 2, argv + argc);
-  if (args.empty() || args[0] != "check") {
-    std::cerr << "throwbox policy: " << (args.empty() ? "missing subcommand" : "unknown subcommand \"" + args[0] + "\"")
-              << "\nUsage: throwbox policy check [FILE]\n";
-    return 2;
+  if (args.empty() || args[0] != "check")
+    throw UsageError("policy", std::string("policy: ") +
+                                   (args.empty() ? "missing subcommand" : "unknown subcommand \"" + args[0] + "\"") +
+                                   "\n" + kCheckUsage);
+  std::string given;
+  transport::http::Options files;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string* value = a == "--tokens"     ? &files.tokens_file
+                         : a == "--oauth"    ? &files.oauth_file
+                         : a == "--tls-cert" ? &files.tls_cert
+                         : a == "--tls-key"  ? &files.tls_key
+                                             : nullptr;
+    if (value && i + 1 < args.size()) {
+      *value = args[++i];
+    } else if (value) {
+      throw UsageError("policy", "policy check: " + a + " needs a value");
+    } else if (given.empty() && !(a.size() > 1 && a[0] == '-')) {
+      given = a;
+    } else {
+      throw UsageError("policy", "policy check: unexpected argument \"" + a + "\"");
+    }
   }
-  if (args.size() > 2 || (args.size() == 2 && args[1].size() > 1 && args[1][0] == '-')) {
-    std::cerr << "throwbox policy check: unexpected argument \"" << args.back()
-              << "\"\nUsage: throwbox policy check [FILE]\n";
-    return 2;
-  }
-  std::string path = args.size() == 2 ? args[1] : policy::default_path();
+  const std::string path = given.empty() ? policy::default_path() : given;
+  std::cerr << "throwbox: policy file " << real_path(path) << (given.empty() ? " (the default)" : "") << "\n";
   auto pol = policy::load_file(path);
   if (!pol) {
     std::cerr << "throwbox: " << pol.error().message << "\n";
@@ -379,6 +448,12 @@ int policy_command(int argc, char** argv) {
     if (!rt.available)
       std::cerr << "throwbox: note: runtimes." << name << ": " << rt.command[0]
                 << " is not on this host; the runtime is optional and will not be offered\n";
+  auto held = transport::http::check_files(files);
+  if (!held) {
+    std::cerr << "throwbox: " << held.error().message << "\n";
+    return 2;
+  }
+  for (const auto& line : *held) std::cerr << "throwbox: " << line << "\n";
   std::cout << policy::effective_json(*pol).dump(2) << "\n";
   return 0;
 }
@@ -409,10 +484,7 @@ int main(int argc, char** argv) {
     if (cmd == "doctor") return doctor_command(argc, argv);
     if (cmd == "policy") return policy_command(argc, argv);
     if (cmd == "version" || cmd == "--version" || cmd == "-V") {
-      if (argc > 2) {
-        std::cerr << "throwbox version: unexpected argument \"" << argv[2] << "\"\n";
-        return 2;
-      }
+      if (argc > 2) throw UsageError("version", std::string("version: unexpected argument \"") + argv[2] + "\"");
       std::cout << "throwbox " << THROWBOX_VERSION << "\n";
       return 0;
     }
@@ -420,7 +492,8 @@ int main(int argc, char** argv) {
       if (argc > 2) {
         const char* help = help_of(argv[2]);
         if (!help) {
-          std::cerr << "throwbox help: unknown command \"" << argv[2] << "\"\nRun 'throwbox --help' for the commands.\n";
+          std::cerr << "throwbox help: unknown command \"" << argv[2]
+                    << "\"\nRun 'throwbox --help' for the commands.\n";
           return 2;
         }
         std::cout << help;
@@ -432,7 +505,11 @@ int main(int argc, char** argv) {
     std::cerr << "throwbox: unknown " << (cmd.rfind('-', 0) == 0 ? "option" : "command") << " \"" << cmd
               << "\"\nRun 'throwbox --help' for the commands.\n";
     return 2;
+  } catch (const UsageError& e) {
+    std::cerr << "throwbox: " << e.what() << "\nRun 'throwbox " << e.command() << " --help' for usage.\n";
+    return 2;
   } catch (const std::exception& e) {
+    // A start-up error (the policy, the state directory, the address): logged.
     spdlog::critical("{}", e.what());
     return 2;
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The sandbox's child side never allocates, locks or logs (STYLE.md, Errors).
+"""The sandbox's child side never allocates, locks or logs.
 
 pid 1 and the program child run on the zygote's memory (CLONE_VM, and without
 CLONE_SETTLS on its thread data too) while the zygote may still allocate, so
@@ -163,7 +163,7 @@ def main():
             print("expected a report of %s, got none" % s)
         return 1 if missing else 0
     if reported:
-        print("child-side code must not allocate, lock or log (STYLE.md, Errors): %d symbol(s)" % len(reported))
+        print("child-side code must not allocate, lock or log (it runs on the zygote's memory): %d symbol(s)" % len(reported))
         return 1
     print("%d child-side objects: no allocator, lock, logging or foreign C++ symbol" % len(objects))
     return 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14: the whole suite leaves nothing on the host. `snapshot` runs first
+# The whole suite leaves nothing on the host. `snapshot` runs first
 # (a ctest fixture) and records what throwbox-like state already exists;
 # `check` runs after every other test and fails on anything new: a throwbox
 # cgroup, a throwbox process, a mount or a temp directory of the tests.

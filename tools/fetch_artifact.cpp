@@ -32,8 +32,9 @@ ToolResult parts_result(const store::ArtifactRecord& rec, uint64_t part_bytes) {
                          {"mimeType", rec.media_type},
                          {"size", bytes}});
   }
-  r.structured = {{"artifact_id", rec.artifact_id}, {"name", rec.name}, {"media_type", rec.media_type},
-                  {"size", rec.size}, {"sha256", rec.sha256}, {"parts", parts}, {"part_bytes", part_bytes}};
+  r.structured = {
+      {"artifact_id", rec.artifact_id}, {"name", rec.name}, {"media_type", rec.media_type}, {"size", rec.size},
+      {"sha256", rec.sha256},           {"parts", parts},   {"part_bytes", part_bytes}};
   return r;
 }
 
@@ -47,8 +48,9 @@ Tool make_fetch_artifact(const policy::Policy& policy) {
       {"description",
        "Return a file that a run_code job wrote to /outputs, by the artifact_id listed in the "
        "run_code result. Text comes back as text, images as image content, anything else as an "
-       "embedded binary resource. A file larger than " + std::to_string(inline_max) +
-           " bytes is not returned inline: the result lists it in parts of " + std::to_string(inline_max) +
+       "embedded binary resource. A file larger than " +
+           std::to_string(inline_max) + " bytes is not returned inline: the result lists it in parts of " +
+           std::to_string(inline_max) +
            " bytes (`parts`, `part_bytes`, one resource_link per part, throwbox://artifacts/<artifact_id>/parts/<k> "
            "for k = 0 .. parts-1); read each with resources/read (a base64 blob) and join them in order."},
       {"inputSchema",
@@ -74,8 +76,11 @@ Tool make_fetch_artifact(const policy::Policy& policy) {
             {"description", "Only with parts: the bytes of every part but the last"}}}}},
         {"required", {"artifact_id", "name", "media_type", "size", "sha256"}}}},
       {"annotations",
-       {{"title", "Fetch an artifact"}, {"readOnlyHint", true}, {"destructiveHint", false},
-        {"idempotentHint", true}, {"openWorldHint", false}}}};
+       {{"title", "Fetch an artifact"},
+        {"readOnlyHint", true},
+        {"destructiveHint", false},
+        {"idempotentHint", true},
+        {"openWorldHint", false}}}};
 
   auto call = [inline_max](const json& args, CallContext& ctx) -> ToolResult {
     if (auto s = require_object(args); !s) return error_result(s.error().message);
@@ -95,12 +100,16 @@ Tool make_fetch_artifact(const policy::Policy& policy) {
       r.content.push_back({{"type", "image"}, {"data", util::base64_encode(*content)}, {"mimeType", type}});
     } else {
       r.content.push_back({{"type", "resource"},
-                           {"resource", {{"uri", "throwbox://artifacts/" + rec->artifact_id},
-                                         {"mimeType", type},
-                                         {"blob", util::base64_encode(*content)}}}});
+                           {"resource",
+                            {{"uri", "throwbox://artifacts/" + rec->artifact_id},
+                             {"mimeType", type},
+                             {"blob", util::base64_encode(*content)}}}});
     }
-    r.structured = {{"artifact_id", rec->artifact_id}, {"name", rec->name}, {"media_type", type},
-                    {"size", rec->size}, {"sha256", rec->sha256}};
+    r.structured = {{"artifact_id", rec->artifact_id},
+                    {"name", rec->name},
+                    {"media_type", type},
+                    {"size", rec->size},
+                    {"sha256", rec->sha256}};
     return r;
   };
   return Tool{def, call, "forbidden", nullptr};

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/broker/jobs.h"
+#include "server/broker/broker.h"
 #include "server/policy/policy.h"
 #include "server/store/store.h"
 
@@ -22,10 +22,10 @@ struct CallContext {
   std::string tenant;
   const policy::Policy& policy;
   store::Store& store;
-  broker::Jobs& jobs;
-  std::shared_ptr<broker::Cancellation> cancel;                   // notifications/cancelled
-  std::function<void(const nlohmann::json& progress)> progress;   // empty without a progressToken
-  std::shared_ptr<broker::WorkspaceUse> workspace;                // held before a task was created (Tool::hold)
+  broker::Broker& broker;
+  std::shared_ptr<broker::Cancellation> cancel;                  // notifications/cancelled
+  std::function<void(const nlohmann::json& progress)> progress;  // empty without a progressToken
+  std::shared_ptr<broker::WorkspaceUse> workspace;               // held before a task was created (Tool::hold)
 };
 
 // An MCP CallToolResult. Errors inside a tool are results with isError, never
@@ -49,7 +49,7 @@ struct Tool {
   // workspace, so a call arriving after the task was created cannot take it
   // first); an error answers the call instead of a task. May be empty.
   std::function<util::Result<std::shared_ptr<broker::WorkspaceUse>>(const json& args, const std::string& tenant,
-                                                                     broker::Jobs& jobs)>
+                                                                    broker::Broker& broker)>
       hold;
 };
 
@@ -86,8 +86,8 @@ Tool make_run_code(const policy::Policy& policy);
 Tool make_fetch_artifact(const policy::Policy& policy);
 Tool make_open_workspace(const policy::Policy& policy);
 Tool make_close_workspace(const policy::Policy& policy);
-// A job result as run_code's structuredContent (DESIGN.md's contract); the
-// HTTP job API answers with the same shape.
+// A job result as run_code's structuredContent, the fixed shape its
+// outputSchema declares; the HTTP job API answers with the same shape.
 json job_result_json(const broker::JobResult& result);
 
 // Argument checks shared by the tools: each names the field it rejects.

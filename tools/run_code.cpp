@@ -1,8 +1,7 @@
 // run_code: run a short program in a fresh, disposable sandbox and return its
 // bounded result and gated artifacts.
 #include "tools/registry.h"
-
-#include <cmath>
+#include "tools/job_request.h"
 
 #include "server/util/text.h"
 
@@ -12,24 +11,23 @@ namespace {
 json nullable(const char* type) { return {{"type", {type, "null"}}}; }
 
 json output_schema() {
-  json artifact = {
-      {"type", "object"},
-      {"properties",
-       {{"artifact_id", nullable("string")},
-        {"name", {{"type", "string"}}},
-        {"media_type", {{"type", "string"}}},
-        {"size", {{"type", "integer"}, {"minimum", 0}}},
-        {"sha256", {{"type", "string"}}},
-        {"verdict", {{"type", "string"}, {"enum", {"accepted", "sanitized", "rejected"}}}},
-        {"reason", {{"type", "string"}}}}},
-      {"required", {"artifact_id", "name", "media_type", "size", "sha256", "verdict", "reason"}}};
+  json artifact = {{"type", "object"},
+                   {"properties",
+                    {{"artifact_id", nullable("string")},
+                     {"name", {{"type", "string"}}},
+                     {"media_type", {{"type", "string"}}},
+                     {"size", {{"type", "integer"}, {"minimum", 0}}},
+                     {"sha256", {{"type", "string"}}},
+                     {"verdict", {{"type", "string"}, {"enum", {"accepted", "sanitized", "rejected"}}}},
+                     {"reason", {{"type", "string"}}}}},
+                   {"required", {"artifact_id", "name", "media_type", "size", "sha256", "verdict", "reason"}}};
   return {
       {"type", "object"},
       {"properties",
        {{"job_id", {{"type", "string"}}},
-        {"status", {{"type", "string"},
-                    {"enum", {"completed", "failed", "timed_out", "memory_exceeded", "cancelled",
-                              "sandbox_error"}}}},
+        {"status",
+         {{"type", "string"},
+          {"enum", {"completed", "failed", "timed_out", "memory_exceeded", "cancelled", "sandbox_error"}}}},
         {"exit_code", nullable("integer")},
         {"signal", nullable("string")},
         {"timed_out", {{"type", "boolean"}}},
@@ -37,31 +35,41 @@ json output_schema() {
         {"stderr", {{"type", "string"}}},
         {"stdout_truncated", {{"type", "boolean"}}},
         {"stderr_truncated", {{"type", "boolean"}}},
-        {"stdout_cut_bytes", {{"type", "integer"}, {"minimum", 0},
-                              {"description", "Bytes of stdout cut out of the middle (0: all of it is here). Over its "
-                                              "cap stdout keeps its head and tail with a marker line between them."}}},
-        {"stderr_cut_bytes", {{"type", "integer"}, {"minimum", 0},
-                              {"description", "As stdout_cut_bytes, for stderr."}}},
+        {"stdout_cut_bytes",
+         {{"type", "integer"},
+          {"minimum", 0},
+          {"description",
+           "Bytes of stdout cut out of the middle (0: all of it is here). Over its "
+           "cap stdout keeps its head and tail with a marker line between them."}}},
+        {"stderr_cut_bytes",
+         {{"type", "integer"}, {"minimum", 0}, {"description", "As stdout_cut_bytes, for stderr."}}},
         {"duration_ms", {{"type", "integer"}, {"minimum", 0}}},
         {"cpu_ms", {{"type", "integer"}, {"minimum", 0}}},
         {"peak_memory_bytes", {{"type", "integer"}, {"minimum", 0}}},
         {"error", {{"type", "string"}, {"description", "Why the sandbox could not run the job (sandbox_error only)."}}},
-        {"sandbox_layers", {{"type", "array"}, {"items", {{"type", "string"}}},
-                            {"description", "The isolation layers that were active for this job."}}},
+        {"sandbox_layers",
+         {{"type", "array"},
+          {"items", {{"type", "string"}}},
+          {"description", "The isolation layers that were active for this job."}}},
         {"limits_enforced_by",
          {{"type", "object"},
-          {"description", "What held this job's memory, process count and CPU: the job's cgroup, or (a host "
-                          "without usable cgroups, see throwbox doctor) per-process rlimits and the deadline only."},
-          {"properties", {{"memory", {{"type", "string"}, {"enum", {"cgroup", "rlimit"}}}},
-                          {"pids", {{"type", "string"}, {"enum", {"cgroup", "rlimit"}}}},
-                          {"cpu", {{"type", "string"}, {"enum", {"cgroup", "deadline"}}}}}}}},
-        {"start", {{"type", "string"}, {"enum", {"cold", "warm"}},
-                   {"description", "warm: the job ran in a single-use sandbox built ahead by the warm pool."}}},
+          {"description",
+           "What held this job's memory, process count and CPU: the job's cgroup, or (a host "
+           "without usable cgroups, see throwbox doctor) per-process rlimits and the deadline only."},
+          {"properties",
+           {{"memory", {{"type", "string"}, {"enum", {"cgroup", "rlimit"}}}},
+            {"pids", {{"type", "string"}, {"enum", {"cgroup", "rlimit"}}}},
+            {"cpu", {{"type", "string"}, {"enum", {"cgroup", "deadline"}}}}}}}},
+        {"start",
+         {{"type", "string"},
+          {"enum", {"cold", "warm"}},
+          {"description", "warm: the job ran in a single-use sandbox built ahead by the warm pool."}}},
         {"artifacts", {{"type", "array"}, {"items", artifact}}},
         {"workspace",
          {{"type", "object"},
-          {"description", "A job in a workspace: the workspace after it (saved: this job's /work was kept; "
-                          "full: /work had (nearly) no room left when it ended)."},
+          {"description",
+           "A job in a workspace: the workspace after it (saved: this job's /work was kept; "
+           "full: /work had (nearly) no room left when it ended)."},
           {"properties",
            {{"workspace_id", {{"type", "string"}}},
             {"expires_at", {{"type", "string"}}},
@@ -92,12 +100,11 @@ json output_schema() {
                 {"required", {"host", "port", "address", "bytes_up", "bytes_down", "verdict", "reason"}}}}}},
             {"connections_not_listed", {{"type", "integer"}, {"minimum", 0}}}}},
           {"required", {"profile", "connections"}}}}}},
-      {"required", {"job_id", "status", "exit_code", "signal", "timed_out", "stdout", "stderr",
-                    "stdout_truncated", "stderr_truncated", "stdout_cut_bytes", "stderr_cut_bytes",
-                    "duration_ms", "cpu_ms",
-                    "peak_memory_bytes", "artifacts"}}};
+      {"required",
+       {"job_id", "status", "exit_code", "signal", "timed_out", "stdout", "stderr", "stdout_truncated",
+        "stderr_truncated", "stdout_cut_bytes", "stderr_cut_bytes", "duration_ms", "cpu_ms", "peak_memory_bytes",
+        "artifacts"}}};
 }
-
 
 }  // namespace
 
@@ -106,8 +113,12 @@ json job_result_json(const broker::JobResult& r) {
   json artifacts = json::array();
   for (auto& a : r.artifacts)
     artifacts.push_back({{"artifact_id", a.artifact_id ? json(*a.artifact_id) : json(nullptr)},
-                         {"name", a.name}, {"media_type", a.media_type}, {"size", a.size},
-                         {"sha256", a.sha256}, {"verdict", to_string(a.verdict)}, {"reason", a.reason}});
+                         {"name", a.name},
+                         {"media_type", a.media_type},
+                         {"size", a.size},
+                         {"sha256", a.sha256},
+                         {"verdict", to_string(a.verdict)},
+                         {"reason", a.reason}});
   json s{{"job_id", r.job_id},
          {"status", sandbox::to_string(o.status)},
          {"exit_code", o.exited ? json(o.exit_code) : json(nullptr)},
@@ -139,7 +150,6 @@ json job_result_json(const broker::JobResult& r) {
   return s;
 }
 
-
 Tool make_run_code(const policy::Policy& policy) {
   const policy::Limits& lim = policy.limits;
   std::string runtimes_text;
@@ -154,7 +164,8 @@ Tool make_run_code(const policy::Policy& policy) {
       {"title", "Run code in a disposable sandbox"},
       {"description",
        "Run a short program in a fresh, disposable Linux sandbox and get back its exit status, "
-       "stdout and stderr (each capped at " + std::to_string(lim.stdout_max_bytes) +
+       "stdout and stderr (each capped at " +
+           std::to_string(lim.stdout_max_bytes) +
            " bytes, truncation flagged) and the files it wrote. The sandbox has no network" +
            std::string(policy.network.profiles.empty()
                            ? ""
@@ -171,28 +182,44 @@ Tool make_run_code(const policy::Policy& policy) {
       {"inputSchema",
        {{"type", "object"},
         {"properties",
-         {{"runtime", {{"type", "string"}, {"enum", runtime_names},
-                       {"description", "Which interpreter runs the code."}}},
-          {"code", {{"type", "string"}, {"maxLength", lim.code_max_bytes},
-                    {"description", "The complete program source."}}},
-          {"input_ids", {{"type", "array"}, {"items", {{"type", "string"}}},
-                         {"maxItems", lim.inputs_per_job_max},
-                         {"description", "input_ids from upload_input, mounted at /inputs/<name>."}}},
-          {"timeout_s", {{"type", "number"}, {"exclusiveMinimum", 0}, {"maximum", lim.timeout_s_max},
-                         {"description", "Wall-clock limit in seconds."}}},
-          {"workspace_id", {{"type", "string"},
-                            {"description", "From open_workspace: /work is that workspace's files and is kept for its next call."}}},
-          {"artifact_ids", {{"type", "array"}, {"items", {{"type", "string"}}},
-                            {"maxItems", lim.inputs_per_job_max},
-                            {"description", "artifact_ids of earlier runs, mounted read-only at /inputs/<name> like inputs."}}},
-          {"idempotency_key", {{"type", "string"}, {"minLength", 1}, {"maxLength", 128},
-                               {"description", "Client-chosen key naming this request: repeating it returns the first run's result instead of running again."}}}}},
+         {{"runtime",
+           {{"type", "string"}, {"enum", runtime_names}, {"description", "Which interpreter runs the code."}}},
+          {"code",
+           {{"type", "string"}, {"maxLength", lim.code_max_bytes}, {"description", "The complete program source."}}},
+          {"input_ids",
+           {{"type", "array"},
+            {"items", {{"type", "string"}}},
+            {"maxItems", lim.inputs_per_job_max},
+            {"description", "input_ids from upload_input, mounted at /inputs/<name>."}}},
+          {"timeout_s",
+           {{"type", "number"},
+            {"exclusiveMinimum", 0},
+            {"maximum", lim.timeout_s_max},
+            {"description", "Wall-clock limit in seconds."}}},
+          {"workspace_id",
+           {{"type", "string"},
+            {"description", "From open_workspace: /work is that workspace's files and is kept for its next call."}}},
+          {"artifact_ids",
+           {{"type", "array"},
+            {"items", {{"type", "string"}}},
+            {"maxItems", lim.inputs_per_job_max},
+            {"description", "artifact_ids of earlier runs, mounted read-only at /inputs/<name> like inputs."}}},
+          {"idempotency_key",
+           {{"type", "string"},
+            {"minLength", 1},
+            {"maxLength", 128},
+            {"description",
+             "Client-chosen key naming this request: repeating it returns the first run's result instead of running "
+             "again."}}}}},
         {"required", {"runtime", "code"}},
         {"additionalProperties", false}}},
       {"outputSchema", output_schema()},
       {"annotations",
-       {{"title", "Run code in a disposable sandbox"}, {"readOnlyHint", false},
-        {"destructiveHint", false}, {"idempotentHint", false}, {"openWorldHint", false}}}};
+       {{"title", "Run code in a disposable sandbox"},
+        {"readOnlyHint", false},
+        {"destructiveHint", false},
+        {"idempotentHint", false},
+        {"openWorldHint", false}}}};
 
   if (!policy.network.profiles.empty()) {
     json names = json::array();
@@ -204,71 +231,24 @@ Tool make_run_code(const policy::Policy& policy) {
       text += "\n- " + name + ": " + (p.description.empty() ? "" : p.description + "; ") + "reaches " + allow;
     }
     def["inputSchema"]["properties"]["network"] = {
-        {"type", "string"}, {"enum", names},
-        {"description", "Give the job network access through a proxy that lets it reach only what this profile "
-                        "allows (omit for no network). Profiles:" + text}};
+        {"type", "string"},
+        {"enum", names},
+        {"description",
+         "Give the job network access through a proxy that lets it reach only what this profile "
+         "allows (omit for no network). Profiles:" +
+             text}};
     def["annotations"]["openWorldHint"] = true;
   }
 
   auto call = [](const json& args, CallContext& ctx) -> ToolResult {
     if (auto s = require_object(args); !s) return error_result(s.error().message);
-    if (auto s = reject_unknown_fields(args, {"runtime", "code", "input_ids", "timeout_s", "idempotency_key", "network",
-                                              "workspace_id", "artifact_ids"});
-        !s)
-      return error_result(s.error().message);
-    broker::JobRequest req;
-    req.tenant = ctx.tenant;
-    if (!args.contains("runtime") || !args["runtime"].is_string())
-      return error_result("runtime: required, must be a string naming a runtime");
-    req.runtime = args["runtime"].get<std::string>();
-    if (!args.contains("code") || !args["code"].is_string())
-      return error_result("code: required, must be a string holding the program");
-    req.code = args["code"].get<std::string>();
-    if (args.contains("input_ids")) {
-      const json& ids = args["input_ids"];
-      if (!ids.is_array()) return error_result("input_ids: must be an array of input_id strings");
-      for (auto& id : ids) {
-        if (!id.is_string()) return error_result("input_ids: must be an array of input_id strings");
-        req.input_ids.push_back(id.get<std::string>());
-      }
-    }
-    if (args.contains("timeout_s")) {
-      const json& t = args["timeout_s"];
-      if (!t.is_number()) return error_result("timeout_s: must be a number of seconds");
-      double v = t.get<double>();
-      if (!std::isfinite(v) || v <= 0) return error_result("timeout_s: must be greater than 0");
-      req.timeout_s = v;
-    }
-    if (args.contains("idempotency_key")) {
-      const json& k = args["idempotency_key"];
-      if (!k.is_string() || k.get_ref<const std::string&>().empty() || k.get_ref<const std::string&>().size() > 128)
-        return error_result("idempotency_key: must be a string of 1-128 characters");
-      req.idempotency_key = k.get<std::string>();
-    }
-    if (args.contains("workspace_id")) {
-      const json& w = args["workspace_id"];
-      if (!w.is_string()) return error_result("workspace_id: must be a string from open_workspace");
-      req.workspace_id = w.get<std::string>();
-      if (req.workspace_id.empty()) return error_result("workspace_id: " + std::string(broker::kUnknownWorkspace));
-    }
-    if (args.contains("artifact_ids")) {
-      const json& ids = args["artifact_ids"];
-      if (!ids.is_array()) return error_result("artifact_ids: must be an array of artifact_id strings");
-      for (auto& id : ids) {
-        if (!id.is_string()) return error_result("artifact_ids: must be an array of artifact_id strings");
-        req.artifact_ids.push_back(id.get<std::string>());
-      }
-    }
-    if (args.contains("network")) {
-      const json& n = args["network"];
-      if (!n.is_string() || n.get_ref<const std::string&>().empty())
-        return error_result("network: must be the name of a network profile");
-      req.network = n.get<std::string>();
-    }
+    auto parsed = parse_job_request(args, ctx.tenant, kRunCodeFields);
+    if (!parsed) return error_result(parsed.error().message);
+    broker::JobRequest& req = *parsed;
     req.workspace_use = ctx.workspace;
     req.cancel = ctx.cancel;
     req.on_progress = ctx.progress;
-    auto result = ctx.jobs.run(req);
+    auto result = ctx.broker.run(req);
     if (!result) return error_result(result.error().message);
     json structured = job_result_json(*result);
     ToolResult out = ok_result(structured, structured.dump());
@@ -276,8 +256,11 @@ Tool make_run_code(const policy::Policy& policy) {
     // resources/read or fetch_artifact, under the same tenant check.
     for (auto& a : result->artifacts) {
       if (!a.artifact_id) continue;
-      out.content.push_back({{"type", "resource_link"}, {"uri", store::artifact_uri(*a.artifact_id)},
-                             {"name", a.name}, {"mimeType", a.media_type}, {"size", a.size},
+      out.content.push_back({{"type", "resource_link"},
+                             {"uri", store::artifact_uri(*a.artifact_id)},
+                             {"name", a.name},
+                             {"mimeType", a.media_type},
+                             {"size", a.size},
                              {"description", "artifact " + std::string(to_string(a.verdict)) + ": " + a.reason}});
     }
     return out;
@@ -285,11 +268,11 @@ Tool make_run_code(const policy::Policy& policy) {
   // A long job may run as an MCP task: answered at once, polled or awaited.
   // Its workspace is held from before the task is created to its end.
   auto hold = [](const json& args, const std::string& tenant,
-                 broker::Jobs& jobs) -> util::Result<std::shared_ptr<broker::WorkspaceUse>> {
+                 broker::Broker& broker) -> util::Result<std::shared_ptr<broker::WorkspaceUse>> {
     if (!args.is_object() || !args.contains("workspace_id") || !args["workspace_id"].is_string() ||
         args["workspace_id"].get_ref<const std::string&>().empty())
       return std::shared_ptr<broker::WorkspaceUse>();  // none, or the call reports the bad argument
-    return jobs.hold_workspace(tenant, args["workspace_id"].get<std::string>());
+    return broker.hold_workspace(tenant, args["workspace_id"].get<std::string>());
   };
   return Tool{def, call, "optional", hold};
 }

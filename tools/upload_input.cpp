@@ -7,52 +7,57 @@ namespace tools {
 
 Tool make_upload_input(const policy::Policy& policy) {
   const uint64_t max_bytes = policy.limits.input_max_bytes;
-  json def = {
-      {"name", "upload_input"},
-      {"title", "Upload an input file"},
-      {"description",
-       "Store a file so that run_code can read it. Returns an input_id; pass it in run_code's "
-       "input_ids and the program reads the file read-only at /inputs/<name>. Use encoding "
-       "\"base64\" for binary content. Inputs are immutable; uploading the same name and content "
-       "again returns the same input_id. Maximum size: " +
-           std::to_string(max_bytes) + " bytes."},
-      {"inputSchema",
-       {{"type", "object"},
-        {"properties",
-         {{"name", {{"type", "string"}, {"minLength", 1}, {"maxLength", 255},
+  json def = {{"name", "upload_input"},
+              {"title", "Upload an input file"},
+              {"description",
+               "Store a file so that run_code can read it. Returns an input_id; pass it in run_code's "
+               "input_ids and the program reads the file read-only at /inputs/<name>. Use encoding "
+               "\"base64\" for binary content. Inputs are immutable; uploading the same name and content "
+               "again returns the same input_id. Maximum size: " +
+                   std::to_string(max_bytes) + " bytes."},
+              {"inputSchema",
+               {{"type", "object"},
+                {"properties",
+                 {{"name",
+                   {{"type", "string"},
+                    {"minLength", 1},
+                    {"maxLength", 255},
                     {"description", "File name inside /inputs, e.g. \"orders.csv\" (no \"/\")."}}},
-          {"content", {{"type", "string"}, {"description", "File content, as text or base64."}}},
-          {"encoding", {{"type", "string"}, {"enum", {"utf-8", "base64"}},
-                        {"description", "How content is encoded; default \"utf-8\"."}}}}},
-        {"required", {"name", "content"}},
-        {"additionalProperties", false}}},
-      {"outputSchema",
-       {{"type", "object"},
-        {"properties",
-         {{"input_id", {{"type", "string"}}},
-          {"name", {{"type", "string"}}},
-          {"size", {{"type", "integer"}, {"minimum", 0}}},
-          {"sha256", {{"type", "string"}}},
-          {"media_type", {{"type", "string"}}}}},
-        {"required", {"input_id", "name", "size", "sha256", "media_type"}}}},
-      {"annotations",
-       {{"title", "Upload an input file"}, {"readOnlyHint", false}, {"destructiveHint", false},
-        {"idempotentHint", true}, {"openWorldHint", false}}}};
+                  {"content", {{"type", "string"}, {"description", "File content, as text or base64."}}},
+                  {"encoding",
+                   {{"type", "string"},
+                    {"enum", {"utf-8", "base64"}},
+                    {"description", "How content is encoded; default \"utf-8\"."}}}}},
+                {"required", {"name", "content"}},
+                {"additionalProperties", false}}},
+              {"outputSchema",
+               {{"type", "object"},
+                {"properties",
+                 {{"input_id", {{"type", "string"}}},
+                  {"name", {{"type", "string"}}},
+                  {"size", {{"type", "integer"}, {"minimum", 0}}},
+                  {"sha256", {{"type", "string"}}},
+                  {"media_type", {{"type", "string"}}}}},
+                {"required", {"input_id", "name", "size", "sha256", "media_type"}}}},
+              {"annotations",
+               {{"title", "Upload an input file"},
+                {"readOnlyHint", false},
+                {"destructiveHint", false},
+                {"idempotentHint", true},
+                {"openWorldHint", false}}}};
 
   auto call = [max_bytes](const json& args, CallContext& ctx) -> ToolResult {
     if (auto s = require_object(args); !s) return error_result(s.error().message);
     if (auto s = reject_unknown_fields(args, {"name", "content", "encoding"}); !s)
       return error_result(s.error().message);
-    if (!args.contains("name") || !args["name"].is_string())
-      return error_result("name: required, must be a string");
+    if (!args.contains("name") || !args["name"].is_string()) return error_result("name: required, must be a string");
     if (!args.contains("content") || !args["content"].is_string())
       return error_result("content: required, must be a string");
     std::string encoding = "utf-8";
     if (args.contains("encoding")) {
       if (!args["encoding"].is_string()) return error_result("encoding: must be \"utf-8\" or \"base64\"");
       encoding = args["encoding"].get<std::string>();
-      if (encoding != "utf-8" && encoding != "base64")
-        return error_result("encoding: must be \"utf-8\" or \"base64\"");
+      if (encoding != "utf-8" && encoding != "base64") return error_result("encoding: must be \"utf-8\" or \"base64\"");
     }
     const std::string& raw = args["content"].get_ref<const std::string&>();
     std::string content;
@@ -70,10 +75,13 @@ Tool make_upload_input(const policy::Policy& policy) {
     const std::string name = args["name"].get<std::string>();
     // Name first: libmagic should never see content under a name we refuse.
     if (auto s = store::validate_input_name(name); !s) return error_result(s.error().message);
-    auto rec = ctx.store.put_input(ctx.tenant, name, content, ctx.jobs.upload_media_type(name, content));
+    auto rec = ctx.store.put_input(ctx.tenant, name, content, ctx.broker.upload_media_type(name, content));
     if (!rec) return error_result(rec.error().message);
-    json out{{"input_id", rec->input_id}, {"name", rec->name}, {"size", rec->size},
-             {"sha256", rec->sha256}, {"media_type", rec->media_type}};
+    json out{{"input_id", rec->input_id},
+             {"name", rec->name},
+             {"size", rec->size},
+             {"sha256", rec->sha256},
+             {"media_type", rec->media_type}};
     return ok_result(out, out.dump());
   };
   return Tool{def, call, "forbidden", nullptr};

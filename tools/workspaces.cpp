@@ -30,19 +30,26 @@ Tool make_open_workspace(const policy::Policy& policy) {
        "is the workspace's files, kept for the next call that names it (intermediate files, a virtualenv, "
        "packages installed with pip --target). Open one only when a task spans several runs that build on "
        "each other; a single run needs none. /tmp, /outputs and processes never persist. One call at a "
-       "time per workspace. It holds at most " + std::to_string(w.size_max_bytes) +
-           " bytes and is deleted after ttl_s idle seconds (default " + std::to_string(w.ttl_s_default) +
-           ", at most " + std::to_string(w.ttl_s_max) + "). Close it with close_workspace when the task is done."},
+       "time per workspace. It holds at most " +
+           std::to_string(w.size_max_bytes) + " bytes and is deleted after ttl_s idle seconds (default " +
+           std::to_string(w.ttl_s_default) + ", at most " + std::to_string(w.ttl_s_max) +
+           "). Close it with close_workspace when the task is done."},
       {"inputSchema",
        {{"type", "object"},
         {"properties",
-         {{"ttl_s", {{"type", "integer"}, {"minimum", 1}, {"maximum", w.ttl_s_max},
-                     {"description", "Idle seconds before it is deleted; each run_code in it starts the count again."}}}}},
+         {{"ttl_s",
+           {{"type", "integer"},
+            {"minimum", 1},
+            {"maximum", w.ttl_s_max},
+            {"description", "Idle seconds before it is deleted; each run_code in it starts the count again."}}}}},
         {"additionalProperties", false}}},
       {"outputSchema", workspace_schema()},
       {"annotations",
-       {{"title", "Open a workspace"}, {"readOnlyHint", false}, {"destructiveHint", false},
-        {"idempotentHint", false}, {"openWorldHint", false}}}};
+       {{"title", "Open a workspace"},
+        {"readOnlyHint", false},
+        {"destructiveHint", false},
+        {"idempotentHint", false},
+        {"openWorldHint", false}}}};
   auto call = [](const json& args, CallContext& ctx) -> ToolResult {
     if (auto s = require_object(args); !s) return error_result(s.error().message);
     if (auto s = reject_unknown_fields(args, {"ttl_s"}); !s) return error_result(s.error().message);
@@ -52,7 +59,7 @@ Tool make_open_workspace(const policy::Policy& policy) {
       if (!t.is_number()) return error_result("ttl_s: must be a number of seconds");
       ttl = t.get<double>();
     }
-    auto opened = ctx.jobs.workspaces().open(ctx.tenant, ttl);
+    auto opened = ctx.broker.open_workspace(ctx.tenant, ttl);
     if (!opened) return error_result(opened.error().message);
     json s = broker::to_json(*opened);
     return ok_result(s, "workspace " + opened->workspace_id + " open until " + s["expires_at"].get<std::string>() +
@@ -62,33 +69,35 @@ Tool make_open_workspace(const policy::Policy& policy) {
 }
 
 Tool make_close_workspace(const policy::Policy&) {
-  json def = {
-      {"name", "close_workspace"},
-      {"title", "Close a workspace"},
-      {"description",
-       "Delete a workspace and every file in it, once the task that needed it is done. The id is unknown "
-       "afterwards."},
-      {"inputSchema",
-       {{"type", "object"},
-        {"properties", {{"workspace_id", {{"type", "string"}, {"description", "From open_workspace."}}}}},
-        {"required", {"workspace_id"}},
-        {"additionalProperties", false}}},
-      {"outputSchema",
-       {{"type", "object"},
-        {"properties", {{"workspace_id", {{"type", "string"}}}, {"closed", {{"type", "boolean"}}}}},
-        {"required", {"workspace_id", "closed"}}}},
-      {"annotations",
-       {{"title", "Close a workspace"}, {"readOnlyHint", false}, {"destructiveHint", true},
-        {"idempotentHint", false}, {"openWorldHint", false}}}};
+  json def = {{"name", "close_workspace"},
+              {"title", "Close a workspace"},
+              {"description",
+               "Delete a workspace and every file in it, once the task that needed it is done. The id is unknown "
+               "afterwards."},
+              {"inputSchema",
+               {{"type", "object"},
+                {"properties", {{"workspace_id", {{"type", "string"}, {"description", "From open_workspace."}}}}},
+                {"required", {"workspace_id"}},
+                {"additionalProperties", false}}},
+              {"outputSchema",
+               {{"type", "object"},
+                {"properties", {{"workspace_id", {{"type", "string"}}}, {"closed", {{"type", "boolean"}}}}},
+                {"required", {"workspace_id", "closed"}}}},
+              {"annotations",
+               {{"title", "Close a workspace"},
+                {"readOnlyHint", false},
+                {"destructiveHint", true},
+                {"idempotentHint", false},
+                {"openWorldHint", false}}}};
   auto call = [](const json& args, CallContext& ctx) -> ToolResult {
     if (auto s = require_object(args); !s) return error_result(s.error().message);
     if (auto s = reject_unknown_fields(args, {"workspace_id"}); !s) return error_result(s.error().message);
     if (!args.contains("workspace_id") || !args["workspace_id"].is_string())
       return error_result("workspace_id: required, must be a string");
     const std::string id = args["workspace_id"].get<std::string>();
-    if (auto s = ctx.jobs.workspaces().close(ctx.tenant, id); !s)
+    if (auto s = ctx.broker.close_workspace(ctx.tenant, id); !s)
       return error_result(s.error().code == util::ErrorCode::kNotFound ? "workspace_id: " + s.error().message
-                                                                         : s.error().message);
+                                                                       : s.error().message);
     return ok_result({{"workspace_id", id}, {"closed", true}}, "workspace " + id + " closed and deleted");
   };
   return Tool{def, call, "forbidden", nullptr};

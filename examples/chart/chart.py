@@ -1,4 +1,4 @@
-"""Defect rates per production line from a messy QA export (seed 000's job).
+"""Defect rates per production line from a messy QA export (throwbox example job).
 
 Reads /inputs/line_defects.csv, cleans it with explicit rules, prints the
 assumptions and the evidence as JSON, and draws /outputs/defect_rates.png.

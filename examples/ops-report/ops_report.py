@@ -1,6 +1,6 @@
 """Correlate a load-balancer access log with an application log (throwbox example job).
 
-Seed 001's operations report: two logs written in different formats and time
+The operations report: two logs written in different formats and time
 zones are normalised to UTC, matched by request id, and every exception is
 listed: unparseable lines, duplicated lines, requests seen by only one side,
 errors without a request, clock skew beyond a threshold, and offsets that do

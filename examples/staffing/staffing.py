@@ -1,6 +1,6 @@
 """Agents needed per arrival rate on a support phone desk (throwbox example job).
 
-Seed 001's staffing question: how many agents answer 80% of calls within 20 s
+The staffing question: how many agents answer 80% of calls within 20 s
 at each arrival rate? A seeded discrete-event simulation of the queue (Poisson
 arrivals, handle times resampled from last fortnight's calls, first come first
 served, one queue, every agent alike) answers it, and the Erlang C formula

@@ -27,9 +27,7 @@ bool is_space(char c) {
   return u <= 0x20 || u == 0x7F;
 }
 // Letters in HTML; XML names may also start with '_', ':' or non-ASCII.
-bool is_name_start(char c) {
-  return is_letter(c) || c == '_' || c == ':' || static_cast<unsigned char>(c) >= 0x80;
-}
+bool is_name_start(char c) { return is_letter(c) || c == '_' || c == ':' || static_cast<unsigned char>(c) >= 0x80; }
 
 bool starts_at(std::string_view s, size_t i, std::string_view prefix) {
   return i <= s.size() && s.size() - i >= prefix.size() && s.substr(i, prefix.size()) == prefix;
@@ -92,8 +90,8 @@ class Findings {
   FindingAt result(const Doc& doc, std::string_view original) const {
     if (at_ == kNpos) return FindingAt{};
     size_t byte = doc.original_offset(at_);
-    size_t line = 1 + static_cast<size_t>(std::count(original.begin(),
-                                                     original.begin() + static_cast<std::ptrdiff_t>(byte), '\n'));
+    size_t line = 1 + static_cast<size_t>(
+                          std::count(original.begin(), original.begin() + static_cast<std::ptrdiff_t>(byte), '\n'));
     return FindingAt{true, what_, line, byte};
   }
 
@@ -110,19 +108,19 @@ struct NamedReference {
   std::string_view text;
 };
 constexpr std::array kNamedReferences{
-    NamedReference{"tab", "\t"},      NamedReference{"newline", "\n"}, NamedReference{"colon", ":"},
-    NamedReference{"semi", ";"},      NamedReference{"lpar", "("},     NamedReference{"rpar", ")"},
-    NamedReference{"sol", "/"},       NamedReference{"bsol", "\\"},    NamedReference{"amp", "&"},
-    NamedReference{"lt", "<"},        NamedReference{"gt", ">"},       NamedReference{"quot", "\""},
-    NamedReference{"apos", "'"},      NamedReference{"period", "."},   NamedReference{"comma", ","},
-    NamedReference{"excl", "!"},      NamedReference{"num", "#"},      NamedReference{"percnt", "%"},
-    NamedReference{"equals", "="},    NamedReference{"plus", "+"},     NamedReference{"lowbar", "_"},
-    NamedReference{"quest", "?"},     NamedReference{"commat", "@"},   NamedReference{"lsqb", "["},
-    NamedReference{"rsqb", "]"},      NamedReference{"lbrack", "["},   NamedReference{"rbrack", "]"},
-    NamedReference{"lcub", "{"},      NamedReference{"rcub", "}"},     NamedReference{"lbrace", "{"},
-    NamedReference{"rbrace", "}"},    NamedReference{"verbar", "|"},   NamedReference{"vert", "|"},
-    NamedReference{"ast", "*"},       NamedReference{"dollar", "$"},   NamedReference{"grave", "`"},
-    NamedReference{"hat", "^"},       NamedReference{"nbsp", "\xC2\xA0"},
+    NamedReference{"tab", "\t"},   NamedReference{"newline", "\n"},    NamedReference{"colon", ":"},
+    NamedReference{"semi", ";"},   NamedReference{"lpar", "("},        NamedReference{"rpar", ")"},
+    NamedReference{"sol", "/"},    NamedReference{"bsol", "\\"},       NamedReference{"amp", "&"},
+    NamedReference{"lt", "<"},     NamedReference{"gt", ">"},          NamedReference{"quot", "\""},
+    NamedReference{"apos", "'"},   NamedReference{"period", "."},      NamedReference{"comma", ","},
+    NamedReference{"excl", "!"},   NamedReference{"num", "#"},         NamedReference{"percnt", "%"},
+    NamedReference{"equals", "="}, NamedReference{"plus", "+"},        NamedReference{"lowbar", "_"},
+    NamedReference{"quest", "?"},  NamedReference{"commat", "@"},      NamedReference{"lsqb", "["},
+    NamedReference{"rsqb", "]"},   NamedReference{"lbrack", "["},      NamedReference{"rbrack", "]"},
+    NamedReference{"lcub", "{"},   NamedReference{"rcub", "}"},        NamedReference{"lbrace", "{"},
+    NamedReference{"rbrace", "}"}, NamedReference{"verbar", "|"},      NamedReference{"vert", "|"},
+    NamedReference{"ast", "*"},    NamedReference{"dollar", "$"},      NamedReference{"grave", "`"},
+    NamedReference{"hat", "^"},    NamedReference{"nbsp", "\xC2\xA0"},
 };
 
 void append_code_point(std::string& out, uint32_t cp) {
@@ -220,16 +218,22 @@ std::string_view script_scheme_prefix(std::string_view url) {
 // rasters as data:image/png). Anything else (text/html, image/svg+xml, ...)
 // can be a document with script when framed or navigated.
 constexpr std::array<std::string_view, 11> kInertDataTypes{
-    "image/png", "image/jpeg", "image/jpg", "image/gif", "image/webp", "image/bmp", "image/avif",
-    "image/x-icon", "font/", "application/font-", "application/x-font-"};
+    "image/png",  "image/jpeg",   "image/jpg", "image/gif",         "image/webp",         "image/bmp",
+    "image/avif", "image/x-icon", "font/",     "application/font-", "application/x-font-"};
 
 // Media types of data: URLs searched for in whole tags, where the attribute
 // they sit in is unknown.
-constexpr std::array<std::string_view, 11> kScriptableDataTypes{
-    "data:text/html", "data:application/xhtml", "data:image/svg", "data:text/xml",
-    "data:application/xml", "data:text/javascript", "data:application/javascript",
-    "data:application/x-javascript", "data:text/ecmascript", "data:application/ecmascript",
-    "data:text/vbscript"};
+constexpr std::array<std::string_view, 11> kScriptableDataTypes{"data:text/html",
+                                                                "data:application/xhtml",
+                                                                "data:image/svg",
+                                                                "data:text/xml",
+                                                                "data:application/xml",
+                                                                "data:text/javascript",
+                                                                "data:application/javascript",
+                                                                "data:application/x-javascript",
+                                                                "data:text/ecmascript",
+                                                                "data:application/ecmascript",
+                                                                "data:text/vbscript"};
 
 // "data:image/png;base64,..." -> "image/png"; url starts with "data:".
 std::string_view data_media_type(std::string_view url) {
@@ -246,10 +250,9 @@ bool is_inert_data_url(std::string_view url) {
 
 // Attributes whose value a browser fetches, navigates to or animates into one.
 constexpr std::array<std::string_view, 25> kUrlAttributes{
-    "href",   "src",      "action", "formaction", "data",   "codebase", "background",
-    "poster", "srcset",   "lowsrc", "dynsrc",     "cite",   "longdesc", "usemap",
-    "manifest", "icon",   "classid", "archive",   "profile", "values",  "to",
-    "from",   "by",       "content", "base"};
+    "href",    "src",    "action", "formaction", "data",   "codebase", "background", "poster",  "srcset",
+    "lowsrc",  "dynsrc", "cite",   "longdesc",   "usemap", "manifest", "icon",       "classid", "archive",
+    "profile", "values", "to",     "from",       "by",     "content",  "base"};
 
 bool is_url_attribute(std::string_view local) {
   return std::find(kUrlAttributes.begin(), kUrlAttributes.end(), local) != kUrlAttributes.end();
@@ -308,8 +311,8 @@ std::string compact_css(std::string_view css, CssComments comments) {
   return out;
 }
 
-constexpr std::array<std::string_view, 5> kCssThreats{"expression(", "javascript:", "vbscript:",
-                                                      "-moz-binding", "behavior:"};
+constexpr std::array<std::string_view, 5> kCssThreats{"expression(", "javascript:", "vbscript:", "-moz-binding",
+                                                      "behavior:"};
 
 std::string_view css_threat(std::string_view css) {
   for (CssComments comments : {CssComments::kRemoved, CssComments::kRemovedOutsideStrings, CssComments::kKept}) {
@@ -323,9 +326,9 @@ std::string_view css_threat(std::string_view css) {
 // ---- Elements that run script, load another document, redirect, or change
 // how every other URL resolves, whatever their attributes.
 // <xml> is an IE data island: DATASRC/DATAFORMATAS=HTML inserted its markup.
-constexpr std::array<std::string_view, 12> kActiveElements{
-    "script", "iframe",        "frame",   "frameset", "object", "embed",
-    "applet", "foreignobject", "handler", "listener", "portal", "xml"};
+constexpr std::array<std::string_view, 12> kActiveElements{"script",  "iframe",   "frame",  "frameset",
+                                                           "object",  "embed",    "applet", "foreignobject",
+                                                           "handler", "listener", "portal", "xml"};
 
 bool is_active_element(std::string_view local) {
   return std::find(kActiveElements.begin(), kActiveElements.end(), local) != kActiveElements.end();
@@ -333,8 +336,8 @@ bool is_active_element(std::string_view local) {
 
 // SVG animation elements that can set an attribute, such as href, to a script URL.
 bool is_animation_element(std::string_view local) {
-  return local == "animate" || local == "set" || local == "animatemotion" ||
-         local == "animatetransform" || local == "animatecolor";
+  return local == "animate" || local == "set" || local == "animatemotion" || local == "animatetransform" ||
+         local == "animatecolor";
 }
 
 struct Attribute {
@@ -425,8 +428,8 @@ void check_tag(const Tag& tag, Findings& findings) {
     if (std::string_view scheme = script_scheme_prefix(url); !scheme.empty())
       findings.add(tag.at, std::string(scheme) + " URL in " + in_tag(a.name, tag.name));
     else if (starts_at(url, 0, "data:") && is_url_attribute(local) && !is_inert_data_url(url))
-      findings.add(tag.at, "data: URL of type \"" + printable(data_media_type(url)) + "\" in " +
-                               in_tag(a.name, tag.name));
+      findings.add(tag.at,
+                   "data: URL of type \"" + printable(data_media_type(url)) + "\" in " + in_tag(a.name, tag.name));
     if (local == "style")
       if (std::string_view threat = css_threat(value); !threat.empty())
         findings.add(tag.at, "CSS " + std::string(threat) + " in " + in_tag(a.name, tag.name));
@@ -441,12 +444,9 @@ void check_tag(const Tag& tag, Findings& findings) {
     if (element == "meta" && local == "http-equiv" && url == "refresh")
       findings.add(tag.at, "<meta http-equiv=\"refresh\"> redirect");
     // UTF-7 let "+ADw-script+AD4-" through every byte-level filter.
-    if (element == "meta" && contains(url, "utf-7"))
-      findings.add(tag.at, "<meta> declaring the UTF-7 charset");
-    if (element == "base" && local == "href")
-      findings.add(tag.at, "<base href> (redirects every relative URL)");
-    if (element == "link" && local == "rel" && has_token(value, "import"))
-      findings.add(tag.at, "<link rel=import>");
+    if (element == "meta" && contains(url, "utf-7")) findings.add(tag.at, "<meta> declaring the UTF-7 charset");
+    if (element == "base" && local == "href") findings.add(tag.at, "<base href> (redirects every relative URL)");
+    if (element == "link" && local == "rel" && has_token(value, "import")) findings.add(tag.at, "<link rel=import>");
     if (is_animation_element(element) && local == "attributename" && local_name(url) == "href")
       findings.add(tag.at, "<" + printable(tag.name) + "> animating href");
     // IE's HTML+TIME <t:set attributeName="innerHTML" to="<script...">; an
@@ -492,8 +492,7 @@ enum class Mode {
 // Where text resumes after a comment, CDATA section, processing instruction or
 // DOCTYPE starting at lt; kNpos when none starts there.
 size_t skip_declaration(std::string_view s, size_t lt, Mode mode, bool in_foreign_content) {
-  if (starts_at(s, lt, "<!--"))
-    return mode == Mode::kHtml ? skip_html_comment(s, lt + 4) : past(s, lt + 4, "-->");
+  if (starts_at(s, lt, "<!--")) return mode == Mode::kHtml ? skip_html_comment(s, lt + 4) : past(s, lt + 4, "-->");
   bool xml_rules = mode == Mode::kXml || in_foreign_content;
   if (starts_at(s, lt, "<![cdata[") && xml_rules) return past(s, lt + 9, "]]>");
   if (starts_at(s, lt, "<?") && mode == Mode::kXml) return past(s, lt + 2, "?>");
@@ -512,9 +511,8 @@ size_t skip_declaration(std::string_view s, size_t lt, Mode mode, bool in_foreig
 }
 
 bool is_raw_text_element(std::string_view name) {
-  constexpr std::array<std::string_view, 10> kRawText{"script", "style",    "textarea", "title",
-                                                      "xmp",    "iframe",   "noembed",  "noframes",
-                                                      "noscript", "plaintext"};
+  constexpr std::array<std::string_view, 10> kRawText{"script", "style",   "textarea", "title",    "xmp",
+                                                      "iframe", "noembed", "noframes", "noscript", "plaintext"};
   return std::find(kRawText.begin(), kRawText.end(), name) != kRawText.end();
 }
 

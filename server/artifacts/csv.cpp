@@ -17,7 +17,7 @@ constexpr std::string_view kTriggerText = "=, +, -, @, tab, CR or a Unicode form
 constexpr size_t kNpos = std::string_view::npos;
 
 // Splitters a spreadsheet may use on a .csv or .tsv, whatever the writer meant:
-// ',' (en-US double-click), ';' (de/fr/nl locales double-click, issue 17), TAB
+// ',' (en-US double-click), ';' (de/fr/nl locales double-click), TAB
 // (a .tsv, and Excel's import default), '|' (offered by every import dialog).
 constexpr char kReaderDelimiters[] = {',', ';', '\t', '|'};
 
@@ -51,14 +51,14 @@ constexpr std::string_view kUnicodeSpaces[] = {
     "\xE1\xA0\x8E",  // U+180E MONGOLIAN VOWEL SEPARATOR
     "\xE2\x80\x80", "\xE2\x80\x81", "\xE2\x80\x82", "\xE2\x80\x83", "\xE2\x80\x84",
     "\xE2\x80\x85", "\xE2\x80\x86", "\xE2\x80\x87", "\xE2\x80\x88", "\xE2\x80\x89",
-    "\xE2\x80\x8A",  // U+2000..U+200A EN QUAD .. HAIR SPACE
+    "\xE2\x80\x8A",                                  // U+2000..U+200A EN QUAD .. HAIR SPACE
     "\xE2\x80\x8B", "\xE2\x80\x8C", "\xE2\x80\x8D",  // U+200B..U+200D zero-width space, (non-)joiner
-    "\xE2\x80\xA8", "\xE2\x80\xA9",  // U+2028 LINE / U+2029 PARAGRAPH SEPARATOR
-    "\xE2\x80\xAF",  // U+202F NARROW NO-BREAK SPACE
-    "\xE2\x81\x9F",  // U+205F MEDIUM MATHEMATICAL SPACE
-    "\xE2\x81\xA0",  // U+2060 WORD JOINER
-    "\xE3\x80\x80",  // U+3000 IDEOGRAPHIC SPACE
-    "\xEF\xBB\xBF",  // U+FEFF ZERO WIDTH NO-BREAK SPACE (a BOM inside a cell)
+    "\xE2\x80\xA8", "\xE2\x80\xA9",                  // U+2028 LINE / U+2029 PARAGRAPH SEPARATOR
+    "\xE2\x80\xAF",                                  // U+202F NARROW NO-BREAK SPACE
+    "\xE2\x81\x9F",                                  // U+205F MEDIUM MATHEMATICAL SPACE
+    "\xE2\x81\xA0",                                  // U+2060 WORD JOINER
+    "\xE3\x80\x80",                                  // U+3000 IDEOGRAPHIC SPACE
+    "\xEF\xBB\xBF",                                  // U+FEFF ZERO WIDTH NO-BREAK SPACE (a BOM inside a cell)
 };
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -184,10 +184,10 @@ size_t formula_trigger(std::string_view v, size_t begin, size_t end, std::string
 
 // One field of one reader.
 struct Field {
-  size_t start = 0;         // offset of its first byte
-  size_t end = 0;           // offset of its delimiter or line break, or the size
+  size_t start = 0;  // offset of its first byte
+  size_t end = 0;    // offset of its delimiter or line break, or the size
   bool quoted = false;
-  size_t close = kNpos;     // offset of the closing quote (quoted fields)
+  size_t close = kNpos;                  // offset of the closing quote (quoted fields)
   size_t line = 1, row = 1, column = 1;  // where it starts
 };
 
@@ -216,8 +216,7 @@ class FieldReader {
       for (;;) {
         if (pos_ >= n) {
           if (strict_)
-            return fail("unterminated quoted field starting on " +
-                        where(field_.line, field_.row, field_.column));
+            return fail("unterminated quoted field starting on " + where(field_.line, field_.row, field_.column));
           quoted_length_ = value_.size();
           break;
         }
@@ -245,8 +244,7 @@ class FieldReader {
     while (pos_ < n && s_[pos_] != delimiter_ && s_[pos_] != '\n' && s_[pos_] != '\r') ++pos_;
     if (field_.quoted && pos_ > text_start && strict_)
       // Readers disagree on what '"ab"c' holds ('""=1' is "=1" to some): fail closed.
-      return fail("unexpected text after the closing quote of a quoted field on " +
-                  where(line_, row_, column_));
+      return fail("unexpected text after the closing quote of a quoted field on " + where(line_, row_, column_));
     value_.append(s_.substr(text_start, pos_ - text_start));
     field_.end = pos_;
 
@@ -282,8 +280,7 @@ class FieldReader {
   }
 
   static std::string where(size_t line, size_t row, size_t column) {
-    return "line " + std::to_string(line) + " (row " + std::to_string(row) + ", column " +
-           std::to_string(column) + ")";
+    return "line " + std::to_string(line) + " (row " + std::to_string(row) + ", column " + std::to_string(column) + ")";
   }
 
  private:
@@ -301,7 +298,7 @@ class FieldReader {
   size_t line_ = 1, row_ = 1, column_ = 1;
   Field field_;
   std::string value_;
-  std::vector<size_t> escapes_;  // value_ offsets of quotes that were "" in the file
+  std::vector<size_t> escapes_;   // value_ offsets of quotes that were "" in the file
   size_t quoted_length_ = kNpos;  // value_ size at the closing quote
   std::string error_;
 };
@@ -325,8 +322,7 @@ void find_triggers(std::string_view value, std::string_view delimiters, size_t o
     const char d = delimiters[r];
     for (size_t k = value.find(d); k != kNpos;) {
       const size_t next = value.find(d, k + 1);
-      if (size_t t = formula_trigger(value, k + 1, next == kNpos ? value.size() : next, delimiters);
-          t != kNpos)
+      if (size_t t = formula_trigger(value, k + 1, next == kNpos ? value.size() : next, delimiters); t != kNpos)
         out.emplace_back(t, r);
       k = next;
     }
@@ -391,13 +387,11 @@ Result failure(std::string reason) {
 // Returns X, 0 for no directive, or sets reason.
 char separator_directive(std::string_view body, std::string& reason) {
   auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
-  if (body.size() < 4 || lower(body[0]) != 's' || lower(body[1]) != 'e' || lower(body[2]) != 'p' ||
-      body[3] != '=')
+  if (body.size() < 4 || lower(body[0]) != 's' || lower(body[1]) != 'e' || lower(body[2]) != 'p' || body[3] != '=')
     return 0;
   const char x = body.size() > 4 ? body[4] : '\n';
   const auto b = static_cast<unsigned char>(x);
-  if (x == '\t' || (b >= 0x20 && b < 0x7F && x != '"' && x != '\''))
-    return x;
+  if (x == '\t' || (b >= 0x20 && b < 0x7F && x != '"' && x != '\'')) return x;
   reason = std::string("first line is a \"sep=\" directive naming ") +
            (x == '\n' || x == '\r' ? std::string("no delimiter") : "the delimiter " + hex_byte(x)) +
            "; Excel would split cells in a way this check cannot follow";
@@ -431,9 +425,8 @@ Applied apply_marks(std::string_view input, size_t begin, char delimiter, std::s
       // After the closing quote an apostrophe would be text after it: another
       // reader sees a cell starting with the TAB or CR that ends this field.
       if (f.quoted && at > f.close) {
-        a.failure = "a reader splitting on " + name_delimiter(delimiters[reader]) +
-                    " sees a cell starting with " + (input[at] == '\t' ? "tab" : "CR") +
-                    " right after the closing quote of the field on " +
+        a.failure = "a reader splitting on " + name_delimiter(delimiters[reader]) + " sees a cell starting with " +
+                    (input[at] == '\t' ? "tab" : "CR") + " right after the closing quote of the field on " +
                     FieldReader::where(f.line, f.row, f.column) + ", where no apostrophe can go";
         return a;
       }
@@ -514,11 +507,10 @@ Result process(std::string_view input, char delimiter, Mode mode, size_t max_cel
 
   Result result;
   result.cells_dangerous = applied.cells_dangerous;
-  const std::string what = count_of(result.cells_dangerous, "cell starts", "cells start") +
-                           " a formula (" + std::string(kTriggerText) +
-                           ") for a reader splitting on " + name_delimiters(delimiters);
-  const std::string first = "the first is at row " + std::to_string(applied.first_row) +
-                            ", column " + std::to_string(applied.first_column) + ", as split on " +
+  const std::string what = count_of(result.cells_dangerous, "cell starts", "cells start") + " a formula (" +
+                           std::string(kTriggerText) + ") for a reader splitting on " + name_delimiters(delimiters);
+  const std::string first = "the first is at row " + std::to_string(applied.first_row) + ", column " +
+                            std::to_string(applied.first_column) + ", as split on " +
                             name_delimiter(delimiters[applied.first_reader]);
   if (!neutralise) {
     result.ok = false;
@@ -528,8 +520,7 @@ Result process(std::string_view input, char delimiter, Mode mode, size_t max_cel
   result.ok = true;
   result.output = std::move(applied.output);
   result.cells_changed = count;
-  result.reason = what + "; " + count_of(result.cells_changed, "apostrophe", "apostrophes") +
-                  " inserted; " + first;
+  result.reason = what + "; " + count_of(result.cells_changed, "apostrophe", "apostrophes") + " inserted; " + first;
   return result;
 }
 

@@ -47,8 +47,7 @@ struct Result {
 // it must parse as RFC 4180 with it (LF, CRLF or a lone CR end a record outside
 // quotes; a UTF-8 BOM is kept and is not part of the first cell). The readers
 // checked are ',', ';', TAB, '|' and the "sep=" delimiter, whatever delimiter is.
-Result process(std::string_view input, char delimiter, Mode mode,
-               size_t max_cells = kDefaultMaxCells);
+Result process(std::string_view input, char delimiter, Mode mode, size_t max_cells = kDefaultMaxCells);
 
 // True when a spreadsheet could treat the (already unquoted) value as a formula:
 // after spaces (ASCII, NBSP, U+3000 and other Unicode spaces), line feeds and

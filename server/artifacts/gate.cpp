@@ -24,17 +24,19 @@ bool is_markup(const std::string& type) {
 }
 
 bool allowed(const GatePolicy& p, const std::string& type) {
-  return std::find(p.allowed_media_types.begin(), p.allowed_media_types.end(), type) !=
-         p.allowed_media_types.end();
+  return std::find(p.allowed_media_types.begin(), p.allowed_media_types.end(), type) != p.allowed_media_types.end();
 }
 
 Verdict rejected(std::string reason) { return {VerdictKind::kRejected, std::move(reason), "", ""}; }
 
 std::string_view to_string(VerdictKind kind) {
   switch (kind) {
-    case VerdictKind::kAccepted: return "accepted";
-    case VerdictKind::kSanitized: return "sanitized";
-    case VerdictKind::kRejected: return "rejected";
+    case VerdictKind::kAccepted:
+      return "accepted";
+    case VerdictKind::kSanitized:
+      return "sanitized";
+    case VerdictKind::kRejected:
+      return "rejected";
   }
   return "rejected";
 }
@@ -79,7 +81,8 @@ Verdict Gate::finish(const std::string& name, const nlohmann::json& inspection, 
   };
   const auto verdict = text("verdict"), reason = text("reason"), media_type = text("media_type"),
              named_as = text("named_as");
-  const bool changed = inspection.contains("changed") && inspection["changed"].is_boolean() && inspection["changed"].get<bool>();
+  const bool changed =
+      inspection.contains("changed") && inspection["changed"].is_boolean() && inspection["changed"].get<bool>();
   if (!verdict || !reason || !media_type || !named_as ||
       (*verdict != "accepted" && *verdict != "sanitized" && *verdict != "rejected"))
     return reject("the gate's inspection gave no usable answer");
@@ -101,9 +104,12 @@ Verdict Gate::finish(const std::string& name, const nlohmann::json& inspection, 
 }
 
 nlohmann::json to_json(const GatePolicy& p) {
-  return {{"allowed_media_types", p.allowed_media_types}, {"file_max_bytes", p.file_max_bytes},
-          {"csv_reject", p.csv_mode == csv::Mode::kReject}, {"active_content_as_text", p.active_content_as_text},
-          {"allowed_extensions", p.allowed_extensions}, {"image_pixels_max", p.image_pixels_max},
+  return {{"allowed_media_types", p.allowed_media_types},
+          {"file_max_bytes", p.file_max_bytes},
+          {"csv_reject", p.csv_mode == csv::Mode::kReject},
+          {"active_content_as_text", p.active_content_as_text},
+          {"allowed_extensions", p.allowed_extensions},
+          {"image_pixels_max", p.image_pixels_max},
           {"pdf_strip", p.pdf_strip}};
 }
 

@@ -46,8 +46,8 @@ std::string over_cap(std::string_view what, uint64_t w, uint64_t h, uint64_t pix
 // ---- PNG ------------------------------------------------------------------
 
 constexpr std::string_view kPngSignature{"\x89PNG\r\n\x1a\n", 8};
-constexpr uint32_t kPngLengthMax = 0x7FFFFFFF;    // PNG 5.3: chunk lengths and IHDR sizes are <= 2^31-1
-constexpr size_t kPngChunkOverhead = 12;          // length, type, CRC
+constexpr uint32_t kPngLengthMax = 0x7FFFFFFF;  // PNG 5.3: chunk lengths and IHDR sizes are <= 2^31-1
+constexpr size_t kPngChunkOverhead = 12;        // length, type, CRC
 
 constexpr std::array<uint32_t, 256> make_crc_table() {
   std::array<uint32_t, 256> t{};
@@ -70,10 +70,16 @@ uint32_t crc32(std::string_view bytes) {
 // PNG 11.2.1 table 11.1: the bit depths each colour type allows.
 bool valid_depth(uint8_t colour_type, uint8_t depth) {
   switch (colour_type) {
-    case 0: return depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16;
-    case 3: return depth == 1 || depth == 2 || depth == 4 || depth == 8;
-    case 2: case 4: case 6: return depth == 8 || depth == 16;
-    default: return false;
+    case 0:
+      return depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16;
+    case 3:
+      return depth == 1 || depth == 2 || depth == 4 || depth == 8;
+    case 2:
+    case 4:
+    case 6:
+      return depth == 8 || depth == 16;
+    default:
+      return false;
   }
 }
 
@@ -151,13 +157,13 @@ Result walk_png(std::string_view b) {
       const std::string frame = "PNG: APNG frame " + num(fctl_count + 1) + " (fcTL at byte " + num(pos) + ")";
       if (w == 0 || h == 0) return fail(r, frame + " is " + num(w) + " x " + num(h) + ": empty");
       if (x + w > r.width || y + h > r.height)
-        return fail(r, frame + " of " + num(w) + " x " + num(h) + " at " + num(x) + "," + num(y) +
-                           " is outside the " + num(r.width) + " x " + num(r.height) + " canvas");
+        return fail(r, frame + " of " + num(w) + " x " + num(h) + " at " + num(x) + "," + num(y) + " is outside the " +
+                           num(r.width) + " x " + num(r.height) + " canvas");
       if (fctl_count == 0 && !seen_idat) {
         // APNG 4.2: an fcTL before IDAT makes the default image the first frame, which then is the canvas.
         if (x != 0 || y != 0 || w != r.width || h != r.height)
-          return fail(r, frame + " precedes IDAT but is not the whole " + num(r.width) + " x " +
-                             num(r.height) + " canvas");
+          return fail(
+              r, frame + " precedes IDAT but is not the whole " + num(r.width) + " x " + num(r.height) + " canvas");
         first_frame_is_idat = true;
       }
       ++fctl_count;
@@ -168,8 +174,8 @@ Result walk_png(std::string_view b) {
     pos += kPngChunkOverhead + len;
   }
   if (seen_actl && actl_frames != fctl_count)
-    return fail(r, "PNG: acTL declares " + num(actl_frames) + " frames but the file has " + num(fctl_count) +
-                       " fcTL chunks");
+    return fail(
+        r, "PNG: acTL declares " + num(actl_frames) + " frames but the file has " + num(fctl_count) + " fcTL chunks");
   // The default image is decoded by every reader; fcTL frames by APNG readers (counted even
   // without acTL, which a lenient reader may not insist on).
   r.frames = fctl_count + (first_frame_is_idat ? 0 : 1);
@@ -187,8 +193,7 @@ bool is_sof(uint8_t m) { return m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8
 // libjpeg refuses it: such a segment may carry a size some reader uses (JPEG-LS's SOF55
 // is 0xF7), and skipping it would let that size through unread.
 bool is_known_segment(uint8_t m) {
-  return (m >= 0xC0 && m <= 0xCF && m != 0xC8) || (m >= 0xDA && m <= 0xDF) || (m >= 0xE0 && m <= 0xEF) ||
-         m == 0xFE;
+  return (m >= 0xC0 && m <= 0xCF && m != 0xC8) || (m >= 0xDA && m <= 0xDF) || (m >= 0xE0 && m <= 0xEF) || m == 0xFE;
 }
 
 Result walk_jpeg(std::string_view b) {
@@ -206,8 +211,8 @@ Result walk_jpeg(std::string_view b) {
     if (pos >= b.size()) return fail(r, "JPEG: file ends at byte " + num(b.size()) + " before the EOI marker");
     const uint8_t m = u8(b, pos++);
     const std::string marker = "marker " + hex(0xFF00u | m, 4) + " at byte " + num(at);
-    if (m == 0xD9) break;                                    // EOI: what follows is no reader's image
-    if (m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue;     // TEM, RSTn: no length (B.1.1.3)
+    if (m == 0xD9) break;                                 // EOI: what follows is no reader's image
+    if (m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue;  // TEM, RSTn: no length (B.1.1.3)
     if (m == 0x00) return fail(r, "JPEG: stuffed byte 0xFF00 at byte " + num(at) + " outside a scan");
     if (m == 0xD8) return fail(r, "JPEG: second SOI " + marker);
     if (!is_known_segment(m)) return fail(r, "JPEG: unknown " + marker);
@@ -215,8 +220,8 @@ Result walk_jpeg(std::string_view b) {
     const uint32_t len = be16(b, pos);
     if (len < 2) return fail(r, "JPEG: length " + num(len) + " of " + marker + " is below 2");
     if (b.size() - pos < len)
-      return fail(r, "JPEG: " + marker + " has a segment of " + num(len) + " bytes that runs past the end of the file (" +
-                         num(b.size()) + " bytes)");
+      return fail(r, "JPEG: " + marker + " has a segment of " + num(len) +
+                         " bytes that runs past the end of the file (" + num(b.size()) + " bytes)");
     // An APPn segment (an EXIF thumbnail's SOF included) is skipped whole by its length.
     const std::string_view seg = b.substr(pos + 2, len - 2);
     if (is_sof(m) || m == 0xDE) {
@@ -224,8 +229,8 @@ Result walk_jpeg(std::string_view b) {
       if (seg.size() < 6) return fail(r, "JPEG: frame header " + marker + " of " + num(len) + " bytes is too short");
       const uint32_t h = be16(seg, 1), w = be16(seg, 3), components = u8(seg, 5);
       if (components == 0 || seg.size() != 6 + 3 * size_t{components})
-        return fail(r, "JPEG: frame header " + marker + " has length " + num(len) + " for " + num(components) +
-                           " components");
+        return fail(
+            r, "JPEG: frame header " + marker + " has length " + num(len) + " for " + num(components) + " components");
       // B.2.5: Y = 0 means a DNL marker after the first scan sets the height; a reader then
       // learns it only while decoding, so no check here could bound it.
       if (h == 0)
@@ -250,8 +255,7 @@ Result walk_jpeg(std::string_view b) {
           return fail(r, "JPEG: scan after " + marker + " runs to the end of the file without EOI");
         size_t next = ff + 1;
         while (next < b.size() && u8(b, next) == 0xFF) ++next;
-        if (next >= b.size())
-          return fail(r, "JPEG: scan after " + marker + " runs to the end of the file without EOI");
+        if (next >= b.size()) return fail(r, "JPEG: scan after " + marker + " runs to the end of the file without EOI");
         const uint8_t c = u8(b, next);
         if (c == 0x00 || (c >= 0xD0 && c <= 0xD7)) {
           pos = next + 1;
@@ -294,7 +298,8 @@ Result walk_gif(std::string_view b, uint64_t pixels_max) {
   Result r;
   if (b.size() < 6 || (b.substr(0, 6) != "GIF87a" && b.substr(0, 6) != "GIF89a"))
     return fail(r, "GIF: no GIF87a or GIF89a header at byte 0");
-  if (b.size() < 13) return fail(r, "GIF: file ends at byte " + num(b.size()) + " inside the logical screen descriptor");
+  if (b.size() < 13)
+    return fail(r, "GIF: file ends at byte " + num(b.size()) + " inside the logical screen descriptor");
   r.width = le16(b, 6);
   r.height = le16(b, 8);
   size_t pos = 13;
@@ -302,8 +307,7 @@ Result walk_gif(std::string_view b, uint64_t pixels_max) {
     return fail(r, "GIF: global colour table at byte 13 runs past the end of the file");
   // Each pass consumes at least one byte: the walk is bounded by the file size.
   for (;;) {
-    if (pos >= b.size())
-      return fail(r, "GIF: file ends at byte " + num(b.size()) + " before the trailer (0x3B)");
+    if (pos >= b.size()) return fail(r, "GIF: file ends at byte " + num(b.size()) + " before the trailer (0x3B)");
     const size_t at = pos;
     const uint8_t block = u8(b, pos);
     if (block == 0x3B) break;  // trailer: what follows is no reader's image
@@ -340,8 +344,8 @@ Result walk_gif(std::string_view b, uint64_t pixels_max) {
         return fail(r, "GIF: frame " + num(r.frames) + " at byte " + num(at) + " ends before its LZW code size");
       ++pos;  // LZW minimum code size; the data itself is never decoded
       if (!skip_sub_blocks(b, pos))
-        return fail(r, "GIF: image data of frame " + num(r.frames) + " at byte " + num(at) +
-                           " runs past the end of the file");
+        return fail(
+            r, "GIF: image data of frame " + num(r.frames) + " at byte " + num(at) + " runs past the end of the file");
     } else {
       return fail(r, "GIF: block " + hex(block, 2) + " at byte " + num(at) +
                          " is not an extension (0x21), image (0x2C) or trailer (0x3B)");
@@ -356,10 +360,14 @@ Result walk_gif(std::string_view b, uint64_t pixels_max) {
 
 Result check(std::string_view bytes, std::string_view media_type, uint64_t pixels_max) {
   Result r;
-  if (media_type == "image/png") r = walk_png(bytes);
-  else if (media_type == "image/jpeg") r = walk_jpeg(bytes);
-  else if (media_type == "image/gif") r = walk_gif(bytes, pixels_max);
-  else return Result{true, "", 0, 0, 0};
+  if (media_type == "image/png")
+    r = walk_png(bytes);
+  else if (media_type == "image/jpeg")
+    r = walk_jpeg(bytes);
+  else if (media_type == "image/gif")
+    r = walk_gif(bytes, pixels_max);
+  else
+    return Result{true, "", 0, 0, 0};
   if (!r.ok) return r;
 
   const uint64_t pixels = mul_sat(r.width, r.height);
@@ -377,8 +385,8 @@ Result check(std::string_view bytes, std::string_view media_type, uint64_t pixel
   if (r.frames > 1 && all > budget) {
     r.ok = false;
     r.reason = "image: " + num(r.frames) + " frames of " + num(r.width) + " x " + num(r.height) + " pixels (" +
-               num(all) + " in all) are above " + num(kAnimationPixelsFactor) + " x the policy's " +
-               num(pixels_max) + " (" + num(budget) + ")";
+               num(all) + " in all) are above " + num(kAnimationPixelsFactor) + " x the policy's " + num(pixels_max) +
+               " (" + num(budget) + ")";
     return r;
   }
   return r;

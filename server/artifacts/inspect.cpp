@@ -70,7 +70,8 @@ Inspection inspect(const std::string& name, std::string content, const types::Sn
                        " delivered as text/plain, never rendered",
                    "text/plain", std::move(content)});
     }
-    if (!allowed(policy, d.media_type)) return done(rejected("media type " + d.media_type + " is not allowed by the policy"));
+    if (!allowed(policy, d.media_type))
+      return done(rejected("media type " + d.media_type + " is not allowed by the policy"));
     // HTML is never served as text/html: a client must not render it.
     if (d.media_type == "text/html" || d.media_type == "application/xhtml+xml")
       return done({VerdictKind::kAccepted, "no active content found; HTML is delivered as text/plain", "text/plain",
@@ -82,7 +83,8 @@ Inspection inspect(const std::string& name, std::string content, const types::Sn
     csv::Result r = csv::process(content, delimiter, policy.csv_mode);
     if (!r.ok) return done(rejected("spreadsheet check: " + r.reason));
     if (r.cells_changed > 0) return done({VerdictKind::kSanitized, r.reason, d.media_type, std::move(r.output)}, true);
-    return done({VerdictKind::kAccepted, "no formula cells; type agrees with content", d.media_type, std::move(content)});
+    return done(
+        {VerdictKind::kAccepted, "no formula cells; type agrees with content", d.media_type, std::move(content)});
   }
   if (d.media_type == "image/png" || d.media_type == "image/jpeg" || d.media_type == "image/gif") {
     images::Result r = images::check(content, d.media_type, policy.image_pixels_max);
@@ -99,7 +101,8 @@ Inspection inspect(const std::string& name, std::string content, const types::Sn
     return done({VerdictKind::kAccepted, "type agrees with content (application/pdf); no active content found by qpdf",
                  d.media_type, std::move(content)});
   }
-  return done({VerdictKind::kAccepted, "type agrees with content (" + d.media_type + ")", d.media_type, std::move(content)});
+  return done(
+      {VerdictKind::kAccepted, "type agrees with content (" + d.media_type + ")", d.media_type, std::move(content)});
 }
 
 std::string upload_media_type(const std::string& name, const std::string& content, const types::Sniffer& sniffer,
@@ -113,8 +116,11 @@ std::string upload_media_type(const std::string& name, const std::string& conten
 }
 
 nlohmann::json to_json(const Inspection& i) {
-  return {{"verdict", to_string(i.verdict.verdict)}, {"reason", i.verdict.reason},
-          {"media_type", i.verdict.media_type}, {"named_as", i.named_as}, {"changed", i.changed}};
+  return {{"verdict", to_string(i.verdict.verdict)},
+          {"reason", i.verdict.reason},
+          {"media_type", i.verdict.media_type},
+          {"named_as", i.named_as},
+          {"changed", i.changed}};
 }
 
 }  // namespace artifacts

@@ -1,7 +1,7 @@
 // The part of the artifact gate that parses a file's bytes: its type
 // (libmagic against the name), markup and Markdown for active content,
 // CSV/TSV formula cells, image headers, PDF structure (qpdf). It runs in the
-// parser helper (helper_main.cpp), never in the server, and in tests.
+// parser helper (server/parser/main.cpp), never in the server, and in tests.
 #pragma once
 #include <string>
 #include <vector>

@@ -28,7 +28,15 @@ constexpr size_t kSchemeInReasonMaxBytes = 40;
 // become a node of its own, and the text between them one more.
 bool is_inline_special(char c) {
   switch (c) {
-    case '\\': case '`': case '&': case '_': case '*': case '[': case ']': case '<': case '!':
+    case '\\':
+    case '`':
+    case '&':
+    case '_':
+    case '*':
+    case '[':
+    case ']':
+    case '<':
+    case '!':
       return true;
     default:
       return false;
@@ -81,9 +89,7 @@ struct ParseCost {
   uint64_t steps = 0;
 };
 
-uint64_t saturating_multiply(uint64_t a, uint64_t b) {
-  return (b != 0 && a > UINT64_MAX / b) ? UINT64_MAX : a * b;
-}
+uint64_t saturating_multiply(uint64_t a, uint64_t b) { return (b != 0 && a > UINT64_MAX / b) ? UINT64_MAX : a * b; }
 
 // An upper bound of cmark 0.30.2's work on text. Container depth on a line is
 // at most its '>' and list markers plus half its indentation (a nested item's
@@ -287,11 +293,20 @@ active::FindingAt find_markup_both_ways(std::string_view html) {
 void append_escaped(std::string& out, std::string_view text) {
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
 }
@@ -325,8 +340,8 @@ class RawStream {
   const std::string& str() const { return text_; }
   // The source line of a byte of str(): its piece's line plus the line breaks since.
   size_t source_line(size_t byte) const {
-    auto piece = std::upper_bound(pieces_.begin(), pieces_.end(), byte,
-                                  [](size_t b, const Piece& p) { return b < p.offset; });
+    auto piece =
+        std::upper_bound(pieces_.begin(), pieces_.end(), byte, [](size_t b, const Piece& p) { return b < p.offset; });
     if (piece == pieces_.begin()) return 1;
     --piece;
     size_t end = std::min(byte, text_.size());
@@ -537,8 +552,7 @@ active::Finding scan(std::string_view utf8_text) {
   document.reset();  // the tree is no longer needed: give its memory back before the scans below
   if (walked.stream.started()) {
     active::FindingAt f = find_markup_both_ways(walked.stream.str());
-    if (f.active)
-      findings.add(walked.stream.source_line(f.byte), f.what + " in the Markdown's raw HTML read together");
+    if (f.active) findings.add(walked.stream.source_line(f.byte), f.what + " in the Markdown's raw HTML read together");
   }
   scan_definitions(utf8_text, walked.verbatim, findings);
   return findings.result();

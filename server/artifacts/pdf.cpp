@@ -374,7 +374,7 @@ class Scanner {
     std::string path;
     if (depth >= kMaxPathSteps) {
       path = place.path.size() >= 4 && place.path.compare(place.path.size() - 4, 4, " ...") == 0 ? place.path
-                                                                                                : place.path + " ...";
+                                                                                                 : place.path + " ...";
     } else {
       std::string step = index < 0 ? key : "[" + std::to_string(index) + "]";
       path = place.path.empty() ? step : place.path + " " + step;
@@ -385,8 +385,7 @@ class Scanner {
         referrer_[child.getObjGen()] = label(place.owner) + "'s " + path;
       return;
     }
-    if (child.isDictionary() || child.isArray())
-      walk(child, Place{place.owner, path, parent, key, index}, depth + 1);
+    if (child.isDictionary() || child.isArray()) walk(child, Place{place.owner, path, parent, key, index}, depth + 1);
   }
 
   // The role of an indirect object, for reasons: "the catalog", "page 3 0", ...
@@ -410,9 +409,12 @@ class Scanner {
     } else {
       s = "object " + id_of(p.owner);
       auto it = referrer_.find(p.owner);
-      if (p.owner == root_) s += " (the catalog)";
-      else if (it != referrer_.end()) s += " (" + it->second + ")";
-      else s += " (referenced by no object)";
+      if (p.owner == root_)
+        s += " (the catalog)";
+      else if (it != referrer_.end())
+        s += " (" + it->second + ")";
+      else
+        s += " (referenced by no object)";
     }
     if (!p.path.empty()) s += " at " + p.path;
     return s;
@@ -531,8 +533,8 @@ class Scanner {
     // /URI is a plain link: the reader hands http(s)/mailto to the browser
     // after a click (is_web_uri judges the target where the action is found);
     // nothing runs inside the reader.
-    static const std::set<std::string> kAllowed{"/GoTo", "/GoToDp", "/URI", "/SetOCGState", "/Hide", "/ResetForm",
-                                                "/Trans"};
+    static const std::set<std::string> kAllowed{"/GoTo", "/GoToDp",    "/URI",  "/SetOCGState",
+                                                "/Hide", "/ResetForm", "/Trans"};
     if (kAllowed.count(s)) return std::nullopt;
     if (s == "/Named") {
       // ISO 32000-1 12.6.4.11: the four standard names; Acrobat also runs any
@@ -648,7 +650,8 @@ Result check_parsed(std::string_view bytes, Mode mode) {
                     std::to_string(kMaxStructureTokens) + " (bounds qpdf's CPU time)");
 
   std::vector<Finding> findings;
-  for (std::string& s : shadow_objects(bytes, xref)) findings.push_back({std::move(s), Fix{Fix::Kind::kRewrite, {}, {}, {}, 0}});
+  for (std::string& s : shadow_objects(bytes, xref))
+    findings.push_back({std::move(s), Fix{Fix::Kind::kRewrite, {}, {}, {}, 0}});
   std::vector<Finding> walked = Scanner(q).run();
   findings.insert(findings.end(), std::make_move_iterator(walked.begin()), std::make_move_iterator(walked.end()));
   if (auto w = first_warning(q)) return rejected(*w);

@@ -52,12 +52,10 @@ enum class Family {
 };
 
 Family family_of(std::string_view media_type) {
-  if (media_type == "text/plain" || media_type == "text/csv" ||
-      media_type == "text/tab-separated-values" || media_type == "text/markdown" ||
-      media_type == "application/json")
+  if (media_type == "text/plain" || media_type == "text/csv" || media_type == "text/tab-separated-values" ||
+      media_type == "text/markdown" || media_type == "application/json")
     return Family::kText;
-  if (media_type == "text/html" || media_type == "application/xhtml+xml" ||
-      media_type == "image/svg+xml")
+  if (media_type == "text/html" || media_type == "application/xhtml+xml" || media_type == "image/svg+xml")
     return Family::kMarkup;
   return Family::kExact;
 }
@@ -69,15 +67,11 @@ std::string to_lower(std::string_view s) {
   return out;
 }
 
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 // libmagic says application/x-empty for an empty buffer (file(1) says
 // inode/x-empty for an empty file); an empty text file is still text.
-bool is_empty_sniff(std::string_view mime) {
-  return mime == "application/x-empty" || mime == "inode/x-empty";
-}
+bool is_empty_sniff(std::string_view mime) { return mime == "application/x-empty" || mime == "inode/x-empty"; }
 
 // libmagic 5.44 says text/csv for CSV it recognises; other versions have said
 // application/csv, which is the same thing.
@@ -91,14 +85,14 @@ bool sniff_agrees(Family family, std::string_view declared, std::string_view sni
     case Family::kText:
       // JSON, CSV, TSV and Markdown mostly sniff as text/plain; "42" is valid
       // JSON that libmagic calls text/plain. Anything text/* is acceptable.
-      return starts_with(sniffed, "text/") || sniffed == "application/json" ||
-             sniffed == "application/csv" || is_empty_sniff(sniffed);
+      return starts_with(sniffed, "text/") || sniffed == "application/json" || sniffed == "application/csv" ||
+             is_empty_sniff(sniffed);
     case Family::kMarkup:
       // A fragment without <html> or <svg> sniffs as text/plain; the markup is
       // scanned for active content separately, whatever it sniffed as.
       return sniffed == "text/html" || sniffed == "text/xml" || sniffed == "image/svg+xml" ||
-             sniffed == "application/xml" || sniffed == "application/xhtml+xml" ||
-             sniffed == "text/plain" || is_empty_sniff(sniffed);
+             sniffed == "application/xml" || sniffed == "application/xhtml+xml" || sniffed == "text/plain" ||
+             is_empty_sniff(sniffed);
     case Family::kExact:
       return sniffed == declared;
   }
@@ -117,8 +111,7 @@ Decision reject_not_allowed(std::string_view media_type) {
 }
 
 bool is_allowed(std::string_view media_type, const std::vector<std::string>& allowed) {
-  return std::any_of(allowed.begin(), allowed.end(),
-                     [&](const std::string& a) { return to_lower(a) == media_type; });
+  return std::any_of(allowed.begin(), allowed.end(), [&](const std::string& a) { return to_lower(a) == media_type; });
 }
 
 // Text and markup must be readable as UTF-8: the active-content scan and every
@@ -126,21 +119,19 @@ bool is_allowed(std::string_view media_type, const std::vector<std::string>& all
 // could carry markup that a byte scan does not see. A NUL truncates C strings
 // and interleaves UTF-16, so it is refused too.
 std::string text_content_problem(std::string_view bytes, const Sniffed& sniffed) {
-  if (!util::is_valid_utf8(bytes))
-    return "content is not valid UTF-8 (" + short_description(sniffed.description) + ")";
+  if (!util::is_valid_utf8(bytes)) return "content is not valid UTF-8 (" + short_description(sniffed.description) + ")";
   if (size_t nul = bytes.find('\0'); nul != std::string_view::npos)
     return "content has a NUL byte at offset " + std::to_string(nul);
   return "";
 }
 
-Decision check_content(std::string_view media_type, std::string_view origin,
-                       std::string_view bytes, const Sniffed& sniffed) {
+Decision check_content(std::string_view media_type, std::string_view origin, std::string_view bytes,
+                       const Sniffed& sniffed) {
   Family family = family_of(media_type);
   std::string sniffed_mime = canonical_sniff(sniffed.mime);
   if (!sniff_agrees(family, media_type, sniffed_mime))
-    return reject("declared " + std::string(media_type) + " " + std::string(origin) +
-                  " but content is " + sniffed_mime + " (" +
-                  short_description(sniffed.description) + ")");
+    return reject("declared " + std::string(media_type) + " " + std::string(origin) + " but content is " +
+                  sniffed_mime + " (" + short_description(sniffed.description) + ")");
   if (family != Family::kExact) {
     if (std::string problem = text_content_problem(bytes, sniffed); !problem.empty())
       return reject(std::string(media_type) + " " + problem);
@@ -173,9 +164,9 @@ util::Result<Sniffer> Sniffer::create(const std::string& database_path) {
   const char* path = database_path.empty() ? nullptr : database_path.c_str();
   if (magic_load(handle->cookie, path) != 0) {
     const char* why = magic_error(handle->cookie);
-    return util::make_error(
-        util::ErrorCode::kIo, "magic_load(\"" + (database_path.empty() ? std::string("default") : database_path) +
-                  "\"): " + (why != nullptr ? why : "unknown error"));
+    return util::make_error(util::ErrorCode::kIo, "magic_load(\"" +
+                                                      (database_path.empty() ? std::string("default") : database_path) +
+                                                      "\"): " + (why != nullptr ? why : "unknown error"));
   }
   return Sniffer(std::move(handle));
 }
@@ -188,8 +179,7 @@ Sniffed Sniffer::sniff(std::string_view bytes) const {
 
   std::lock_guard<std::mutex> lock(handle_->mutex);
   auto run = [&](int flags) -> std::pair<bool, std::string> {
-    if (magic_setflags(handle_->cookie, flags) != 0)
-      return {false, "magic_setflags failed"};
+    if (magic_setflags(handle_->cookie, flags) != 0) return {false, "magic_setflags failed"};
     // libmagic reuses the returned buffer on the next call: copy it now.
     const char* out = magic_buffer(handle_->cookie, data, bytes.size());
     if (out == nullptr) {
@@ -207,8 +197,7 @@ Sniffed Sniffer::sniff(std::string_view bytes) const {
 
 std::string media_type_for_extension(std::string_view file_name) {
   std::string_view base = file_name;
-  if (size_t slash = base.rfind('/'); slash != std::string_view::npos)
-    base = base.substr(slash + 1);
+  if (size_t slash = base.rfind('/'); slash != std::string_view::npos) base = base.substr(slash + 1);
   size_t dot = base.rfind('.');
   // ".txt" is a hidden file with no extension, as in POSIX shells.
   if (dot == std::string_view::npos || dot == 0) return "";
@@ -221,12 +210,10 @@ std::string media_type_for_extension(std::string_view file_name) {
 Decision decide(std::string_view file_name, std::string_view bytes, const Sniffer& sniffer,
                 const std::vector<std::string>& allowed_media_types) {
   std::string declared = media_type_for_extension(file_name);
-  if (!declared.empty() && !is_allowed(declared, allowed_media_types))
-    return reject_not_allowed(declared);
+  if (!declared.empty() && !is_allowed(declared, allowed_media_types)) return reject_not_allowed(declared);
 
   Sniffed sniffed = sniffer.sniff(bytes);
-  if (sniffed.mime.empty())
-    return reject("content could not be identified: " + short_description(sniffed.description));
+  if (sniffed.mime.empty()) return reject("content could not be identified: " + short_description(sniffed.description));
 
   if (!declared.empty()) return check_content(declared, "by extension", bytes, sniffed);
 

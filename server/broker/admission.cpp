@@ -88,7 +88,8 @@ util::Status Admission::acquire(const std::string& tenant, const std::shared_ptr
     const uint64_t budget_ms = limits_.cpu_seconds_per_tenant_per_hour * 1000;
     if (cpu_ms_last_hour(tenant, now) >= budget_ms) {
       auto& q = usage_[tenant];
-      auto retry_s = std::chrono::duration_cast<std::chrono::seconds>(q.front().first + std::chrono::hours(1) - now).count() + 1;
+      auto retry_s =
+          std::chrono::duration_cast<std::chrono::seconds>(q.front().first + std::chrono::hours(1) - now).count() + 1;
       return util::busy_error("busy: this tenant's CPU budget of " +
                                   std::to_string(limits_.cpu_seconds_per_tenant_per_hour) +
                                   " CPU seconds per hour is spent; retry in " + std::to_string(retry_s) + " s",
@@ -100,8 +101,8 @@ util::Status Admission::acquire(const std::string& tenant, const std::shared_ptr
     }
     if (waiters_.size() >= limits_.jobs_queued_max)
       return util::make_error(util::ErrorCode::kBusy, "busy: " + std::to_string(running_) + " jobs running and " +
-                                          std::to_string(waiters_.size()) +
-                                          " waiting (the policy's limits); retry in a few seconds");
+                                                          std::to_string(waiters_.size()) +
+                                                          " waiting (the policy's limits); retry in a few seconds");
     w = std::make_shared<Waiter>();
     w->tenant = tenant;
     w->wake = util::UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -114,7 +115,7 @@ util::Status Admission::acquire(const std::string& tenant, const std::shared_ptr
     pollfd fds[2];
     nfds_t n = 0;
     if (w->wake.valid()) fds[n++] = {w->wake.get(), POLLIN, 0};
-    if (cancel) fds[n++] = {cancel->fd(), POLLIN, 0};  // never read by anyone: readable for good once cancelled
+    if (cancel) fds[n++] = {cancel->fd(), POLLIN, 0};        // never read by anyone: readable for good once cancelled
     ::poll(fds, n, w->wake.valid() ? -1 : kWakeFallbackMs);  // EINTR: looked at again below
     std::vector<std::shared_ptr<Waiter>> woken;
     {

@@ -22,7 +22,8 @@ artifacts::Verdict inspect_file(const artifacts::Gate& gate, helper::Parsers& pa
     return artifacts::rejected("larger than the policy's " + std::to_string(gate.policy().file_max_bytes) +
                                " bytes per file");
   if (content.size() > helper::kRequestBytesMax)
-    return artifacts::rejected("larger than the gate inspects (" + std::to_string(helper::kRequestBytesMax) + " bytes)");
+    return artifacts::rejected("larger than the gate inspects (" + std::to_string(helper::kRequestBytesMax) +
+                               " bytes)");
   if (!child || !child->alive()) {
     auto made = parsers.child();
     if (!made) {
@@ -87,7 +88,7 @@ std::vector<ArtifactSummary> store_artifacts(const artifacts::Gate& gate, helper
       a.reason = "could not be stored";
     } else {
       a.artifact_id = stored->artifact_id;
-      a.size = stored->size;      // sanitized content may differ from what the job wrote
+      a.size = stored->size;  // sanitized content may differ from what the job wrote
       a.sha256 = stored->sha256;
     }
     out.push_back(a);

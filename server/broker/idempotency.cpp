@@ -21,7 +21,9 @@ struct Idempotency::Slot {
 };
 
 std::string request_sha256(const JobRequest& req) {
-  nlohmann::json canonical{{"runtime", req.runtime}, {"code", req.code}, {"input_ids", req.input_ids},
+  nlohmann::json canonical{{"runtime", req.runtime},
+                           {"code", req.code},
+                           {"input_ids", req.input_ids},
                            {"timeout_s", req.timeout_s ? nlohmann::json(*req.timeout_s) : nlohmann::json(nullptr)}};
   // Only when set: a key's hash from before network profiles stays the same.
   if (!req.network.empty()) canonical["network"] = req.network;
@@ -31,14 +33,15 @@ std::string request_sha256(const JobRequest& req) {
 }
 
 util::Error key_conflict(const std::string& key) {
-  return util::make_error(util::ErrorCode::kConflict,
-                          "idempotency_key: \"" + key +
-                              "\" was already used for a different request (runtime, code, input_ids, "
-                              "timeout_s, network, workspace_id or artifact_ids differ); use a new key for a new request");
+  return util::make_error(
+      util::ErrorCode::kConflict,
+      "idempotency_key: \"" + key +
+          "\" was already used for a different request (runtime, code, input_ids, "
+          "timeout_s, network, workspace_id or artifact_ids differ); use a new key for a new request");
 }
 
-util::Result<JobResult> Idempotency::run(const std::string& tenant, const std::string& key,
-                                         const std::string& sha256, const Run& run_once) {
+util::Result<JobResult> Idempotency::run(const std::string& tenant, const std::string& key, const std::string& sha256,
+                                         const Run& run_once) {
   if (key.empty()) return run_once();
   const std::string id = tenant + '\0' + key;
   std::shared_ptr<Slot> slot;
@@ -69,7 +72,8 @@ util::Result<JobResult> Idempotency::run(const std::string& tenant, const std::s
       {
         std::lock_guard lock(slot.mu);
         if (!slot.bound_sha256) slot.bound_sha256 = bound_default;
-        if (!slot.done) slot.error = util::make_error(util::ErrorCode::kInternal, "the first call with this idempotency_key failed");
+        if (!slot.done)
+          slot.error = util::make_error(util::ErrorCode::kInternal, "the first call with this idempotency_key failed");
         slot.done = true;
       }
       slot.cv.notify_all();
@@ -100,8 +104,10 @@ util::Result<JobResult> Idempotency::run(const std::string& tenant, const std::s
   auto result = run_once();
   {
     std::lock_guard lock(slot->mu);
-    if (result) slot->result = *result;
-    else slot->error = result.error();
+    if (result)
+      slot->result = *result;
+    else
+      slot->error = result.error();
     slot->done = true;
   }
   slot->cv.notify_all();

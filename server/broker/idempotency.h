@@ -38,7 +38,7 @@ class Idempotency {
  private:
   struct Slot;
   FindRecorded find_recorded_;
-  std::mutex mu_;  // guards in_flight_ only
+  std::mutex mu_;                                           // guards in_flight_ only
   std::map<std::string, std::shared_ptr<Slot>> in_flight_;  // by tenant '\0' key
 };
 

@@ -99,7 +99,7 @@ std::optional<std::string> range_conflict(std::string_view file_name, std::strin
 }
 
 std::optional<std::pair<uint32_t, uint32_t>> subordinate_range(std::string_view text, std::string_view name,
-                                                                uint32_t id) {
+                                                               uint32_t id) {
   std::istringstream in{std::string(text)};
   std::string line;
   const std::string id_text = std::to_string(id);
@@ -124,8 +124,9 @@ util::Result<Identities> Identities::make(const policy::Policy& policy, uint32_t
       return ids;
     }
     if (!set_uid_programs_work()) {
-      ids.why_shared_ = "set-uid programs cannot gain CAP_SETUID/CAP_SETGID here (no_new_privs, or a reduced "
-                        "capability bounding set such as systemd's NoNewPrivileges=/CapabilityBoundingSet=)";
+      ids.why_shared_ =
+          "set-uid programs cannot gain CAP_SETUID/CAP_SETGID here (no_new_privs, or a reduced "
+          "capability bounding set such as systemd's NoNewPrivileges=/CapabilityBoundingSet=)";
       return ids;
     }
     std::string name;
@@ -158,11 +159,11 @@ util::Result<Identities> Identities::make(const policy::Policy& policy, uint32_t
     std::stringstream text;
     text << f.rdbuf();
     if (auto c = range_conflict(path, text.str(), subordinate, ids.first_, ids.count_))
-      return util::make_error(
-          util::ErrorCode::kPolicy,
-          "sandbox.uid_range " + std::to_string(ids.first_) + ".." + std::to_string(uint64_t{ids.first_} + ids.count_ - 1) +
-              " is in use on this host (" + *c +
-              "): a sandbox would share an account's identity; choose a range no account uses (policy sandbox.uid_range)");
+      return util::make_error(util::ErrorCode::kPolicy, "sandbox.uid_range " + std::to_string(ids.first_) + ".." +
+                                                            std::to_string(uint64_t{ids.first_} + ids.count_ - 1) +
+                                                            " is in use on this host (" + *c +
+                                                            "): a sandbox would share an account's identity; choose a "
+                                                            "range no account uses (policy sandbox.uid_range)");
   }
   return ids;
 }
@@ -176,8 +177,10 @@ util::Result<IdentityLease> Identities::lease() {
     if (held) return IdentityLease(Identity{uid, gid, true, subordinate_}, std::move(*held));
     if (held.error().code != util::ErrorCode::kBusy) return held.error();
   }
-  return util::busy_error(std::string("every host uid of ") + (subordinate_ ? "the server user's /etc/subuid range" : "sandbox.uid_range") +
-                          " (" + std::to_string(count_) + ") is held by a live sandbox; retry later", 1);
+  return util::busy_error(std::string("every host uid of ") +
+                              (subordinate_ ? "the server user's /etc/subuid range" : "sandbox.uid_range") + " (" +
+                              std::to_string(count_) + ") is held by a live sandbox; retry later",
+                          1);
 }
 
 }  // namespace broker

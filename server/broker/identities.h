@@ -1,4 +1,4 @@
-// Host identities for sandboxes (issue 16). As root every live sandbox gets a
+// Host identities for sandboxes. As root every live sandbox gets a
 // host uid and gid of its own from the policy's sandbox.uid_range, and its
 // user namespace is owned by that uid: the kernel charges what a job holds
 // (processes, queued signals, inotify instances, POSIX queue bytes, pipe
@@ -6,7 +6,7 @@
 // host's. A normal user cannot take other uids: every sandbox maps to the
 // server's own uid, and the per-job shares of the per-user limits (rlimits,
 // the user namespace's ucount limits) are what keeps one job from starving
-// the others (README, "The boundary"). A normal user with subordinate ids
+// the others (docs/boundary.md). A normal user with subordinate ids
 // (/etc/subuid and /etc/subgid, and newuidmap/newgidmap installed) gives each
 // sandbox one of those: the runner maps it into a user namespace of its own
 // between the host and the sandbox's, where it acts as a root server would.
@@ -58,8 +58,13 @@ class Identities {
                                        const std::string& etc_dir = "/etc",
                                        const std::string& id_mapper = sandbox::namespaces::kNewuidmap);
   Identities(Identities&& o) noexcept
-      : per_sandbox_(o.per_sandbox_), subordinate_(o.subordinate_), first_(o.first_), count_(o.count_),
-        gid_first_(o.gid_first_), why_shared_(std::move(o.why_shared_)), shared_(o.shared_),
+      : per_sandbox_(o.per_sandbox_),
+        subordinate_(o.subordinate_),
+        first_(o.first_),
+        count_(o.count_),
+        gid_first_(o.gid_first_),
+        why_shared_(std::move(o.why_shared_)),
+        shared_(o.shared_),
         cursor_(o.cursor_.load()) {}
 
   bool per_sandbox() const { return per_sandbox_; }
@@ -88,7 +93,7 @@ class Identities {
 // The first "name:start:count" line of a subuid/subgid text for this user
 // (by name or by uid number), as {start, count}.
 std::optional<std::pair<uint32_t, uint32_t>> subordinate_range(std::string_view text, std::string_view name,
-                                                                uint32_t id);
+                                                               uint32_t id);
 
 std::optional<std::string> range_conflict(std::string_view file_name, std::string_view text, bool subordinate,
                                           uint32_t first, uint32_t count);

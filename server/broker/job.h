@@ -40,17 +40,17 @@ struct JobRequest {
   std::string code;
   std::vector<std::string> input_ids;
   std::optional<double> timeout_s;
-  std::string idempotency_key;                                    // "" when none
-  std::string network;                                            // a network profile of the policy; "" for none
-  std::string workspace_id;                                       // the workspace that is /work; "" for none
-  std::vector<std::string> artifact_ids;                          // this tenant's artifacts, at /inputs/<name>
+  std::string idempotency_key;            // "" when none
+  std::string network;                    // a network profile of the policy; "" for none
+  std::string workspace_id;               // the workspace that is /work; "" for none
+  std::vector<std::string> artifact_ids;  // this tenant's artifacts, at /inputs/<name>
   // workspace_id already held for this call (a task holds it from its
   // creation, Jobs::hold_workspace); null: run() takes it.
   std::shared_ptr<WorkspaceUse> workspace_use;
-  std::shared_ptr<Cancellation> cancel;                          // may be null
+  std::shared_ptr<Cancellation> cancel;                             // may be null
   std::function<void(const nlohmann::json& progress)> on_progress;  // may be empty
   // Set by Jobs for a job with a network profile: the sandbox's proxy listener.
-  std::function<void(util::UniqueFd listener)> on_listener;         // may be empty
+  std::function<void(util::UniqueFd listener)> on_listener;  // may be empty
 };
 
 struct ArtifactSummary {
@@ -67,7 +67,7 @@ struct JobResult {
   std::string job_id;
   sandbox::Outcome outcome;
   std::vector<ArtifactSummary> artifacts;
-  nlohmann::json network;  // network::to_json(Report) for a job with a profile, else null
+  nlohmann::json network;    // network::to_json(Report) for a job with a profile, else null
   nlohmann::json workspace;  // a workspace job's {workspace_id, size_bytes, ..., full, saved}, else null
 };
 

@@ -29,9 +29,8 @@ util::Result<sandbox::Outcome> read_and_finish(std::unique_ptr<RunnerProcess> ru
 
 }  // namespace
 
-util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& release,
-                                          sandbox::LaunchSpec& spec, IdentityLease identity,
-                                          const JobRequest& request,
+util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& release, sandbox::LaunchSpec& spec,
+                                          IdentityLease identity, const JobRequest& request,
                                           const std::function<util::Status()>& before_start,
                                           std::unique_ptr<FinishedRunner>& finished) {
   auto runner = fleet.take();
@@ -84,8 +83,10 @@ util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& 
     // A failed record is a cancel at the start gate: the program never
     // starts, and the runner removes its cgroup and mount point as after
     // any job (a SIGKILL would leave them to the next start-up's reclaim).
-    if (s) state->runner->close_stdin();
-    else state->runner->signal(SIGTERM);
+    if (s)
+      state->runner->close_stdin();
+    else
+      state->runner->signal(SIGTERM);
     state->released.set_value(std::move(s));
   };
   // However this frame is left (the progress callback may throw), the record
@@ -108,7 +109,7 @@ WarmStart start_warm(Pool& pool, RunnerFleet& fleet, const sandbox::LaunchSpec& 
   std::unique_ptr<WarmSandbox> warm = pool.claim(request.runtime);
   if (!warm) return out;
   // It gets this job's code, inputs and deadline, and is destroyed afterwards like a cold one.
-  sandbox::Claim claim{spec.job_id,  spec.code,    spec.inputs,       spec.timeout_ms,
+  sandbox::Claim claim{spec.job_id,   spec.code,    spec.inputs,       spec.timeout_ms,
                        spec.progress, spec.network, spec.workspace_in, spec.workspace_out};
   if (auto s = record_start(); !s) {
     warm->runner->close_stdin();  // released unclaimed
@@ -126,8 +127,8 @@ WarmStart start_warm(Pool& pool, RunnerFleet& fleet, const sandbox::LaunchSpec& 
   util::call_mark("claim written", spec.job_id);
   spdlog::debug("job {}: warm sandbox {}", spec.job_id, warm->spec.job_id);
   out.started = true;
-  out.outcome = read_and_finish(std::move(warm->runner), warm->spec.scratch_dir, spec.job_id, spec.timeout_ms,
-                                request, finished);
+  out.outcome =
+      read_and_finish(std::move(warm->runner), warm->spec.scratch_dir, spec.job_id, spec.timeout_ms, request, finished);
   return out;
 }
 

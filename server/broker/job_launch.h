@@ -22,9 +22,8 @@ namespace broker {
 // before_start (may be empty) runs on `release` while the runner builds the
 // sandbox, before the program may start; its error cancels the runner at the
 // start gate and is returned. It must own what it uses: it may outlive the call.
-util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& release,
-                                          sandbox::LaunchSpec& spec, IdentityLease identity,
-                                          const JobRequest& request,
+util::Result<sandbox::Outcome> start_cold(RunnerFleet& fleet, util::WorkerPool& release, sandbox::LaunchSpec& spec,
+                                          IdentityLease identity, const JobRequest& request,
                                           const std::function<util::Status()>& before_start,
                                           std::unique_ptr<FinishedRunner>& finished);
 

@@ -11,8 +11,12 @@ nlohmann::json artifacts_to_json(const std::vector<ArtifactSummary>& list) {
   nlohmann::json out = nlohmann::json::array();
   for (auto& a : list)
     out.push_back({{"artifact_id", a.artifact_id ? nlohmann::json(*a.artifact_id) : nlohmann::json(nullptr)},
-                   {"name", a.name}, {"media_type", a.media_type}, {"size", a.size}, {"sha256", a.sha256},
-                   {"verdict", to_string(a.verdict)}, {"reason", a.reason}});
+                   {"name", a.name},
+                   {"media_type", a.media_type},
+                   {"size", a.size},
+                   {"sha256", a.sha256},
+                   {"verdict", to_string(a.verdict)},
+                   {"reason", a.reason}});
   return out;
 }
 
@@ -44,8 +48,10 @@ LedgerRow start_row(const JobRequest& req, const std::string& job_id, const std:
   row.code_sha256 = util::sha256_hex(req.code);
   row.inputs = nlohmann::json::array();
   for (auto& in : inputs) row.inputs.push_back({{"input_id", in.input_id}, {"name", in.name}, {"sha256", in.sha256}});
-  row.limits = {{"timeout_ms", spec.timeout_ms}, {"memory_max_bytes", spec.memory_max_bytes},
-                {"pids_max", spec.pids_max}, {"stdout_max_bytes", spec.stdout_max_bytes}};
+  row.limits = {{"timeout_ms", spec.timeout_ms},
+                {"memory_max_bytes", spec.memory_max_bytes},
+                {"pids_max", spec.pids_max},
+                {"stdout_max_bytes", spec.stdout_max_bytes}};
   if (!req.workspace_id.empty()) row.limits["workspace_id"] = req.workspace_id;
   if (!req.network.empty()) row.limits["network"] = req.network;
   row.idempotency_key = req.idempotency_key;
@@ -78,7 +84,8 @@ JobResult job_result_from_row(const LedgerRow& row) {
     if (row.result.contains("workspace") && row.result["workspace"].is_object()) r.workspace = row.result["workspace"];
   } else {
     r.outcome.status = sandbox::status_from_string(row.status).value_or(sandbox::Status::sandbox_error);
-    r.outcome.error = row.result.is_object() ? row.result.value("interrupted", "no result recorded") : "no result recorded";
+    r.outcome.error =
+        row.result.is_object() ? row.result.value("interrupted", "no result recorded") : "no result recorded";
   }
   return r;
 }

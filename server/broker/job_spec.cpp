@@ -145,23 +145,25 @@ util::Result<const policy::Runtime*> check_request(const policy::Policy& policy,
                             "runtime: \"" + req.runtime + "\" is not offered here; available: " + names);
   }
   if (req.code.size() > lim.code_max_bytes)
-    return util::make_error(util::ErrorCode::kInvalidArgument, "code: longer than the policy's " +
-                                                    std::to_string(lim.code_max_bytes) + " bytes");
+    return util::make_error(util::ErrorCode::kInvalidArgument,
+                            "code: longer than the policy's " + std::to_string(lim.code_max_bytes) + " bytes");
   double timeout_s = req.timeout_s.value_or(lim.timeout_s_default);
   if (!std::isfinite(timeout_s) || timeout_s <= 0 || timeout_s > lim.timeout_s_max)
-    return util::make_error(util::ErrorCode::kInvalidArgument,
-                            "timeout_s: must be > 0 and at most " + std::to_string(static_cast<int>(lim.timeout_s_max)) +
-                                " seconds (the policy's ceiling)");
+    return util::make_error(util::ErrorCode::kInvalidArgument, "timeout_s: must be > 0 and at most " +
+                                                                   std::to_string(static_cast<int>(lim.timeout_s_max)) +
+                                                                   " seconds (the policy's ceiling)");
   if (!req.network.empty() && !policy.network.profiles.count(req.network)) {
     std::string names;
     for (auto& [n, _] : policy.network.profiles) names += (names.empty() ? "" : ", ") + n;
-    return util::make_error(util::ErrorCode::kInvalidArgument,
-                            names.empty() ? "network: this server's policy has no network profiles; jobs have no network"
-                                          : "network: \"" + req.network + "\" is not a profile of this server; profiles: " + names);
+    return util::make_error(
+        util::ErrorCode::kInvalidArgument,
+        names.empty() ? "network: this server's policy has no network profiles; jobs have no network"
+                      : "network: \"" + req.network + "\" is not a profile of this server; profiles: " + names);
   }
   if (req.input_ids.size() + req.artifact_ids.size() > lim.inputs_per_job_max)
     return util::make_error(util::ErrorCode::kInvalidArgument, "input_ids: more than " +
-                                                    std::to_string(lim.inputs_per_job_max) + " inputs (input_ids and artifact_ids together)");
+                                                                   std::to_string(lim.inputs_per_job_max) +
+                                                                   " inputs (input_ids and artifact_ids together)");
   return rt;
 }
 
@@ -172,8 +174,8 @@ util::Result<sandbox::LaunchSpec> build_job_spec(const policy::Policy& policy, c
   auto rt = check_request(policy, req);
   if (!rt) return rt.error();
   if (inputs.size() != req.input_ids.size())
-    return util::make_error(util::ErrorCode::kInternal, "input_ids: " + std::to_string(req.input_ids.size()) + " ids but " +
-                                            std::to_string(inputs.size()) + " lookups");
+    return util::make_error(util::ErrorCode::kInternal, "input_ids: " + std::to_string(req.input_ids.size()) +
+                                                            " ids but " + std::to_string(inputs.size()) + " lookups");
   sandbox::LaunchSpec spec = base_spec(policy, host, **rt, job_id);
   std::set<std::string> names;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -181,7 +183,7 @@ util::Result<sandbox::LaunchSpec> build_job_spec(const policy::Policy& policy, c
     if (!in) return util::make_error(in.error().code, "input_ids: \"" + req.input_ids[i] + "\": " + in.error().message);
     if (!names.insert(in->name).second)
       return util::make_error(util::ErrorCode::kInvalidArgument, "input_ids: two inputs are both named \"" + in->name +
-                                                      "\"; /inputs/<name> must be unique per run");
+                                                                     "\"; /inputs/<name> must be unique per run");
     spec.inputs.push_back({in->name, in->blob_path});
   }
   spec.argv.push_back(spec.code_path);

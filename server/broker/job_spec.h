@@ -18,7 +18,7 @@
 namespace broker {
 
 // What the kernel counts per user and a sandbox could use up for others
-// (README, "The boundary"): the server's own limits, or one sandbox's share.
+// (docs/boundary.md): the server's own limits, or one sandbox's share.
 struct UserShares {
   uint64_t sigpending = 0;         // RLIMIT_SIGPENDING: queued signals
   uint64_t msgqueue_bytes = 0;     // RLIMIT_MSGQUEUE: POSIX message queue bytes

@@ -50,7 +50,7 @@ std::string parser_exe_beside(const std::string& runner_exe) {
 // sandbox range, leased for the server's life; a normal user's own.
 std::unique_ptr<helper::Parsers> start_parsers(const std::string& runner_exe, Identities& identities,
                                                IdentityLease& lease) {
-  helper::confine::Identity id;
+  helper::Identity id;
   if (identities.per_sandbox() && !identities.subordinate()) {
     auto held = identities.lease();
     if (!held) throw std::runtime_error("parser helper: no uid for it: " + held.error().message);
@@ -141,10 +141,11 @@ Jobs::~Jobs() {
   }
   caches_cv_.notify_all();
   cache_builder_ = std::jthread();  // (no new one: cache_for sees caches_stopping_)
-  pool_.reset();  // its idle runners go to the fleet's reaper, which is still running
+  pool_.reset();                    // its idle runners go to the fleet's reaper, which is still running
   janitor_.stop();
   // The caches are this server's: built at its start, gone with it.
-  if (auto s = util::remove_tree(store_.state_dir() + "/cache"); !s) spdlog::warn("runtime caches: {}", s.error().message);
+  if (auto s = util::remove_tree(store_.state_dir() + "/cache"); !s)
+    spdlog::warn("runtime caches: {}", s.error().message);
 }
 
 std::string Jobs::cache_key(const policy::Runtime& rt) {
@@ -169,16 +170,17 @@ util::Result<RuntimeCache> Jobs::build_cache(const policy::Runtime& rt) {
     std::unique_ptr<FinishedRunner>& finished;
     const std::string& scratch;
     ~Retire() {
-      if (finished) fleet.retire(std::move(*finished));
-      else (void)util::remove_tree(scratch);
+      if (finished)
+        fleet.retire(std::move(*finished));
+      else
+        (void)util::remove_tree(scratch);
     }
   } retire{fleet_, finished, spec.scratch_dir};
   if (!outcome) return outcome.error();
   if (outcome->status != sandbox::Status::completed)
-    return util::make_error(util::ErrorCode::kSandbox, std::string("the cache's program ended ") +
-                                                           sandbox::to_string(outcome->status) + ": " +
-                                                           util::to_valid_utf8(outcome->stderr_text.substr(0, 512)) +
-                                                           outcome->error);
+    return util::make_error(util::ErrorCode::kSandbox,
+                            std::string("the cache's program ended ") + sandbox::to_string(outcome->status) + ": " +
+                                util::to_valid_utf8(outcome->stderr_text.substr(0, 512)) + outcome->error);
   RuntimeCache cache;
   cache.dir = store_.state_dir() + "/cache/" + id;
   if (auto s = util::make_dirs(store_.state_dir() + "/cache", 0700); !s) return s.error();
@@ -195,8 +197,9 @@ util::Result<RuntimeCache> Jobs::build_cache(const policy::Runtime& rt) {
     total += f.size;
     if (cache.files.size() >= sandbox::kCacheFilesMax || total > kCacheBytesMax) {
       (void)util::remove_tree(cache.dir);
-      return util::make_error(util::ErrorCode::kSandbox, "the cache is over " + std::to_string(sandbox::kCacheFilesMax) +
-                                                             " files or " + std::to_string(kCacheBytesMax) + " bytes");
+      return util::make_error(util::ErrorCode::kSandbox, "the cache is over " +
+                                                             std::to_string(sandbox::kCacheFilesMax) + " files or " +
+                                                             std::to_string(kCacheBytesMax) + " bytes");
     }
     const std::string to = cache.dir + "/" + f.name;
     if (::rename(f.host_path.c_str(), to.c_str()) != 0 || ::chmod(to.c_str(), 0444) != 0) {
@@ -244,7 +247,8 @@ std::optional<RuntimeCache> Jobs::cache_for(const policy::Runtime& rt, bool wait
   if (caches_stopping_) return std::nullopt;
   // Built on the first job of a runtime that has one, on the builder thread.
   auto failed = caches_failed_at_.find(key);
-  const bool may_retry = failed == caches_failed_at_.end() || std::chrono::steady_clock::now() - failed->second > kCacheRetry;
+  const bool may_retry =
+      failed == caches_failed_at_.end() || std::chrono::steady_clock::now() - failed->second > kCacheRetry;
   if (!caches_.count(key) && may_retry && caches_requested_.insert(key).second) {
     caches_queue_.push_back(&rt);
     if (!cache_builder_.joinable()) cache_builder_ = std::jthread([this](std::stop_token stop) { build_caches(stop); });
@@ -317,18 +321,32 @@ util::Status Jobs::apply(std::shared_ptr<const policy::Policy> next) {
   admission_.set_limits(next->admission);
   live_.set(std::move(next));
   if (pool_)
-    if (size_t n = pool_->retire_stale(); n) spdlog::info("reload: {} idle warm sandbox(es) retired; new ones follow", n);
+    if (size_t n = pool_->retire_stale(); n)
+      spdlog::info("reload: {} idle warm sandbox(es) retired; new ones follow", n);
   return util::ok_status();
 }
 
 PoolStats Jobs::pool_stats() { return pool_ ? pool_->stats() : PoolStats{}; }
 
+std::string Jobs::metrics_text(uint64_t sessions_open) {
+  const Admission::Load load = admission_.load();
+  const PoolStats pool = pool_stats();
+  return metrics_.render(Metrics::Live{load.running, load.queued, pool.idle, pool.claimed, sessions_open});
+}
+
+std::string Jobs::unready_reason() {
+  if (::access(fleet_.runner_exe().c_str(), X_OK) != 0) return "throwbox-runner is missing or not executable";
+  return "";
+}
+
 size_t Jobs::reclaim_leftovers() {
   size_t removed = fleet_.reclaim_leftovers();
   // Runtime caches are rebuilt by every server start (fonts and packages may have changed).
   if (std::filesystem::exists(store_.state_dir() + "/cache")) {
-    if (auto s = util::remove_tree(store_.state_dir() + "/cache"); s) ++removed;
-    else spdlog::warn("reclaim: {}", s.error().message);
+    if (auto s = util::remove_tree(store_.state_dir() + "/cache"); s)
+      ++removed;
+    else
+      spdlog::warn("reclaim: {}", s.error().message);
   }
   removed += workspaces_.reclaim();
   if (size_t failed = ledger_->fail_interrupted("the server stopped while the job ran"); failed) {
@@ -503,8 +521,8 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     auto lease = identities_.lease();
     if (!lease) return lease.error();
     set_identity(*spec, lease->identity());
-    outcome = start_cold(fleet_, release_, *spec, std::move(*lease), *launch_req, start->t_recorded ? std::function<util::Status()>() : record_start,
-                         finished);
+    outcome = start_cold(fleet_, release_, *spec, std::move(*lease), *launch_req,
+                         start->t_recorded ? std::function<util::Status()>() : record_start, finished);
   }
   if (start->error) {
     // Never recorded, never started: the call fails as a whole.
@@ -525,8 +543,8 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     result.outcome = std::move(*outcome);
     t_outcome = now_us();
     util::call_mark("outcome read", result.job_id);
-    result.artifacts = store_artifacts(gate_, *parsers_, store_, pol->limits.outputs_max_bytes, req.tenant, result.job_id,
-                                       result.outcome);
+    result.artifacts = store_artifacts(gate_, *parsers_, store_, pol->limits.outputs_max_bytes, req.tenant,
+                                       result.job_id, result.outcome);
   } else {
     spdlog::error("job {}: {}", result.job_id, outcome.error().message);
     result.outcome.status = sandbox::Status::sandbox_error;
@@ -556,8 +574,9 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
                 t_end - t_stored);
   std::string layers;
   for (auto& l : result.outcome.layers) layers += (layers.empty() ? "" : " ") + l;
-  spdlog::info("job {} tenant={} runtime={} start={} status={} duration_ms={} layers=[{}]", result.job_id,
-               req.tenant, req.runtime, result.outcome.start, sandbox::to_string(result.outcome.status), result.outcome.duration_ms, layers);
+  spdlog::info("job {} tenant={} runtime={} start={} status={} duration_ms={} layers=[{}]", result.job_id, req.tenant,
+               req.runtime, result.outcome.start, sandbox::to_string(result.outcome.status), result.outcome.duration_ms,
+               layers);
   return result;
 }
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "server/artifacts/gate.h"
+#include "server/broker/broker.h"
 #include "server/broker/identities.h"
 #include "server/broker/admission.h"
 #include "server/broker/idempotency.h"
@@ -38,7 +39,7 @@
 
 namespace broker {
 
-class Jobs {
+class Jobs final : public Broker {
  public:
   // cgroup_host: sandbox::cgroups::Host detected once at start-up, as JSON.
   // live: the policy in force; what a reload may not change is read from
@@ -46,10 +47,23 @@ class Jobs {
   Jobs(policy::Live& live, store::Store& store, std::string runner_exe, nlohmann::json cgroup_host);
   ~Jobs();
 
-  // Errors are request problems (kInvalidArgument, kNotFound, kConflict for a
-  // reused idempotency key, kBusy) or broker faults (kInternal); a program
-  // that fails is a JobResult.
-  util::Result<JobResult> run(const JobRequest& request);
+  // Broker (broker.h).
+  util::Result<JobResult> run(const JobRequest& request) override;
+  std::string upload_media_type(const std::string& name, const std::string& content) override;
+  util::Result<WorkspaceInfo> open_workspace(const std::string& tenant, std::optional<double> ttl_s) override {
+    return workspaces_.open(tenant, ttl_s);
+  }
+  util::Status close_workspace(const std::string& tenant, const std::string& workspace_id) override {
+    return workspaces_.close(tenant, workspace_id);
+  }
+  util::Result<std::shared_ptr<WorkspaceUse>> hold_workspace(const std::string& tenant,
+                                                             const std::string& workspace_id) override;
+  std::optional<LedgerRow> find_record(const std::string& tenant, const std::string& job_id) override {
+    return ledger_->find(tenant, job_id);
+  }
+  std::string metrics_text(uint64_t sessions_open) override;
+  std::string unready_reason() override;
+
   // At start-up: removes what a crashed server left (scratch directories under
   // <state>/run, empty job cgroups, "running" ledger rows). Returns how many.
   size_t reclaim_leftovers();
@@ -58,23 +72,14 @@ class Jobs {
   // reclaim_leftovers: the pool's sandboxes live under <state>/run too).
   void start_pool();
   const artifacts::Gate& gate() const { return gate_; }
-  // The media type an upload is recorded with, found by the parser helper
-  // (libmagic on the client's bytes); application/octet-stream when it fails.
-  std::string upload_media_type(const std::string& name, const std::string& content);
+  // upload_media_type: found by the parser helper (libmagic on the client's bytes).
   // A parser helper child's answer to the probe (wire.h kProbe), for doctor.
   util::Result<nlohmann::json> probe_parser();
   PoolStats pool_stats();
   Metrics& metrics() { return metrics_; }
   Workspaces& workspaces() { return workspaces_; }
-  // A call's hold on a workspace, taken early (a task's, before it is
-  // created, so no call that arrives later can take it first).
-  util::Result<std::shared_ptr<WorkspaceUse>> hold_workspace(const std::string& tenant, const std::string& workspace_id);
   Admission::Load admission_load() { return admission_.load(); }
   const std::string& runner_exe() const { return fleet_.runner_exe(); }
-  // The tenant's recorded job; a foreign or unknown id reads as none.
-  std::optional<LedgerRow> find_record(const std::string& tenant, const std::string& job_id) {
-    return ledger_->find(tenant, job_id);
-  }
   // One janitor pass: expired inputs, artifacts, blobs and ledger rows.
   size_t expire();
   // A reload (reload_problems found none): the network profiles and the
@@ -126,7 +131,7 @@ class Jobs {
   std::mutex caches_mu_;
   std::condition_variable caches_cv_;
   std::map<std::string, RuntimeCache> caches_;  // by cache_key
-  std::set<std::string> caches_requested_;  // queued or being built
+  std::set<std::string> caches_requested_;      // queued or being built
   std::map<std::string, std::chrono::steady_clock::time_point> caches_failed_at_;
   std::deque<const policy::Runtime*> caches_queue_;
   bool caches_stopping_ = false;

@@ -92,9 +92,12 @@ bool prepare(sqlite3* db, Stmt& st, const char* sql, std::initializer_list<Arg> 
   }
   int i = 1;
   for (const Arg& a : args) {
-    if (auto* t = std::get_if<std::string>(&a)) sqlite3_bind_text(st.s, i, t->c_str(), -1, SQLITE_TRANSIENT);
-    else if (auto* n = std::get_if<int64_t>(&a)) sqlite3_bind_int64(st.s, i, *n);
-    else sqlite3_bind_null(st.s, i);
+    if (auto* t = std::get_if<std::string>(&a))
+      sqlite3_bind_text(st.s, i, t->c_str(), -1, SQLITE_TRANSIENT);
+    else if (auto* n = std::get_if<int64_t>(&a))
+      sqlite3_bind_int64(st.s, i, *n);
+    else
+      sqlite3_bind_null(st.s, i);
     ++i;
   }
   return true;
@@ -105,7 +108,8 @@ util::Result<int> write(sqlite3* db, const char* what, const char* sql, std::ini
   Stmt st;
   std::string error;
   if (!prepare(db, st, sql, args, error) || sqlite3_step(st.s) != SQLITE_DONE)
-    return util::make_error(util::ErrorCode::kIo, std::string(what) + ": " + (error.empty() ? sqlite3_errmsg(db) : error));
+    return util::make_error(util::ErrorCode::kIo,
+                            std::string(what) + ": " + (error.empty() ? sqlite3_errmsg(db) : error));
   return sqlite3_changes(db);
 }
 
@@ -149,15 +153,16 @@ TaskRow read_task(sqlite3_stmt* s) {
 
 util::Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& path) {
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                      nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
+      SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
     return util::make_error(util::ErrorCode::kIo, "sqlite3_open(\"" + path + "\"): " + msg);
   }
   ::chmod(path.c_str(), 0600);
   char* err = nullptr;
-  std::string setup = std::string("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;") + kSchema;
+  std::string setup =
+      std::string("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;") + kSchema;
   if (sqlite3_exec(db, setup.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown";
     sqlite3_free(err);
@@ -229,8 +234,10 @@ util::Status Ledger::record_start(const LedgerRow& r) {
   sqlite3_bind_text(st.s, 4, r.code_sha256.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st.s, 5, inputs.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st.s, 6, limits.c_str(), -1, SQLITE_TRANSIENT);
-  if (r.idempotency_key.empty()) sqlite3_bind_null(st.s, 7);
-  else sqlite3_bind_text(st.s, 7, r.idempotency_key.c_str(), -1, SQLITE_TRANSIENT);
+  if (r.idempotency_key.empty())
+    sqlite3_bind_null(st.s, 7);
+  else
+    sqlite3_bind_text(st.s, 7, r.idempotency_key.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st.s, 8, r.request_sha256.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st.s, 9, r.created_ms ? r.created_ms : wall_ms());
   if (sqlite3_step(st.s) != SQLITE_DONE)
@@ -241,8 +248,8 @@ util::Status Ledger::record_start(const LedgerRow& r) {
 util::Status Ledger::record_end(const std::string& job_id, const std::string& status, const nlohmann::json& result) {
   std::lock_guard lock(write_mu_);
   Stmt st;
-  if (sqlite3_prepare_v2(db_, "UPDATE jobs SET status = ?1, result = ?2, ended_ms = ?3 WHERE job_id = ?4", -1,
-                         &st.s, nullptr) != SQLITE_OK)
+  if (sqlite3_prepare_v2(db_, "UPDATE jobs SET status = ?1, result = ?2, ended_ms = ?3 WHERE job_id = ?4", -1, &st.s,
+                         nullptr) != SQLITE_OK)
     return util::make_error(util::ErrorCode::kIo, std::string("ledger update: ") + sqlite3_errmsg(db_));
   std::string text = result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   sqlite3_bind_text(st.s, 1, status.c_str(), -1, SQLITE_TRANSIENT);
@@ -279,15 +286,17 @@ std::optional<LedgerRow> Ledger::query_one(const char* sql, const std::string& a
 }
 
 std::optional<LedgerRow> Ledger::find_by_key(const std::string& tenant, const std::string& key) {
-  return query_one("SELECT job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key, request_sha256,"
-                   " status, result, created_ms, ended_ms FROM jobs WHERE tenant = ?1 AND idempotency_key = ?2",
-                   tenant, key);
+  return query_one(
+      "SELECT job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key, request_sha256,"
+      " status, result, created_ms, ended_ms FROM jobs WHERE tenant = ?1 AND idempotency_key = ?2",
+      tenant, key);
 }
 
 std::optional<LedgerRow> Ledger::find(const std::string& tenant, const std::string& job_id) {
-  return query_one("SELECT job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key, request_sha256,"
-                   " status, result, created_ms, ended_ms FROM jobs WHERE tenant = ?1 AND job_id = ?2",
-                   tenant, job_id);
+  return query_one(
+      "SELECT job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key, request_sha256,"
+      " status, result, created_ms, ended_ms FROM jobs WHERE tenant = ?1 AND job_id = ?2",
+      tenant, job_id);
 }
 
 size_t Ledger::fail_interrupted(const std::string& reason) {
@@ -410,11 +419,11 @@ size_t Ledger::task_fail_interrupted(const std::string& message, const nlohmann:
 
 size_t Ledger::task_expire(const std::string& tenant, int64_t now_ms) {
   std::lock_guard lock(write_mu_);
-  auto n = tenant.empty()
-               ? write(db_, "task expiry", "DELETE FROM tasks WHERE status != 'working' AND expires_ms <= ?1", {now_ms})
-               : write(db_, "task expiry",
-                       "DELETE FROM tasks WHERE tenant = ?2 AND status != 'working' AND expires_ms <= ?1",
-                       {now_ms, tenant});
+  auto n =
+      tenant.empty()
+          ? write(db_, "task expiry", "DELETE FROM tasks WHERE status != 'working' AND expires_ms <= ?1", {now_ms})
+          : write(db_, "task expiry",
+                  "DELETE FROM tasks WHERE tenant = ?2 AND status != 'working' AND expires_ms <= ?1", {now_ms, tenant});
   return n ? static_cast<size_t>(*n) : 0;
 }
 
@@ -476,8 +485,8 @@ std::vector<WorkspaceRow> Ledger::workspace_expired(int64_t now_ms) {
   std::vector<WorkspaceRow> out;
   Stmt st;
   std::string error;
-  std::string sql = std::string("SELECT ") + kWorkspaceColumns +
-                    " FROM workspaces WHERE closed_ms = 0 AND expires_ms <= ?1";
+  std::string sql =
+      std::string("SELECT ") + kWorkspaceColumns + " FROM workspaces WHERE closed_ms = 0 AND expires_ms <= ?1";
   if (!prepare(db.get(), st, sql.c_str(), {now_ms}, error)) return out;
   while (sqlite3_step(st.s) == SQLITE_ROW) out.push_back(read_workspace(st.s));
   return out;

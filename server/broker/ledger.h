@@ -1,6 +1,6 @@
 // The job ledger: one SQLite row per job (WAL mode) in the state directory,
 // written before a job starts and when it ends. Backs idempotency keys and
-// crash recovery. Also holds the MCP task rows (broker::Tasks opens its own
+// crash recovery. Also holds the MCP task rows (protocol::Tasks opens its own
 // Ledger). Thread-safe: writes go through one connection behind a mutex;
 // reads take a pooled connection of their own, which WAL never makes wait
 // behind a write.
@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/store/task_store.h"
 #include "server/util/result.h"
 
 struct sqlite3;
@@ -24,44 +25,32 @@ struct LedgerRow {
   std::string tenant;
   std::string runtime;
   std::string code_sha256;
-  nlohmann::json inputs;          // [{input_id, name, sha256}]
-  nlohmann::json limits;          // timeout_ms and the policy limits applied
-  std::string idempotency_key;    // "" when none
-  std::string request_sha256;     // of the canonical request, for key conflicts
-  std::string status = "running"; // running, then the job's final status
-  nlohmann::json result;          // {"outcome": ..., "artifacts": [...]} once ended
-  int64_t created_ms = 0;         // wall clock, ms since the epoch
+  nlohmann::json inputs;           // [{input_id, name, sha256}]
+  nlohmann::json limits;           // timeout_ms and the policy limits applied
+  std::string idempotency_key;     // "" when none
+  std::string request_sha256;      // of the canonical request, for key conflicts
+  std::string status = "running";  // running, then the job's final status
+  nlohmann::json result;           // {"outcome": ..., "artifacts": [...]} once ended
+  int64_t created_ms = 0;          // wall clock, ms since the epoch
   int64_t ended_ms = 0;
 };
 
-// One MCP task (tasks/get's Task plus what the server keeps about it).
-struct TaskRow {
-  std::string task_id;
-  std::string tenant;
-  std::string tool;
-  std::string status = "working";  // working, completed, failed, cancelled
-  std::string status_message;
-  int64_t created_ms = 0;          // wall clock, ms since the epoch
-  int64_t updated_ms = 0;          // last status change
-  int64_t ttl_ms = 0;              // as granted (reported to the client)
-  int64_t expires_ms = 0;          // a terminal row is deleted after this
-  nlohmann::json result;           // the CallToolResult; null while none
-};
+using store::TaskRow;
 
 // One workspace (workspaces.h): open until closed or idle past expires_ms.
 struct WorkspaceRow {
   std::string workspace_id;
   std::string tenant;
-  int64_t created_ms = 0;      // wall clock, ms since the epoch
-  int64_t ttl_ms = 0;          // idle lifetime, as granted
-  int64_t expires_ms = 0;      // last use (or open) + ttl_ms
-  int64_t closed_ms = 0;       // 0 while open
-  std::string closed_by;       // "close_workspace", "expired"; "" while open
-  uint64_t size_bytes = 0;     // its files after the last job
-  uint64_t uses = 0;           // jobs run in it
+  int64_t created_ms = 0;   // wall clock, ms since the epoch
+  int64_t ttl_ms = 0;       // idle lifetime, as granted
+  int64_t expires_ms = 0;   // last use (or open) + ttl_ms
+  int64_t closed_ms = 0;    // 0 while open
+  std::string closed_by;    // "close_workspace", "expired"; "" while open
+  uint64_t size_bytes = 0;  // its files after the last job
+  uint64_t uses = 0;        // jobs run in it
 };
 
-class Ledger {
+class Ledger final : public store::TaskStore {
  public:
   static util::Result<std::unique_ptr<Ledger>> open(const std::string& path);
   ~Ledger();
@@ -78,24 +67,25 @@ class Ledger {
   size_t expire(uint64_t ttl_s);
 
   // Tasks. Every read takes the tenant and skips terminal rows past expires_ms.
-  util::Status task_insert(const TaskRow& row);
+  util::Status task_insert(const TaskRow& row) override;
   // working -> a terminal status; false when the row was no longer working.
-  util::Result<bool> task_finish(const TaskRow& row);
+  util::Result<bool> task_finish(const TaskRow& row) override;
   // Replaces the result only (a cancelled task's late tool result).
-  util::Status task_set_result(const std::string& task_id, const nlohmann::json& result);
-  util::Status task_delete(const std::string& task_id);
-  std::optional<TaskRow> task_find(const std::string& tenant, const std::string& task_id, int64_t now_ms);
+  util::Status task_set_result(const std::string& task_id, const nlohmann::json& result) override;
+  util::Status task_delete(const std::string& task_id) override;
+  std::optional<TaskRow> task_find(const std::string& tenant, const std::string& task_id, int64_t now_ms) override;
   // In creation order, strictly after (after_created_ms, after_task_id).
   std::vector<TaskRow> task_list(const std::string& tenant, int64_t after_created_ms, const std::string& after_task_id,
-                                 size_t limit, int64_t now_ms);
-  uint64_t task_count(const std::string& tenant, int64_t now_ms);
+                                 size_t limit, int64_t now_ms) override;
+  uint64_t task_count(const std::string& tenant, int64_t now_ms) override;
   // At start-up: tasks a crash left working become failed with `result`,
   // kept at least until now_ms + keep_ms.
   size_t task_fail_interrupted(const std::string& message, const nlohmann::json& result, int64_t now_ms,
-                               int64_t keep_ms);
+                               int64_t keep_ms) override;
   // Workspaces. A find sees open rows not past expires_ms only.
   util::Status workspace_insert(const WorkspaceRow& row);
-  std::optional<WorkspaceRow> workspace_find(const std::string& tenant, const std::string& workspace_id, int64_t now_ms);
+  std::optional<WorkspaceRow> workspace_find(const std::string& tenant, const std::string& workspace_id,
+                                             int64_t now_ms);
   // Not closed, expired or not: a workspace counts until it is closed (and its tree deleted).
   uint64_t workspace_count(const std::string& tenant);
   // After a job in it: uses + 1, the new size and expiry.
@@ -110,7 +100,7 @@ class Ledger {
   // Deletes the rows of workspaces closed more than ttl_s ago.
   size_t workspace_forget(uint64_t ttl_s);
   // Deletes terminal tasks past their expiry; "" means every tenant.
-  size_t task_expire(const std::string& tenant, int64_t now_ms);
+  size_t task_expire(const std::string& tenant, int64_t now_ms) override;
 
  private:
   // A connection for one read: a pooled one, or the write connection under
@@ -132,7 +122,7 @@ class Ledger {
   Ledger(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   std::optional<LedgerRow> query_one(const char* sql, const std::string& a, const std::string& b);
   sqlite3* open_reader();
-  sqlite3* db_;             // every write, under write_mu_
+  sqlite3* db_;  // every write, under write_mu_
   std::mutex write_mu_;
   const std::string path_;  // for the read connections
   std::mutex readers_mu_;

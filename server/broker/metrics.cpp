@@ -13,10 +13,14 @@ std::string escape_label_value(std::string_view value) {
   std::string out;
   out.reserve(value.size());
   for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -25,9 +29,12 @@ std::string escape_help(std::string_view help) {
   std::string out;
   out.reserve(help.size());
   for (char c : help) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -85,8 +92,7 @@ void write_histogram(TextWriter& out, std::string_view name, std::string_view he
 
 }  // namespace metrics
 
-Metrics::Metrics()
-    : duration_(std::vector<double>(std::begin(kJobDurationBuckets), std::end(kJobDurationBuckets))) {
+Metrics::Metrics() : duration_(std::vector<double>(std::begin(kJobDurationBuckets), std::end(kJobDurationBuckets))) {
   // Every known series from the start: a rate() over a series that appears
   // only with its first event misses that event.
   for (const char* s : {"completed", "failed", "timed_out", "memory_exceeded", "cancelled", "sandbox_error"})

@@ -35,7 +35,9 @@ constexpr auto kBackoffMax = std::chrono::seconds(30);
 // A warm runner says nothing until it is claimed: anything readable on its
 // stdout (an error outcome, EOF) means it is no longer usable.
 bool still_idle(RunnerProcess& r) {
-  struct pollfd p {r.stdout_fd(), POLLIN, 0};
+  struct pollfd p {
+    r.stdout_fd(), POLLIN, 0
+  };
   return ::poll(&p, 1, 0) == 0;
 }
 
@@ -71,7 +73,10 @@ uint64_t tree_memory_bytes(pid_t pid) {
 
 Pool::Pool(const policy::Policy& policy, const policy::Live& live, std::string runner_exe, MakeSpec make_spec,
            Retire retire)
-    : policy_(policy), live_(live), runner_exe_(std::move(runner_exe)), make_spec_(std::move(make_spec)),
+    : policy_(policy),
+      live_(live),
+      runner_exe_(std::move(runner_exe)),
+      make_spec_(std::move(make_spec)),
       retire_(std::move(retire)) {
   filler_ = std::jthread([this](std::stop_token stop) { fill_loop(stop); });
 }
@@ -124,7 +129,7 @@ std::unique_ptr<WarmSandbox> Pool::claim(const std::string& runtime) {
     std::unique_lock lock(mu_);
     ++claims_;
     wanted_.insert(runtime);  // a first_use runtime is built from now on
-    cv_.notify_all();  // the filler may be asleep: this is demand
+    cv_.notify_all();         // the filler may be asleep: this is demand
     auto& queue = idle_[runtime];
     if (queue.empty() && policy_.pool.claim_wait_ms) {
       ++waiting_claims_;
@@ -225,7 +230,8 @@ void Pool::fill_loop(std::stop_token stop) {
         for (const policy::Runtime* rt : pooled) {
           const auto& lazy = policy_.pool.first_use;
           if (std::find(lazy.begin(), lazy.end(), rt->name) != lazy.end() && !wanted_.count(rt->name)) continue;
-          if (idle_[rt->name].size() < policy_.pool.size && (!next || idle_[rt->name].size() < idle_[next->name].size()))
+          if (idle_[rt->name].size() < policy_.pool.size &&
+              (!next || idle_[rt->name].size() < idle_[next->name].size()))
             next = rt;
         }
       if (!next) {
@@ -244,8 +250,8 @@ void Pool::fill_loop(std::stop_token stop) {
     std::unique_lock lock(mu_);
     if (!built) {
       ++counters_.failed;
-      spdlog::warn("warm pool: building a {} sandbox failed: {}; retrying in {} ms", next->name,
-                   built.error().message, std::chrono::duration_cast<std::chrono::milliseconds>(backoff).count());
+      spdlog::warn("warm pool: building a {} sandbox failed: {}; retrying in {} ms", next->name, built.error().message,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(backoff).count());
       cv_.wait_for(lock, stop, backoff, [] { return false; });
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, kBackoffMax);
       continue;

@@ -52,8 +52,8 @@ class Pool {
   // retire: takes a runner that will not be used (stdin closed), waits for it, removes its dir.
   // lease: the spec's host identity, held by the runner until it is reaped.
   using MakeSpec = std::function<util::Result<sandbox::LaunchSpec>(const policy::Runtime&, IdentityLease& lease)>;
-  using Retire = std::function<void(std::unique_ptr<RunnerProcess>, const std::string& scratch_dir,
-                                    const std::string& id)>;
+  using Retire =
+      std::function<void(std::unique_ptr<RunnerProcess>, const std::string& scratch_dir, const std::string& id)>;
   // policy: its pool section (fixed while the server runs); live: the policy
   // the specs are made under: a sandbox built under an earlier one is never claimed.
   Pool(const policy::Policy& policy, const policy::Live& live, std::string runner_exe, MakeSpec make_spec,
@@ -86,9 +86,9 @@ class Pool {
   std::condition_variable_any cv_;
   std::map<std::string, std::deque<std::unique_ptr<WarmSandbox>>> idle_;
   PoolStats counters_;
-  uint64_t claims_ = 0;  // wakes the filler
-  int running_ = 0;            // claimed sandboxes whose job has not ended
-  int waiting_claims_ = 0;     // claims waiting for a sandbox (claim_wait_ms): never held back
+  uint64_t claims_ = 0;     // wakes the filler
+  int running_ = 0;         // claimed sandboxes whose job has not ended
+  int waiting_claims_ = 0;  // claims waiting for a sandbox (claim_wait_ms): never held back
   std::chrono::steady_clock::time_point hold_until_{};
   std::set<std::string> wanted_;  // runtimes claimed at least once (policy pool.first_use)
   bool stopping_ = false;

@@ -82,7 +82,9 @@ util::Result<std::unique_ptr<RunnerProcess>> RunnerFleet::take() {
     runner = std::move(spare_);
   }
   // A spare that died while idle (killed from outside) has hung up its stdout.
-  struct pollfd p {runner ? runner->stdout_fd() : -1, POLLIN, 0};
+  struct pollfd p {
+    runner ? runner->stdout_fd() : -1, POLLIN, 0
+  };
   if (runner && ::poll(&p, 1, 0) == 0) return runner;
   if (runner) {
     spdlog::warn("spare runner {} exited while idle; starting another", runner->pid());
@@ -106,8 +108,10 @@ void RunnerFleet::reap_loop() {
         auto spare = spawn_prepared();
         if (!spare) spdlog::warn("spare runner: {}", spare.error().message);
         lock.lock();
-        if (spare && !stopping_ && !spare_) spare_ = std::move(*spare);
-        else if (spare) queue_.push_back(unused_spare(std::move(*spare)));
+        if (spare && !stopping_ && !spare_)
+          spare_ = std::move(*spare);
+        else if (spare)
+          queue_.push_back(unused_spare(std::move(*spare)));
         continue;
       }
       if (queue_.empty()) {
@@ -119,8 +123,7 @@ void RunnerFleet::reap_loop() {
     }
     // Teardown is a few milliseconds; a runner stuck longer is killed (its
     // pid 1 dies with it through PR_SET_PDEATHSIG).
-    if (!f.runner->wait_or_kill(10000))
-      spdlog::warn("job {}: runner still tearing down after 10 s; killed it", f.id);
+    if (!f.runner->wait_or_kill(10000)) spdlog::warn("job {}: runner still tearing down after 10 s; killed it", f.id);
     if (!f.scratch_dir.empty()) {
       if (auto s = util::remove_tree(f.scratch_dir); !s) spdlog::warn("job {}: cleanup: {}", f.id, s.error().message);
       // A runner that was killed never removed its cgroup (named after the
@@ -155,8 +158,10 @@ size_t RunnerFleet::reclaim_leftovers() {
   // cgroups a moment before they attach to them.
   for (auto& e : std::filesystem::directory_iterator(run_dir_, ec)) {
     const std::string id = e.path().filename().string();
-    if (auto s = util::remove_tree(e.path().string()); s) ++removed;
-    else spdlog::warn("reclaim: {}", s.error().message);
+    if (auto s = util::remove_tree(e.path().string()); s)
+      ++removed;
+    else
+      spdlog::warn("reclaim: {}", s.error().message);
     removed += remove_cgroups(id);
   }
   if (removed) spdlog::info("reclaimed {} leftovers of an earlier run", removed);

@@ -87,8 +87,8 @@ util::Result<std::unique_ptr<RunnerProcess>> RunnerProcess::spawn(const std::str
   impl->from.reset(pair[0]);
   util::UniqueFd runner_end(pair[1]);  // dup2'ed onto the runner's fd 1 (no CLOEXEC there), closed here after
   try {
-    impl->child = bp::child(bp::exe = exe, bp::std_in < control->to, bp::posix::fd.bind(1, runner_end.get()),
-                            empty_env, bp::posix::use_vfork);
+    impl->child = bp::child(bp::exe = exe, bp::std_in < control->to, bp::posix::fd.bind(1, runner_end.get()), empty_env,
+                            bp::posix::use_vfork);
   } catch (const std::exception& e) {
     // The install path and Boost's text are for the operator, not the client.
     spdlog::error("starting runner {}: {}", exe, e.what());
@@ -135,8 +135,7 @@ bool RunnerProcess::wait_or_kill(int grace_ms) {
       if (now_ms() >= deadline) {
         // PR_SET_PDEATHSIG then takes the runner's sandbox down with it.
         ::kill(c.pid, SIGKILL);
-        while (::waitpid(c.pid, &st, 0) < 0 && errno == EINTR) {
-        }
+        while (::waitpid(c.pid, &st, 0) < 0 && errno == EINTR) {}
         c.reaped = true;
         return false;
       }

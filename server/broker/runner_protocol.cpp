@@ -28,7 +28,9 @@ constexpr const char* kWarmReady = R"({"warm":"ready"})";
 
 long LineReader::read_some(char* buf, size_t size) {
   if (socket_) {
-    struct iovec iov {buf, size};
+    struct iovec iov {
+      buf, size
+    };
     alignas(struct cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
     struct msghdr msg {};
     msg.msg_iov = &iov;
@@ -92,8 +94,8 @@ NextLine LineReader::next(int64_t deadline_ms, size_t max_bytes, int wake_fd) {
 util::Status read_warm_ready(RunnerProcess& runner, int timeout_ms) {
   NextLine got = runner.stdout_lines().next(util::now_ms() + timeout_ms, kWarmLineMaxBytes);
   if (got.end != LineEnd::kLine)
-    return util::make_error(util::ErrorCode::kSandbox, "the runner did not report a warm sandbox within " +
-                                           std::to_string(timeout_ms) + " ms");
+    return util::make_error(util::ErrorCode::kSandbox,
+                            "the runner did not report a warm sandbox within " + std::to_string(timeout_ms) + " ms");
   if (got.line == kWarmReady) return util::ok_status();
   auto doc = nlohmann::json::parse(got.line, nullptr, false);
   return util::make_error(util::ErrorCode::kSandbox, doc.is_object() ? doc.value("error", got.line) : got.line);
@@ -148,7 +150,8 @@ util::Result<sandbox::Outcome> read_outcome(RunnerProcess& runner, const std::st
     return util::make_error(util::ErrorCode::kInternal, "runner exceeded its deadline or output bound");
   }
   auto doc = nlohmann::json::parse(outcome_line, nullptr, false);
-  if (doc.is_discarded()) return util::make_error(util::ErrorCode::kInternal, "runner exited without a readable outcome");
+  if (doc.is_discarded())
+    return util::make_error(util::ErrorCode::kInternal, "runner exited without a readable outcome");
   return sandbox::outcome_from_json(doc);
 }
 

@@ -51,7 +51,6 @@ class LineReader {
 // The line a runner writes with a job's proxy listener attached.
 inline constexpr const char* kListenerLine = R"({"network":"listener"})";
 
-
 // A warm runner's first line within timeout_ms: ok when ready, else why not.
 util::Status read_warm_ready(RunnerProcess& runner, int timeout_ms);
 

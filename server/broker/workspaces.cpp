@@ -36,12 +36,17 @@ util::Error in_use(const std::string& id, const char* what) {
 }  // namespace
 
 nlohmann::json to_json(const WorkspaceInfo& info) {
-  return {{"workspace_id", info.workspace_id}, {"expires_at", util::iso8601(info.expires_ms)},
-          {"ttl_s", info.ttl_s}, {"size_max_bytes", info.size_max_bytes}, {"size_bytes", info.size_bytes}};
+  return {{"workspace_id", info.workspace_id},
+          {"expires_at", util::iso8601(info.expires_ms)},
+          {"ttl_s", info.ttl_s},
+          {"size_max_bytes", info.size_max_bytes},
+          {"size_bytes", info.size_bytes}};
 }
 
 Workspaces::Workspaces(const policy::Workspaces& policy, std::string root, Ledger& ledger, RemoveTree remove_tree)
-    : policy_(policy), root_(std::move(root)), ledger_(ledger),
+    : policy_(policy),
+      root_(std::move(root)),
+      ledger_(ledger),
       remove_tree_(remove_tree ? std::move(remove_tree) : RemoveTree(util::remove_tree)) {
   if (auto s = util::make_dirs(root_, 0700); !s) throw std::runtime_error("workspaces: " + s.error().message);
 }
@@ -54,7 +59,8 @@ std::optional<Workspaces::Doomed> Workspaces::retire_locked(const WorkspaceRow& 
   // a tree a crash left there (no open row has that name).
   Doomed d{row.tenant, row.workspace_id, root_ + "/" + row.workspace_id + ".gone-" + util::random_id()};
   if (::rename((root_ + "/" + row.workspace_id).c_str(), d.path.c_str()) != 0) {
-    if (errno != ENOENT) spdlog::error("workspace {}: {}", row.workspace_id, util::call_error("rename", row.workspace_id, errno));
+    if (errno != ENOENT)
+      spdlog::error("workspace {}: {}", row.workspace_id, util::call_error("rename", row.workspace_id, errno));
     d.path = root_ + "/" + row.workspace_id;  // deleted in place
   }
   ++deleting_[row.tenant];
@@ -91,9 +97,9 @@ util::Result<WorkspaceInfo> Workspaces::open(const std::string& tenant, std::opt
   uint64_t ttl = policy_.ttl_s_default;
   if (ttl_s) {
     if (!std::isfinite(*ttl_s) || *ttl_s < 1 || *ttl_s > static_cast<double>(policy_.ttl_s_max))
-      return util::make_error(util::ErrorCode::kInvalidArgument,
-                              "ttl_s: must be between 1 and " + std::to_string(policy_.ttl_s_max) +
-                                  " seconds (the policy's workspaces.ttl_s.max)");
+      return util::make_error(util::ErrorCode::kInvalidArgument, "ttl_s: must be between 1 and " +
+                                                                     std::to_string(policy_.ttl_s_max) +
+                                                                     " seconds (the policy's workspaces.ttl_s.max)");
     ttl = static_cast<uint64_t>(std::llround(*ttl_s));
   }
   // This tenant's expired workspaces are gone before it may open another:
@@ -192,8 +198,8 @@ void Workspaces::release(WorkspaceUse& use, bool saved, uint64_t size_bytes, Wor
   if (auto s = ledger_.workspace_used(use.id_, size, expires); !s)
     spdlog::error("workspace {}: ledger: {}", use.id_, s.error().message);
   if (info)
-    *info = WorkspaceInfo{use.id_, std::max(expires, use.row_.expires_ms), static_cast<uint64_t>(use.row_.ttl_ms / 1000),
-                          policy_.size_max_bytes, size};
+    *info = WorkspaceInfo{use.id_, std::max(expires, use.row_.expires_ms),
+                          static_cast<uint64_t>(use.row_.ttl_ms / 1000), policy_.size_max_bytes, size};
   std::lock_guard lock(mu_);
   busy_.erase(use.id_);
 }

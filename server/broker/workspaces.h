@@ -1,5 +1,5 @@
 // Workspaces: a tenant's /work kept between the run_code calls that name it
-// (README, Workspaces). Between calls a workspace is a directory tree under
+// (docs/tools.md, Workspaces). Between calls a workspace is a directory tree under
 // <state>/workspaces/<id> (0700, the server's user), written only by a
 // runner's copy of a job's /work (sandbox/workspace_copy); during a call it
 // is that job's /work tmpfs, so its cap holds while the job writes. One call
@@ -104,8 +104,8 @@ class Workspaces {
   const std::string root_;
   Ledger& ledger_;
   RemoveTree remove_tree_;
-  std::mutex mu_;              // orders begin, close and expire over busy_, deleting_ and the rows
-  std::set<std::string> busy_;  // ids a call holds
+  std::mutex mu_;                             // orders begin, close and expire over busy_, deleting_ and the rows
+  std::set<std::string> busy_;                // ids a call holds
   std::map<std::string, uint64_t> deleting_;  // tenant -> trees closed and not yet deleted
 };
 

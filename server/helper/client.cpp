@@ -25,7 +25,9 @@ namespace {
 constexpr int kStartTimeoutMs = 10000;  // loading libmagic and confining: tens of ms here
 constexpr int kForkTimeoutMs = 5000;    // a fork and a pidfd; well under 1 ms here
 
-util::Error fail(const std::string& why) { return util::make_error(util::ErrorCode::kSandbox, "parser helper: " + why); }
+util::Error fail(const std::string& why) {
+  return util::make_error(util::ErrorCode::kSandbox, "parser helper: " + why);
+}
 
 }  // namespace
 
@@ -78,8 +80,7 @@ void Parsers::stop_locked() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);  // one that stopped answering exits all the same
     int st = 0;
-    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {}
   }
   pid_ = -1;
 }
@@ -113,7 +114,8 @@ util::Status Parsers::spawn_locked() {
   if (!ready || ready->kind != Kind::kAnswer || !ready->meta.value("ready", false)) {
     stop_locked();
     return fail("it did not start and confine itself (" +
-                (ready ? std::string("an unexpected first message") : ready.error().message) + "; its error is in this log)");
+                (ready ? std::string("an unexpected first message") : ready.error().message) +
+                "; its error is in this log)");
   }
   landlock_abi_ = ready->meta.value("landlock_abi", 0);
   return util::ok_status();
@@ -125,7 +127,9 @@ util::Result<Child> Parsers::fork_locked() {
     return fail(util::call_error("socketpair", "child", errno));
   util::UniqueFd mine(pair[0]), theirs(pair[1]);
   char byte = 'f';
-  struct iovec iov {&byte, 1};
+  struct iovec iov {
+    &byte, 1
+  };
   alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   struct msghdr msg {};
   msg.msg_iov = &iov;
@@ -141,10 +145,14 @@ util::Result<Child> Parsers::fork_locked() {
   if (::sendmsg(control_.get(), &msg, MSG_NOSIGNAL) != 1) return fail(util::call_error("sendmsg", "fork", errno));
   theirs.reset();
   // The reply: 'k' with the child's pidfd, or 'e'.
-  struct pollfd p {control_.get(), POLLIN, 0};
+  struct pollfd p {
+    control_.get(), POLLIN, 0
+  };
   if (::poll(&p, 1, kForkTimeoutMs) != 1) return fail("no answer to a fork request");
   char reply = 0;
-  struct iovec in_iov {&reply, 1};
+  struct iovec in_iov {
+    &reply, 1
+  };
   alignas(struct cmsghdr) char in_control[CMSG_SPACE(sizeof(int))] = {};
   struct msghdr in {};
   in.msg_iov = &in_iov;

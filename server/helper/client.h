@@ -1,4 +1,4 @@
-// The server's side of the parser helper (helper_main.cpp): the helper
+// The server's side of the parser helper (server/parser/main.cpp): the helper
 // process started once, and a child of it forked for each job's artifacts,
 // each job's proxy request heads and each upload, so that one child's fault
 // or compromise reaches nothing but what that one use gave it. A child that
@@ -11,7 +11,6 @@
 #include <mutex>
 #include <string>
 
-#include "server/helper/confine.h"
 #include "server/helper/wire.h"
 #include "server/util/fd.h"
 #include "server/util/result.h"
@@ -45,7 +44,7 @@ class Parsers {
   // exe: throwbox-parser. id: a root server's uid and gid for it (a lease
   // the caller holds), or a normal user's (its own, in a user namespace).
   // Nothing starts until start() or the first child().
-  Parsers(std::string exe, confine::Identity id) : exe_(std::move(exe)), id_(id) {}
+  Parsers(std::string exe, Identity id) : exe_(std::move(exe)), id_(id) {}
   // The helper started now, so that one that cannot confine itself stops the
   // server at its start rather than failing its first job.
   util::Status start();
@@ -65,7 +64,7 @@ class Parsers {
   util::Result<Child> fork_locked();
 
   const std::string exe_;
-  const confine::Identity id_;
+  const Identity id_;
   std::mutex mu_;  // one fork request at a time: each takes well under a millisecond
   util::UniqueFd control_;
   pid_t pid_ = -1;

@@ -23,7 +23,8 @@ bool known(uint32_t kind) {
     case Kind::kRequestHead:
     case Kind::kProbe:
     case Kind::kAnswer:
-    case Kind::kFailure: return true;
+    case Kind::kFailure:
+      return true;
   }
   return false;
 }

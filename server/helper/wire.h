@@ -4,6 +4,8 @@
 // head). Both sides check every length before reading: the server never
 // trusts what a helper (which parses hostile bytes) says.
 #pragma once
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -16,13 +18,21 @@
 
 namespace helper {
 
+// Who the helper becomes: as root, a uid and gid of its own; as a normal
+// user, its own ids in a user namespace (as_root false).
+struct Identity {
+  bool as_root = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
 enum class Kind : uint32_t {
   kInspectArtifact = 1,  // meta: {name, policy}; bytes: the file -> {verdict, reason, media_type, named_as, changed}
   kUploadType = 2,       // meta: {name, allowed}; bytes: the upload -> {media_type}
   kRequestHead = 3,      // bytes: a proxy request head -> network::Head as JSON
   kProbe = 4,            // -> {open, socket, kill, fork, exec}: what each attempt got (errno names); for doctor
   kAnswer = 100,
-  kFailure = 101,        // meta: {error}: the helper could not answer
+  kFailure = 101,  // meta: {error}: the helper could not answer
 };
 
 struct Message {

@@ -48,16 +48,11 @@ constexpr Range kSpecialV6[] = {
     {"3fff::/20", "documentation 3fff::/20"},
 };
 constexpr Range kOutsideGlobalV6[] = {
-    {"::/128", "unspecified ::/128"},
-    {"::1/128", "loopback ::1/128"},
-    {"64:ff9b::/96", "NAT64 64:ff9b::/96"},
-    {"64:ff9b:1::/48", "local NAT64 64:ff9b:1::/48"},
-    {"100::/64", "discard 100::/64"},
-    {"5f00::/16", "SRv6 5f00::/16"},
-    {"fc00::/7", "unique local fc00::/7"},
-    {"fe80::/10", "link-local fe80::/10"},
-    {"fec0::/10", "site-local fec0::/10"},
-    {"ff00::/8", "multicast ff00::/8"},
+    {"::/128", "unspecified ::/128"},       {"::1/128", "loopback ::1/128"},
+    {"64:ff9b::/96", "NAT64 64:ff9b::/96"}, {"64:ff9b:1::/48", "local NAT64 64:ff9b:1::/48"},
+    {"100::/64", "discard 100::/64"},       {"5f00::/16", "SRv6 5f00::/16"},
+    {"fc00::/7", "unique local fc00::/7"},  {"fe80::/10", "link-local fe80::/10"},
+    {"fec0::/10", "site-local fec0::/10"},  {"ff00::/8", "multicast ff00::/8"},
     {"::/96", "IPv4-compatible ::/96"},
 };
 
@@ -84,13 +79,15 @@ util::Result<std::string> normalise_name(std::string_view host) {
   std::string h(host);
   std::transform(h.begin(), h.end(), h.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (!h.empty() && h.back() == '.') h.pop_back();
-  if (h.empty() || h.size() > 253) return make_error(ErrorCode::kInvalidArgument, "the host name must be 1-253 characters");
+  if (h.empty() || h.size() > 253)
+    return make_error(ErrorCode::kInvalidArgument, "the host name must be 1-253 characters");
   if (!all_of_chars(h, "abcdefghijklmnopqrstuvwxyz0123456789-."))
     return make_error(ErrorCode::kInvalidArgument, "the host name may hold only letters, digits, '-' and '.'");
   size_t start = 0;
   for (;;) {
     size_t dot = h.find('.', start);
-    std::string_view label = std::string_view(h).substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string_view label =
+        std::string_view(h).substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-')
       return make_error(ErrorCode::kInvalidArgument, "the host name has an empty, over-long or '-'-edged label");
     if (dot == std::string::npos) break;
@@ -146,8 +143,9 @@ std::string Cidr::text() const { return base.text() + "/" + std::to_string(prefi
 util::Result<Cidr> parse_cidr(std::string_view text) {
   const size_t slash = text.find('/');
   auto bad = [&] {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "\"" + std::string(text) + "\" is not a CIDR (an address, '/', a prefix length: 10.0.0.0/8, fd00::/8)");
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "\"" + std::string(text) + "\" is not a CIDR (an address, '/', a prefix length: 10.0.0.0/8, fd00::/8)");
   };
   if (slash == std::string_view::npos) return bad();
   auto addr = parse_address(text.substr(0, slash));
@@ -161,8 +159,8 @@ util::Result<Cidr> parse_cidr(std::string_view text) {
   for (int bit = prefix; bit < (addr->v6 ? 128 : 32); ++bit)
     exact.base.bytes[static_cast<size_t>(bit / 8)] &= static_cast<uint8_t>(~(0x80 >> (bit % 8)));
   if (!(exact.base == c.base))
-    return make_error(ErrorCode::kInvalidArgument, "\"" + std::string(text) + "\" has host bits set; the range is " +
-                                                       exact.text());
+    return make_error(ErrorCode::kInvalidArgument,
+                      "\"" + std::string(text) + "\" has host bits set; the range is " + exact.text());
   return c;
 }
 
@@ -195,7 +193,8 @@ util::Result<Authority> parse_authority(std::string_view text, std::optional<uin
     return make_error(ErrorCode::kInvalidArgument, "credentials in the authority are not allowed");
   if (!text.empty() && text[0] == '[') {
     const size_t close = text.find(']');
-    if (close == std::string_view::npos) return make_error(ErrorCode::kInvalidArgument, "an IPv6 literal lacks its ']'");
+    if (close == std::string_view::npos)
+      return make_error(ErrorCode::kInvalidArgument, "an IPv6 literal lacks its ']'");
     host = text.substr(1, close - 1);
     std::string_view rest = text.substr(close + 1);
     if (!rest.empty()) {

@@ -52,7 +52,8 @@ Head parse_head(std::string_view bytes) {
   parser.eager(false);
   beast::error_code ec;
   parser.put(boost::asio::buffer(bytes.data(), bytes.size()), ec);
-  if (ec || !parser.is_header_done()) return malformed("malformed request: " + (ec ? ec.message() : std::string("incomplete head")));
+  if (ec || !parser.is_header_done())
+    return malformed("malformed request: " + (ec ? ec.message() : std::string("incomplete head")));
   auto& req = parser.get();
   const std::string target(req.target());
   Head h;
@@ -91,7 +92,9 @@ Head parse_head(std::string_view bytes) {
 }
 
 nlohmann::json to_json(const Head& h) {
-  const char* kind = h.kind == Head::Kind::kConnect ? "connect" : h.kind == Head::Kind::kAbsolute ? "absolute" : "malformed";
+  const char* kind = h.kind == Head::Kind::kConnect    ? "connect"
+                     : h.kind == Head::Kind::kAbsolute ? "absolute"
+                                                       : "malformed";
   return {{"kind", kind}, {"reason", h.reason}, {"authority", h.kind == Head::Kind::kMalformed ? "" : h.dest.text()}};
 }
 
@@ -124,14 +127,16 @@ util::Result<Head> head_from_json(const nlohmann::json& j, std::string forward) 
   // the head ending once, within the size a head may have.
   if (h.forward.size() > kForwardMaxBytes) return bad("forwarded head too long");
   const size_t end = h.forward.find("\r\n\r\n");
-  if (end == std::string::npos || end + 4 != h.forward.size()) return bad("forwarded head does not end once, at its end");
+  if (end == std::string::npos || end + 4 != h.forward.size())
+    return bad("forwarded head does not end once, at its end");
   const size_t line_end = h.forward.find("\r\n");
   const std::string line = h.forward.substr(0, line_end);
   const size_t sp1 = line.find(' '), sp2 = line.rfind(' ');
   if (sp1 == std::string::npos || sp2 <= sp1 + 1 || line[sp1 + 1] != '/' ||
       (line.substr(sp2) != " HTTP/1.1" && line.substr(sp2) != " HTTP/1.0"))
     return bad("forwarded request line is not an origin-form HTTP/1.x one");
-  if (h.forward.find("\r\nHost: " + host_header(h.dest) + "\r\n") == std::string::npos) return bad("forwarded head's Host");
+  if (h.forward.find("\r\nHost: " + host_header(h.dest) + "\r\n") == std::string::npos)
+    return bad("forwarded head's Host");
   return h;
 }
 

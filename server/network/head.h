@@ -21,9 +21,9 @@ constexpr size_t kHeadMaxBytes = 16 * 1024;
 struct Head {
   enum class Kind { kConnect, kAbsolute, kMalformed };
   Kind kind = Kind::kMalformed;
-  std::string reason;    // kMalformed: the one line the job gets with its 400
-  Authority dest;        // kConnect, kAbsolute: where it goes
-  std::string forward;   // kAbsolute: the head sent on (origin form, Host the authority, no proxy headers, one request)
+  std::string reason;   // kMalformed: the one line the job gets with its 400
+  Authority dest;       // kConnect, kAbsolute: where it goes
+  std::string forward;  // kAbsolute: the head sent on (origin form, Host the authority, no proxy headers, one request)
 };
 
 // `bytes` ends with the head's blank line.

@@ -23,7 +23,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/helper/wire.h"
-#include "server/network/job_end.h"
+#include "server/sandbox/job_end.h"
 
 namespace network {
 namespace {
@@ -31,8 +31,10 @@ namespace {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
+using sandbox::kJobEndNotice;
+using sandbox::kJobEndSourcePort;
 
-constexpr auto kHeadTimeout = std::chrono::seconds(10);  // a client that never finishes its request
+constexpr auto kHeadTimeout = std::chrono::seconds(10);     // a client that never finishes its request
 constexpr auto kConnectTimeout = std::chrono::seconds(10);  // resolving and connecting
 constexpr size_t kRelayChunkBytes = 16 * 1024;
 // Connections beyond the cap are answered 403 (the program learns why); after
@@ -48,7 +50,7 @@ struct Rules {
   std::map<std::string, Address> hosts;
   std::vector<Cidr> allow_private;
   struct Profile {
-    policy::NetworkProfile policy;
+    network::Profile policy;
     std::vector<AllowRule> allow;
   };
   std::map<std::string, Profile> profiles;
@@ -74,8 +76,16 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
   // parser: the job's own parser helper child, for its request heads.
   SessionImpl(asio::io_context& io, Resolver& resolver, std::shared_ptr<const Rules> rules,
               const Rules::Profile& profile, std::string job_id, int64_t deadline_ms, helper::Child parser)
-      : io_(io), resolver_(resolver), held_rules_(std::move(rules)), rules_(*held_rules_), profile_(profile),
-        job_id_(std::move(job_id)), acceptor_(io), deadline_(io), parser_(std::move(parser)), parser_sock_(io),
+      : io_(io),
+        resolver_(resolver),
+        held_rules_(std::move(rules)),
+        rules_(*held_rules_),
+        profile_(profile),
+        job_id_(std::move(job_id)),
+        acceptor_(io),
+        deadline_(io),
+        parser_(std::move(parser)),
+        parser_sock_(io),
         parser_timer_(io) {
     error_code ec;
     if (const int fd = ::dup(parser_.socket()); fd >= 0) parser_sock_.assign(asio::local::stream_protocol(), fd, ec);
@@ -146,8 +156,12 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
 class Tunnel : public std::enable_shared_from_this<Tunnel> {
  public:
   Tunnel(std::shared_ptr<SessionImpl> s, tcp::socket client)
-      : s_(std::move(s)), client_(std::move(client)), upstream_(s_->io_), timer_(s_->io_),
-        slot_(s_->open_slot()), ordinal_(s_->accepted_) {}
+      : s_(std::move(s)),
+        client_(std::move(client)),
+        upstream_(s_->io_),
+        timer_(s_->io_),
+        slot_(s_->open_slot()),
+        ordinal_(s_->accepted_) {}
 
   void start() { read_head(); }
 
@@ -167,8 +181,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
     socklen_t len = sizeof info;
     if (::getsockopt(const_cast<tcp::socket&>(client_).native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0)
       return false;
-    return info.tcpi_state == TCP_ESTABLISHED || info.tcpi_state == TCP_FIN_WAIT1 ||
-           info.tcpi_state == TCP_FIN_WAIT2;
+    return info.tcpi_state == TCP_ESTABLISHED || info.tcpi_state == TCP_FIN_WAIT1 || info.tcpi_state == TCP_FIN_WAIT2;
   }
   // pid 1's notice is answered once every held tunnel is cut; then closed.
   void acknowledge_end() {
@@ -183,7 +196,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
 
  private:
   Connection& rec() { return s_->slot(slot_, scratch_); }
-  const policy::NetworkProfile& profile() const { return s_->profile_.policy; }
+  const Profile& profile() const { return s_->profile_.policy; }
 
   void end(const char* verdict, const std::string& reason) {
     if (!done_) {
@@ -271,12 +284,13 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
     rec().host = dest_.host;
     rec().port = dest_.port;
     // 3. The job's caps.
-    const policy::NetworkProfile& p = profile();
+    const Profile& p = profile();
     if (ordinal_ > p.max_connections)
       return refuse("connection cap reached: profile " + p.name + " allows " + std::to_string(p.max_connections) +
                     " connections per job");
     if (s_->bytes_ >= p.max_bytes)
-      return refuse("byte cap reached: profile " + p.name + " allows " + std::to_string(p.max_bytes) + " bytes per job");
+      return refuse("byte cap reached: profile " + p.name + " allows " + std::to_string(p.max_bytes) +
+                    " bytes per job");
     // 4. The profile.
     if (!allows(s_->profile_.allow, dest_)) {
       if (dest_.literal)
@@ -425,13 +439,12 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
       const uint64_t take = self->s_->charge(n);
       (up ? self->rec().bytes_up : self->rec().bytes_down) += take;
       tcp::socket& dst = up ? self->upstream_ : self->client_;
-      asio::async_write(dst, asio::buffer(data.data(), take),
-                        [self, up, capped = take < n](error_code wec, size_t) {
-                          if (self->done_) return;
-                          if (wec) return self->end("allowed", "");
-                          if (capped) return self->cut(self->byte_cap_reason());
-                          self->read_from(up);
-                        });
+      asio::async_write(dst, asio::buffer(data.data(), take), [self, up, capped = take < n](error_code wec, size_t) {
+        if (self->done_) return;
+        if (wec) return self->end("allowed", "");
+        if (capped) return self->cut(self->byte_cap_reason());
+        self->read_from(up);
+      });
     });
   }
 
@@ -452,7 +465,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
   std::array<char, kRelayChunkBytes> up_buf_{}, down_buf_{};
   size_t slot_;
   const uint64_t ordinal_;  // this connection's number in the job, counted at accept
-  Connection scratch_;  // the record of a connection beyond the logged ones
+  Connection scratch_;      // the record of a connection beyond the logged ones
   bool connect_ = false;
   bool head_read_ = false;
   bool lookup_started_ = false;
@@ -647,10 +660,15 @@ Report SessionImpl::finish() {
 nlohmann::json to_json(const Report& report) {
   nlohmann::json list = nlohmann::json::array();
   for (auto& c : report.connections)
-    list.push_back({{"host", c.host}, {"port", c.port}, {"address", c.address}, {"bytes_up", c.bytes_up},
-                    {"bytes_down", c.bytes_down}, {"verdict", c.verdict}, {"reason", c.reason}});
-  return {{"profile", report.profile}, {"connections", list},
-          {"connections_not_listed", report.connections_not_listed}};
+    list.push_back({{"host", c.host},
+                    {"port", c.port},
+                    {"address", c.address},
+                    {"bytes_up", c.bytes_up},
+                    {"bytes_down", c.bytes_down},
+                    {"verdict", c.verdict},
+                    {"reason", c.reason}});
+  return {
+      {"profile", report.profile}, {"connections", list}, {"connections_not_listed", report.connections_not_listed}};
 }
 
 Report report_from_json(const nlohmann::json& j) {
@@ -666,7 +684,7 @@ Report report_from_json(const nlohmann::json& j) {
 }
 
 // The policy's network section, checked and parsed.
-util::Result<std::shared_ptr<const Rules>> compile_rules(const policy::Network& policy) {
+util::Result<std::shared_ptr<const Rules>> compile_rules(const Settings& policy) {
   auto rules = std::make_shared<Rules>();
   for (auto& [name, address] : policy.hosts) {
     auto a = parse_address(address);
@@ -682,7 +700,9 @@ util::Result<std::shared_ptr<const Rules>> compile_rules(const policy::Network& 
     Rules::Profile profile{p, {}};
     for (auto& entry : p.allow) {
       auto rule = parse_allow(entry);
-      if (!rule) return util::make_error(util::ErrorCode::kPolicy, "network.profiles." + name + ".allow: " + rule.error().message);
+      if (!rule)
+        return util::make_error(util::ErrorCode::kPolicy,
+                                "network.profiles." + name + ".allow: " + rule.error().message);
       profile.allow.push_back(*rule);
     }
     rules->profiles[name] = std::move(profile);
@@ -701,7 +721,7 @@ struct Proxy::Impl {
   std::thread thread;
 };
 
-util::Result<std::unique_ptr<Proxy>> Proxy::start(const policy::Network& policy, helper::Parsers& parsers) {
+util::Result<std::unique_ptr<Proxy>> Proxy::start(const Settings& policy, helper::Parsers& parsers) {
   auto impl = std::make_unique<Impl>();
   impl->parsers = &parsers;
   auto rules = compile_rules(policy);
@@ -732,7 +752,7 @@ Proxy::~Proxy() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-util::Status Proxy::update(const policy::Network& policy) {
+util::Status Proxy::update(const Settings& policy) {
   auto rules = compile_rules(policy);
   if (!rules) return rules.error();
   std::lock_guard lock(impl_->rules_mu);

@@ -26,7 +26,7 @@
 #include "server/network/address.h"
 #include "server/network/head.h"
 #include "server/network/resolver.h"
-#include "server/policy/policy.h"
+#include "server/network/profile.h"
 #include "server/util/fd.h"
 #include "server/util/result.h"
 
@@ -67,13 +67,13 @@ class Session {
 class Proxy {
  public:
   // parsers: the parser helper every session's request heads go through.
-  static util::Result<std::unique_ptr<Proxy>> start(const policy::Network& policy, helper::Parsers& parsers);
+  static util::Result<std::unique_ptr<Proxy>> start(const Settings& policy, helper::Parsers& parsers);
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
   // A reload's network section, for the sessions opened from now on (open
   // ones keep theirs). An error changes nothing.
-  util::Status update(const policy::Network& policy);
+  util::Status update(const Settings& policy);
   // deadline_ms (CLOCK_MONOTONIC): every tunnel is cut then, whatever the job does.
   util::Result<std::shared_ptr<Session>> open(const std::string& job_id, const std::string& profile,
                                               int64_t deadline_ms);

@@ -28,12 +28,17 @@ namespace {
 std::string lookup_error(int status) {
   switch (status) {
     case ARES_ENOTFOUND:
-    case ARES_ENODATA: return "no such name";
-    case ARES_ETIMEOUT: return "the nameservers did not answer in time";
-    case ARES_ECONNREFUSED: return "the nameservers refused the query";
+    case ARES_ENODATA:
+      return "no such name";
+    case ARES_ETIMEOUT:
+      return "the nameservers did not answer in time";
+    case ARES_ECONNREFUSED:
+      return "the nameservers refused the query";
     case ARES_EDESTRUCTION:
-    case ARES_ECANCELLED: return "the server is stopping";
-    default: return ares_strerror(status);
+    case ARES_ECANCELLED:
+      return "the server is stopping";
+    default:
+      return ares_strerror(status);
   }
 }
 
@@ -71,8 +76,7 @@ struct Resolver::Impl {
       }
     }
     if (info) ares_freeaddrinfo(info);
-    if (status != ARES_SUCCESS)
-      return lookup->done(util::make_error(util::ErrorCode::kNotFound, lookup_error(status)));
+    if (status != ARES_SUCCESS) return lookup->done(util::make_error(util::ErrorCode::kNotFound, lookup_error(status)));
     if (found.empty()) return lookup->done(util::make_error(util::ErrorCode::kNotFound, "no address"));
     lookup->done(std::move(found));
   }

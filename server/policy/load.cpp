@@ -1,5 +1,18 @@
-// Policy loading and validation. Runs once in main() before any thread starts.
-// Fails closed: an unknown key, a wrong type or a value beyond a ceiling is an error.
+// Policy loading and validation. Runs once in main() before any thread starts
+// (and again on a reload). Fails closed: an unknown key, a wrong type or a
+// value beyond a ceiling is an error naming the key.
+//
+//   Key, Reader         a section's table of keys (name, kind, range; the
+//                       default is the member's initialiser in policy.h) and
+//                       the reader that checks a JSON object against it
+//   k...Keys            the tables, one per section and nested object
+//   parse_<section>     one function per section: its table's keys, then
+//                       what the table cannot say (shapes, names, relations)
+//   parse_policy        the sections in order, each after those it uses
+//   load_file           the file read and parsed (a syntax error's line and
+//                       column), then parse()
+//   effective_json      every key with its value after defaults
+//   default_path        where the policy is read when none is named
 #include "server/policy/policy.h"
 
 #include <unistd.h>
@@ -7,7 +20,10 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
-#include <set>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <variant>
 
 #include "server/artifacts/names.h"
 #include "server/network/address.h"
@@ -56,6 +72,64 @@ bool is_canonical_absolute(const std::string& path) {
   }
 }
 
+// What a key of a policy section holds. The reader checks kInteger, kSeconds
+// and kBool keys from the table; the others are checked by their section's
+// own code (their shapes and messages vary).
+enum class Kind {
+  kInteger,  // a non-negative integer within [min, max]
+  kSeconds,  // a number of seconds, > 0 and <= kTimeoutCeilingS
+  kBool,     // true or false
+  kString,
+  kStrings,  // an array of strings
+  kNumber,
+  kObject,  // a nested section, or a map of names
+  kAny,     // "$comment": anything, ignored
+};
+
+// The members a kInteger key may be read into.
+template <class S>
+using IntegerMember = std::variant<uint64_t S::*, uint32_t S::*, int S::*>;
+
+// One key of a section read into the struct S: its name, what it holds and,
+// for an integer, its range. Its default is the member's initialiser in
+// policy.h. A section's table lists every key it accepts: a key not in it
+// is "unknown key".
+template <class S>
+struct Key {
+  const char* name;
+  Kind kind;
+  IntegerMember<S> integer{};     // kInteger
+  uint64_t min = 0, max = 0;      // kInteger: the range
+  uint64_t S::*max_of = nullptr;  // kInteger: the range ends at this member's value instead (read before it)
+  double S::*seconds = nullptr;   // kSeconds
+  bool S::*flag = nullptr;        // kBool
+};
+
+template <class S, class M>
+Key<S> integer(const char* name, M S::*member, uint64_t min, uint64_t max) {
+  return {.name = name, .kind = Kind::kInteger, .integer = IntegerMember<S>(member), .min = min, .max = max};
+}
+template <class S>
+Key<S> integer_up_to(const char* name, uint64_t S::*member, uint64_t min, uint64_t S::*max_of) {
+  return {.name = name, .kind = Kind::kInteger, .integer = IntegerMember<S>(member), .min = min, .max_of = max_of};
+}
+template <class S>
+Key<S> seconds(const char* name, double S::*member) {
+  return {.name = name, .kind = Kind::kSeconds, .seconds = member};
+}
+template <class S>
+Key<S> flag(const char* name, bool S::*member) {
+  return {.name = name, .kind = Kind::kBool, .flag = member};
+}
+// A key the section's own code reads.
+template <class S>
+Key<S> other(const char* name, Kind kind) {
+  return {.name = name, .kind = kind};
+}
+
+template <class S>
+using Keys = std::span<const Key<S>>;
+
 struct Reader {
   std::string error;
 
@@ -63,21 +137,45 @@ struct Reader {
     if (error.empty()) error = key + ": " + what;
     return false;
   }
-  bool only_keys(const json& obj, const std::string& key, std::set<std::string> allowed) {
+  // obj is an object whose every key is in the table.
+  template <class S>
+  bool only_keys(const json& obj, const std::string& key, Keys<S> keys) {
     if (!obj.is_object()) return fail(key.empty() ? "policy" : key, "must be an object");
-    for (auto& [k, _] : obj.items())
-      if (!allowed.count(k)) return fail(key.empty() ? k : key + "." + k, "unknown key");
+    for (auto& item : obj.items()) {
+      const std::string& k = item.key();
+      if (std::none_of(keys.begin(), keys.end(), [&](const Key<S>& x) { return k == x.name; }))
+        return fail(key.empty() ? k : key + "." + k, "unknown key");
+    }
     return true;
   }
-  bool u64(const json& obj, const std::string& parent, const char* name, uint64_t& out,
-           uint64_t min, uint64_t max) {
+  // The table's integer, seconds and boolean keys that obj has, in the
+  // table's order, each checked against its range and stored in out.
+  template <class S>
+  bool values(const json& obj, const std::string& parent, Keys<S> keys, S& out) {
+    for (const Key<S>& k : keys) {
+      if (!obj.contains(k.name)) continue;
+      if (k.kind == Kind::kInteger) {
+        uint64_t x = 0;
+        if (!u64(obj, parent, k.name, x, k.min, k.max_of ? out.*(k.max_of) : k.max)) return false;
+        std::visit([&](auto member) { out.*member = static_cast<std::remove_reference_t<decltype(out.*member)>>(x); },
+                   k.integer);
+      } else if (k.kind == Kind::kSeconds) {
+        if (!seconds(obj, parent, k.name, out.*(k.seconds))) return false;
+      } else if (k.kind == Kind::kBool) {
+        const json& v = obj[k.name];
+        if (!v.is_boolean()) return fail(parent + "." + k.name, "must be true or false");
+        out.*(k.flag) = v.get<bool>();
+      }
+    }
+    return true;
+  }
+  bool u64(const json& obj, const std::string& parent, const char* name, uint64_t& out, uint64_t min, uint64_t max) {
     if (!obj.contains(name)) return true;
     const json& v = obj[name];
     std::string key = parent + "." + name;
     if (!v.is_number_unsigned()) return fail(key, "must be a non-negative integer");
     uint64_t x = v.get<uint64_t>();
-    if (x < min || x > max)
-      return fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+    if (x < min || x > max) return fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
     out = x;
     return true;
   }
@@ -92,21 +190,143 @@ struct Reader {
     out = x;
     return true;
   }
-  bool string_list(const json& v, const std::string& key, std::vector<std::string>& out,
-                   bool absolute) {
+  bool string_list(const json& v, const std::string& key, std::vector<std::string>& out, bool absolute) {
     if (!v.is_array()) return fail(key, "must be an array of strings");
     out.clear();
     for (auto& item : v) {
-      if (!item.is_string() || item.get<std::string>().empty())
-        return fail(key, "must contain only non-empty strings");
+      if (!item.is_string() || item.get<std::string>().empty()) return fail(key, "must contain only non-empty strings");
       std::string s = item.get<std::string>();
       if (absolute && !is_canonical_absolute(s))
-        return fail(key, "\"" + s + "\" must be a canonical absolute path (no \"//\", \".\", \"..\" or trailing \"/\")");
+        return fail(key,
+                    "\"" + s + "\" must be a canonical absolute path (no \"//\", \".\", \"..\" or trailing \"/\")");
       out.push_back(s);
     }
     return true;
   }
 };
+
+// ---- The sections' tables, in the order the reader checks their values.
+
+const Key<Policy> kPolicyKeys[] = {
+    other<Policy>("$comment", Kind::kAny),     other<Policy>("version", Kind::kInteger),
+    other<Policy>("runtimes", Kind::kObject),  other<Policy>("limits", Kind::kObject),
+    other<Policy>("server", Kind::kObject),    other<Policy>("sandbox", Kind::kObject),
+    other<Policy>("artifacts", Kind::kObject), other<Policy>("admission", Kind::kObject),
+    other<Policy>("retention", Kind::kObject), other<Policy>("pool", Kind::kObject),
+    other<Policy>("network", Kind::kObject),   other<Policy>("workspaces", Kind::kObject),
+};
+
+// runtimes.<name>
+const Key<Runtime> kRuntimeKeys[] = {
+    other<Runtime>("description", Kind::kString), other<Runtime>("command", Kind::kStrings),
+    other<Runtime>("code_file", Kind::kString),   flag("optional", &Runtime::optional),
+    other<Runtime>("loader", Kind::kString),      other<Runtime>("preload", Kind::kStrings),
+    other<Runtime>("cache", Kind::kObject),
+};
+// runtimes.<name>.cache
+const Key<Runtime> kRuntimeCacheKeys[] = {other<Runtime>("code", Kind::kString), other<Runtime>("env", Kind::kString)};
+
+const Key<Limits> kLimitsKeys[] = {
+    other<Limits>("timeout_s", Kind::kObject),
+    integer("stdout_max_bytes", &Limits::stdout_max_bytes, 1024, 64 << 20),
+    integer("stderr_max_bytes", &Limits::stderr_max_bytes, 1024, 64 << 20),
+    integer("code_max_bytes", &Limits::code_max_bytes, 1024, 16 << 20),
+    integer("input_max_bytes", &Limits::input_max_bytes, 1, kInputCeilingBytes),
+    integer("inputs_per_job_max", &Limits::inputs_per_job_max, 0, 1024),
+    integer("work_max_bytes", &Limits::work_max_bytes, 1 << 20, kBytesCeiling),
+    integer("tmp_max_bytes", &Limits::tmp_max_bytes, 1 << 20, kBytesCeiling),
+    integer("outputs_max_bytes", &Limits::outputs_max_bytes, 1 << 20, kBytesCeiling),
+    integer("outputs_max_files", &Limits::outputs_max_files, 0, 100000),
+    integer("artifact_inline_max_bytes", &Limits::artifact_inline_max_bytes, 1024, 64 << 20),
+    integer("memory_max_bytes", &Limits::memory_max_bytes, 16 << 20, kBytesCeiling * 4),
+    integer("pids_max", &Limits::pids_max, 1, 65536),
+    integer("nofile_max", &Limits::nofile_max, 16, 65536),
+    other<Limits>("cpu_max_cores", Kind::kNumber),  // 0.01 to 1024
+};
+// limits.timeout_s
+const Key<Limits> kTimeoutKeys[] = {seconds("default", &Limits::timeout_s_default),
+                                    seconds("max", &Limits::timeout_s_max)};
+
+const Key<Server> kServerKeys[] = {
+    integer("message_max_bytes", &Server::message_max_bytes, 4096, kMessageCeilingBytes),
+    integer("json_max_depth", &Server::json_max_depth, 4, 256),
+    integer("concurrent_calls_max", &Server::concurrent_calls_max, 1, 256),
+    integer("http_connections_per_address_max", &Server::http_connections_per_address_max, 1, kHttpConnectionsMax),
+};
+
+const Key<Sandbox> kSandboxKeys[] = {
+    other<Sandbox>("uid_range", Kind::kObject),
+    other<Sandbox>("readonly_paths", Kind::kStrings),
+    other<Sandbox>("env", Kind::kObject),
+    other<Sandbox>("require", Kind::kObject),
+};
+// sandbox.require
+const Key<Sandbox> kRequireKeys[] = {flag("cgroups", &Sandbox::require_cgroups),
+                                     flag("landlock", &Sandbox::require_landlock)};
+// sandbox.uid_range. Host id 0 is never a sandbox identity (that would make
+// the job host root); 65534 (nobody) and ids from 2^31 on are special to
+// other tools.
+const Key<Sandbox> kUidRangeKeys[] = {integer("first", &Sandbox::uid_first, 65536, 0x7FFF0000),
+                                      integer("count", &Sandbox::uid_count, 1, 1u << 20)};
+
+const Key<Admission> kAdmissionKeys[] = {
+    integer("jobs_running_max", &Admission::jobs_running_max, 1, 1024),
+    integer("jobs_running_per_tenant_max", &Admission::jobs_running_per_tenant_max, 1, 1024),
+    integer("jobs_queued_max", &Admission::jobs_queued_max, 0, 100000),
+    integer("cpu_seconds_per_tenant_per_hour", &Admission::cpu_seconds_per_tenant_per_hour, 1, 1u << 30),
+    integer("tasks_per_tenant_max", &Admission::tasks_per_tenant_max, 1, 100000),
+};
+
+const Key<Retention> kRetentionKeys[] = {
+    integer("inputs_ttl_s", &Retention::inputs_ttl_s, 1, 1u << 30),
+    integer("artifacts_ttl_s", &Retention::artifacts_ttl_s, 1, 1u << 30),
+    integer("jobs_ttl_s", &Retention::jobs_ttl_s, 1, 1u << 30),
+    integer("janitor_interval_s", &Retention::janitor_interval_s, 1, 86400),
+    integer("tasks_ttl_max_s", &Retention::tasks_ttl_max_s, 1, 1u << 30),
+    integer_up_to("tasks_ttl_s", &Retention::tasks_ttl_s, 1, &Retention::tasks_ttl_max_s),
+};
+
+const Key<Artifacts> kArtifactsKeys[] = {
+    other<Artifacts>("allowed_media_types", Kind::kStrings),
+    integer("file_max_bytes", &Artifacts::file_max_bytes, 1, kBytesCeiling),
+    other<Artifacts>("csv_formulas", Kind::kString),        // "neutralise" or "reject"
+    other<Artifacts>("active_content", Kind::kString),      // "reject" or "text"
+    other<Artifacts>("allowed_extensions", Kind::kObject),  // media type -> extensions
+    integer("image_pixels_max", &Artifacts::image_pixels_max, 1, kImagePixelsCeiling),
+    other<Artifacts>("pdf_active", Kind::kString),  // "reject" or "strip"
+};
+
+const Key<Pool> kPoolKeys[] = {
+    integer("claim_wait_ms", &Pool::claim_wait_ms, 0, 60000),
+    integer("size", &Pool::size, 1, 16),
+    integer("idle_memory_max_bytes", &Pool::idle_memory_max_bytes, 1 << 20, kBytesCeiling),
+    flag("enabled", &Pool::enabled),
+    other<Pool>("runtimes", Kind::kStrings),
+    other<Pool>("first_use", Kind::kStrings),
+};
+
+constexpr uint64_t kNetworkConnectionsCeiling = 1024;  // per job: two descriptors each in the server
+
+const Key<Network> kNetworkKeys[] = {other<Network>("profiles", Kind::kObject), other<Network>("hosts", Kind::kObject),
+                                     other<Network>("allow_private", Kind::kStrings)};
+// network.profiles.<name>
+const Key<NetworkProfile> kProfileKeys[] = {
+    other<NetworkProfile>("allow", Kind::kStrings),
+    integer("max_connections", &NetworkProfile::max_connections, 1, kNetworkConnectionsCeiling),
+    integer("max_bytes", &NetworkProfile::max_bytes, 1, kBytesCeiling),
+    other<NetworkProfile>("description", Kind::kString),
+};
+
+const Key<Workspaces> kWorkspacesKeys[] = {
+    other<Workspaces>("ttl_s", Kind::kObject),
+    integer("per_tenant_max", &Workspaces::per_tenant_max, 1, 10000),
+    integer("size_max_bytes", &Workspaces::size_max_bytes, 1 << 20, kBytesCeiling),
+};
+// workspaces.ttl_s
+const Key<Workspaces> kWorkspaceTtlKeys[] = {integer("max", &Workspaces::ttl_s_max, 1, 30 * 86400),
+                                             integer("default", &Workspaces::ttl_s_default, 1, 30 * 86400)};
+
+// ---- The sections.
 
 bool is_module_name(const std::string& m) {
   if (m.empty() || m.size() > 128) return false;
@@ -128,8 +348,7 @@ bool is_module_name(const std::string& m) {
 
 bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& rt) {
   std::string key = "runtimes." + name;
-  if (!r.only_keys(v, key, {"description", "command", "code_file", "optional", "loader", "preload", "cache"}))
-    return false;
+  if (!r.only_keys<Runtime>(v, key, kRuntimeKeys)) return false;
   rt.name = name;
   if (name.empty() || name.size() > 32 ||
       name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos)
@@ -142,18 +361,14 @@ bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& r
     return r.fail(key + ".code_file", "is required and must be a string");
   rt.code_file = v["code_file"].get<std::string>();
   if (rt.code_file.empty() || rt.code_file.size() > 64 ||
-      rt.code_file.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.-") !=
-          std::string::npos ||
+      rt.code_file.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.-") != std::string::npos ||
       rt.code_file[0] == '.')
     return r.fail(key + ".code_file", "must be a plain file name such as main.py");
   if (v.contains("description")) {
     if (!v["description"].is_string()) return r.fail(key + ".description", "must be a string");
     rt.description = v["description"].get<std::string>();
   }
-  if (v.contains("optional")) {
-    if (!v["optional"].is_boolean()) return r.fail(key + ".optional", "must be true or false");
-    rt.optional = v["optional"].get<bool>();
-  }
+  if (!r.values<Runtime>(v, key, kRuntimeKeys, rt)) return false;  // optional
   if (v.contains("loader")) {
     if (v["loader"] != "python" && v["loader"] != "")
       return r.fail(key + ".loader", "must be \"python\" (start the interpreter ahead in a warm sandbox) or \"\"");
@@ -166,11 +381,12 @@ bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& r
     if (rt.preload.size() > 64) return r.fail(key + ".preload", "at most 64 modules");
     for (auto& m : rt.preload)
       if (!is_module_name(m))
-        return r.fail(key + ".preload", "\"" + m + "\" is not a module name (dotted identifiers such as matplotlib.pyplot)");
+        return r.fail(key + ".preload",
+                      "\"" + m + "\" is not a module name (dotted identifiers such as matplotlib.pyplot)");
   }
   if (v.contains("cache")) {
     const json& c = v["cache"];
-    if (!r.only_keys(c, key + ".cache", {"code", "env"})) return false;
+    if (!r.only_keys<Runtime>(c, key + ".cache", kRuntimeCacheKeys)) return false;
     if (!c.contains("code") || !c["code"].is_string() || c["code"].get<std::string>().empty() ||
         c["code"].get<std::string>().size() > 65536)
       return r.fail(key + ".cache.code", "is required: the program (1 to 65536 bytes) that builds the cache");
@@ -187,17 +403,235 @@ bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& r
   return true;
 }
 
-constexpr uint64_t kNetworkConnectionsCeiling = 1024;  // per job: two descriptors each in the server
+bool parse_runtimes(Reader& r, const json& doc, std::map<std::string, Runtime>& out) {
+  if (!doc.contains("runtimes") || !doc["runtimes"].is_object() || doc["runtimes"].empty())
+    return r.fail("runtimes", "must be a non-empty object");
+  for (auto& [name, v] : doc["runtimes"].items()) {
+    Runtime rt;
+    if (!parse_runtime(r, name, v, rt)) return false;
+    out[name] = rt;
+  }
+  if (std::none_of(out.begin(), out.end(), [](const auto& named) { return named.second.available; }))
+    return r.fail("runtimes", "none is available on this host");
+  return true;
+}
+
+bool parse_limits(Reader& r, const json& l, Limits& o) {
+  if (!r.only_keys<Limits>(l, "limits", kLimitsKeys)) return false;
+  if (l.contains("timeout_s")) {
+    const json& t = l["timeout_s"];
+    if (!r.only_keys<Limits>(t, "limits.timeout_s", kTimeoutKeys) ||
+        !r.values<Limits>(t, "limits.timeout_s", kTimeoutKeys, o))
+      return false;
+    if (o.timeout_s_default > o.timeout_s_max)
+      return r.fail("limits.timeout_s.default", "exceeds limits.timeout_s.max");
+  }
+  // Above its ceiling, the upload cap says why there is one.
+  if (l.contains("input_max_bytes") && l["input_max_bytes"].is_number_unsigned() &&
+      l["input_max_bytes"].get<uint64_t>() > kInputCeilingBytes)
+    return r.fail("limits.input_max_bytes",
+                  "must be between 1 and " + std::to_string(kInputCeilingBytes) +
+                      ": a larger upload, as base64 in one message, would not fit the largest "
+                      "server.message_max_bytes (" +
+                      std::to_string(kMessageCeilingBytes) + ")");
+  if (!r.values<Limits>(l, "limits", kLimitsKeys, o)) return false;
+  if (l.contains("cpu_max_cores")) {
+    const json& c = l["cpu_max_cores"];
+    if (!c.is_number() || c.get<double>() < 0.01 || c.get<double>() > 1024)
+      return r.fail("limits.cpu_max_cores", "must be a number between 0.01 and 1024");
+    o.cpu_max_cores = c.get<double>();
+  }
+  return true;
+}
+
+bool parse_server(Reader& r, const json& s, Server& o) {
+  return r.only_keys<Server>(s, "server", kServerKeys) && r.values<Server>(s, "server", kServerKeys, o);
+}
+
+// An input or a program the limits allow must be able to arrive: the
+// message cap follows from them unless set, and a set one must hold them.
+bool fit_message_cap(Reader& r, bool cap_set, const Limits& limits, Server& o) {
+  const uint64_t needed = message_bytes_needed(limits);
+  if (!cap_set)
+    o.message_max_bytes = std::max(o.message_max_bytes, needed);
+  else if (o.message_max_bytes < needed)
+    return r.fail("server.message_max_bytes",
+                  "must be at least " + std::to_string(needed) + ": an upload of limits.input_max_bytes (" +
+                      std::to_string(limits.input_max_bytes) + ") as base64 and a run_code of limits.code_max_bytes (" +
+                      std::to_string(limits.code_max_bytes) +
+                      ") with JSON escapes must fit in one message; leave the key out to have it derived");
+  return true;
+}
+
+bool parse_sandbox(Reader& r, const json& s, Sandbox& o) {
+  for (const char* old : {"host_uid_when_root", "host_gid_when_root"})
+    if (s.contains(old))
+      return r.fail(std::string("sandbox.") + old,
+                    "replaced by sandbox.uid_range {\"first\", \"count\"}: as root each sandbox now "
+                    "gets a host uid of its own from that range (docs/policy.md, sandbox)");
+  if (!r.only_keys<Sandbox>(s, "sandbox", kSandboxKeys)) return false;
+  if (s.contains("require") && (!r.only_keys<Sandbox>(s["require"], "sandbox.require", kRequireKeys) ||
+                                !r.values<Sandbox>(s["require"], "sandbox.require", kRequireKeys, o)))
+    return false;
+  if (s.contains("uid_range")) {
+    const json& u = s["uid_range"];
+    if (!r.only_keys<Sandbox>(u, "sandbox.uid_range", kUidRangeKeys) ||
+        !r.values<Sandbox>(u, "sandbox.uid_range", kUidRangeKeys, o))
+      return false;
+    if (uint64_t{o.uid_first} + o.uid_count > 0x80000000ull)
+      return r.fail("sandbox.uid_range", "first + count must stay below 2147483648 (2^31)");
+  }
+  if (!s.contains("readonly_paths")) return r.fail("sandbox.readonly_paths", "is required");
+  if (!r.string_list(s["readonly_paths"], "sandbox.readonly_paths", o.readonly_paths, true)) return false;
+  for (auto& path : o.readonly_paths) {
+    // The in-sandbox contract paths are owned by the launcher, never by a bind.
+    for (const char* reserved : {"/inputs", "/outputs", "/work", "/tmp", "/proc", "/dev", sandbox::kCacheMountPath})
+      if (path == reserved || path.rfind(std::string(reserved) + "/", 0) == 0 || path == "/" ||
+          std::string(reserved).rfind(path + "/", 0) == 0)
+        return r.fail("sandbox.readonly_paths", "\"" + path + "\" overlaps a path the sandbox owns");
+  }
+  if (s.contains("env")) {
+    if (!s["env"].is_object()) return r.fail("sandbox.env", "must be an object");
+    for (auto& [k, v] : s["env"].items()) {
+      if (!v.is_string() || k.empty() || k.find('=') != std::string::npos)
+        return r.fail("sandbox.env." + k, "must be a string value with a name without '='");
+      for (const char* proxy :
+           {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"})
+        if (k == proxy)
+          return r.fail("sandbox.env." + k,
+                        "throwbox sets the proxy variables itself, for jobs with a network "
+                        "profile (network.profiles)");
+      o.env[k] = v.get<std::string>();
+    }
+  }
+  return true;
+}
+
+// A runtime's cache is linked from a directory of the sandbox's own /tmp,
+// named by one of its environment variables: never a shared writable place.
+bool check_runtime_caches(Reader& r, const std::map<std::string, Runtime>& runtimes, const Sandbox& sandbox) {
+  for (auto& [name, rt] : runtimes) {
+    if (rt.cache_code.empty()) continue;
+    const std::string key = "runtimes." + name + ".cache.env";
+    auto it = sandbox.env.find(rt.cache_env);
+    if (it == sandbox.env.end()) return r.fail(key, "\"" + rt.cache_env + "\" is not set in sandbox.env");
+    const std::string& dir = it->second;
+    const std::string leaf = dir.rfind("/tmp/", 0) == 0 ? dir.substr(5) : "";
+    if (leaf.empty() || leaf.size() > 64 || leaf[0] == '.' ||
+        leaf.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+            std::string::npos)
+      return r.fail(
+          key, "sandbox.env." + rt.cache_env + " is \"" + dir + "\"; a cache's directory must be /tmp/<plain name>");
+  }
+  return true;
+}
+
+bool parse_admission(Reader& r, const json& a, Admission& o) {
+  return r.only_keys<Admission>(a, "admission", kAdmissionKeys) &&
+         r.values<Admission>(a, "admission", kAdmissionKeys, o);
+}
+
+bool parse_retention(Reader& r, const json& a, Retention& o) {
+  if (!r.only_keys<Retention>(a, "retention", kRetentionKeys) ||
+      !r.values<Retention>(a, "retention", kRetentionKeys, o))
+    return false;
+  // A ceiling below the built-in default needs the default lowered too.
+  if (o.tasks_ttl_s > o.tasks_ttl_max_s)
+    return r.fail("retention.tasks_ttl_s",
+                  "the default (" + std::to_string(o.tasks_ttl_s) + ") exceeds retention.tasks_ttl_max_s");
+  return true;
+}
+
+bool parse_artifacts(Reader& r, const json& a, Artifacts& o) {
+  if (!r.only_keys<Artifacts>(a, "artifacts", kArtifactsKeys) ||
+      !r.values<Artifacts>(a, "artifacts", kArtifactsKeys, o))
+    return false;
+  if (a.contains("allowed_media_types")) {
+    if (!r.string_list(a["allowed_media_types"], "artifacts.allowed_media_types", o.allowed_media_types, false))
+      return false;
+    for (auto& t : o.allowed_media_types) {
+      if (t.find('/') == std::string::npos || t.find(' ') != std::string::npos)
+        return r.fail("artifacts.allowed_media_types", "\"" + t + "\" is not a media type");
+      // Workbooks carry formulas (and macros) the gate has no reader for:
+      // refused rather than passed unchecked.
+      for (const char* book : {"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+                               "application/vnd.oasis.opendocument.spreadsheet", "application/vnd.ms-excel",
+                               "application/vnd.ms-excel.sheet.macroenabled.12"})
+        if (t == book)
+          return r.fail("artifacts.allowed_media_types",
+                        t + " (a workbook) cannot be allowed: the gate cannot check its formulas; export CSV instead");
+    }
+  }
+  if (a.contains("csv_formulas")) {
+    if (a["csv_formulas"] != "neutralise" && a["csv_formulas"] != "reject")
+      return r.fail("artifacts.csv_formulas", "must be \"neutralise\" or \"reject\"");
+    o.csv_reject = a["csv_formulas"] == "reject";
+  }
+  if (a.contains("active_content")) {
+    if (a["active_content"] != "reject" && a["active_content"] != "text")
+      return r.fail("artifacts.active_content", "must be \"reject\" or \"text\"");
+    o.active_content_as_text = a["active_content"] == "text";
+  }
+  if (a.contains("pdf_active")) {
+    if (a["pdf_active"] != "reject" && a["pdf_active"] != "strip")
+      return r.fail("artifacts.pdf_active", "must be \"reject\" or \"strip\"");
+    o.pdf_strip = a["pdf_active"] == "strip";
+  }
+  if (a.contains("allowed_extensions")) {
+    const json& e = a["allowed_extensions"];
+    if (!e.is_object())
+      return r.fail("artifacts.allowed_extensions", "must be an object of media type -> list of extensions");
+    for (auto& [type, list] : e.items()) {
+      const std::string key = "artifacts.allowed_extensions." + type;
+      std::vector<std::string> exts;
+      if (!r.string_list(list, key, exts, false)) return false;
+      for (auto& x : exts)
+        if (auto why = extension_problem(x)) return r.fail(key, "\"" + x + "\" " + *why);
+      o.allowed_extensions[type] = std::move(exts);
+    }
+  }
+  return true;
+}
+
+// Every allowed type has extensions (the policy's, else the known ones); a
+// list for a type that is not allowed is a mistake the operator should see.
+bool complete_extensions(Reader& r, Artifacts& o) {
+  for (auto& [type, _] : o.allowed_extensions)
+    if (std::find(o.allowed_media_types.begin(), o.allowed_media_types.end(), type) == o.allowed_media_types.end())
+      return r.fail("artifacts.allowed_extensions." + type, "not in artifacts.allowed_media_types");
+  for (auto& type : o.allowed_media_types) {
+    if (o.allowed_extensions.count(type)) continue;
+    auto known = artifacts::names::default_extensions(type);
+    if (known.empty())
+      return r.fail("artifacts.allowed_media_types",
+                    type + " has no known file extensions; list them in artifacts.allowed_extensions");
+    o.allowed_extensions[type] = std::move(known);
+  }
+  return true;
+}
+
+bool parse_pool(Reader& r, const json& a, const std::map<std::string, Runtime>& runtimes, Pool& o) {
+  if (!r.only_keys<Pool>(a, "pool", kPoolKeys) || !r.values<Pool>(a, "pool", kPoolKeys, o)) return false;
+  if (a.contains("runtimes") && !r.string_list(a["runtimes"], "pool.runtimes", o.runtimes, false)) return false;
+  for (auto& name : o.runtimes)
+    if (!runtimes.count(name)) return r.fail("pool.runtimes", "\"" + name + "\" is not a runtime of this policy");
+  if (a.contains("first_use") && !r.string_list(a["first_use"], "pool.first_use", o.first_use, false)) return false;
+  for (auto& name : o.first_use)
+    if (std::find(o.runtimes.begin(), o.runtimes.end(), name) == o.runtimes.end())
+      return r.fail("pool.first_use", "\"" + name + "\" is not in pool.runtimes");
+  return true;
+}
 
 bool parse_network(Reader& r, const json& n, Network& out) {
-  if (!r.only_keys(n, "network", {"profiles", "hosts", "allow_private"})) return false;
+  if (!r.only_keys<Network>(n, "network", kNetworkKeys)) return false;
   if (n.contains("hosts")) {
     if (!n["hosts"].is_object()) return r.fail("network.hosts", "must be an object of name -> address");
     for (auto& [name, v] : n["hosts"].items()) {
       const std::string key = "network.hosts." + name;
       auto a = network::parse_authority(name + ":1", std::nullopt);
       if (!a || a->literal) return r.fail(key, "must be a DNS name" + (a ? std::string() : ": " + a.error().message));
-      if (a->host != name) return r.fail(key, "must be written in lower case without a trailing dot (\"" + a->host + "\")");
+      if (a->host != name)
+        return r.fail(key, "must be written in lower case without a trailing dot (\"" + a->host + "\")");
       if (!v.is_string() || !network::parse_address(v.get<std::string>()))
         return r.fail(key, "must be an IPv4 or IPv6 address");
       out.hosts[name] = v.get<std::string>();
@@ -217,8 +651,9 @@ bool parse_network(Reader& r, const json& n, Network& out) {
         return r.fail(key, "profile names are 1-32 of [a-z0-9_-]");
       NetworkProfile p;
       p.name = name;
-      if (!r.only_keys(v, key, {"allow", "max_connections", "max_bytes", "description"})) return false;
-      if (!v.contains("allow")) return r.fail(key + ".allow", "is required: a list of \"host:port\" or \"*.suffix:port\"");
+      if (!r.only_keys<NetworkProfile>(v, key, kProfileKeys)) return false;
+      if (!v.contains("allow"))
+        return r.fail(key + ".allow", "is required: a list of \"host:port\" or \"*.suffix:port\"");
       if (!r.string_list(v["allow"], key + ".allow", p.allow, false)) return false;
       if (p.allow.empty()) return r.fail(key + ".allow", "must list at least one destination");
       if (v.contains("description")) {
@@ -228,12 +663,46 @@ bool parse_network(Reader& r, const json& n, Network& out) {
       for (auto& entry : p.allow)
         if (auto rule = network::parse_allow(entry); !rule)
           return r.fail(key + ".allow", "\"" + entry + "\": " + rule.error().message);
-      if (!r.u64(v, key, "max_connections", p.max_connections, 1, kNetworkConnectionsCeiling) ||
-          !r.u64(v, key, "max_bytes", p.max_bytes, 1, kBytesCeiling))
-        return false;
+      if (!r.values<NetworkProfile>(v, key, kProfileKeys, p)) return false;
       out.profiles[name] = std::move(p);
     }
   }
+  return true;
+}
+
+bool parse_workspaces(Reader& r, const json& w, Workspaces& o) {
+  if (!r.only_keys<Workspaces>(w, "workspaces", kWorkspacesKeys) ||
+      !r.values<Workspaces>(w, "workspaces", kWorkspacesKeys, o))
+    return false;
+  if (w.contains("ttl_s") && (!r.only_keys<Workspaces>(w["ttl_s"], "workspaces.ttl_s", kWorkspaceTtlKeys) ||
+                              !r.values<Workspaces>(w["ttl_s"], "workspaces.ttl_s", kWorkspaceTtlKeys, o)))
+    return false;
+  if (o.ttl_s_default > o.ttl_s_max) return r.fail("workspaces.ttl_s.default", "exceeds workspaces.ttl_s.max");
+  return true;
+}
+
+// The sections in the order their errors are reported: each may use those
+// read before it (the message cap the limits, the caches the sandbox's
+// environment, the pool the runtimes).
+bool parse_policy(Reader& r, const json& doc, Policy& p) {
+  if (!r.only_keys<Policy>(doc, "", kPolicyKeys)) return false;
+  if (!doc.contains("version") || doc["version"] != 1) return r.fail("version", "must be 1");
+  if (!parse_runtimes(r, doc, p.runtimes)) return false;
+  if (doc.contains("limits") && !parse_limits(r, doc["limits"], p.limits)) return false;
+  const bool message_cap_set =
+      doc.contains("server") && doc["server"].is_object() && doc["server"].contains("message_max_bytes");
+  if (doc.contains("server") && !parse_server(r, doc["server"], p.server)) return false;
+  if (!fit_message_cap(r, message_cap_set, p.limits, p.server)) return false;
+  if (!doc.contains("sandbox")) return r.fail("sandbox", "is required");
+  if (!parse_sandbox(r, doc["sandbox"], p.sandbox)) return false;
+  if (!check_runtime_caches(r, p.runtimes, p.sandbox)) return false;
+  if (doc.contains("admission") && !parse_admission(r, doc["admission"], p.admission)) return false;
+  if (doc.contains("retention") && !parse_retention(r, doc["retention"], p.retention)) return false;
+  if (doc.contains("artifacts") && !parse_artifacts(r, doc["artifacts"], p.artifacts)) return false;
+  if (!complete_extensions(r, p.artifacts)) return false;
+  if (doc.contains("pool") && !parse_pool(r, doc["pool"], p.runtimes, p.pool)) return false;
+  if (doc.contains("network") && !parse_network(r, doc["network"], p.network)) return false;
+  if (doc.contains("workspaces") && !parse_workspaces(r, doc["workspaces"], p.workspaces)) return false;
   return true;
 }
 
@@ -262,329 +731,50 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   Reader r;
   Policy p;
   p.source = source;
-  if (!r.only_keys(doc, "", {"$comment", "version", "runtimes", "limits", "server", "sandbox", "artifacts", "admission",
-                             "retention", "pool", "network", "workspaces"}))
-    return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-  if (!doc.contains("version") || doc["version"] != 1)
-    return make_error(util::ErrorCode::kPolicy, source + ": version: must be 1");
-
-  if (!doc.contains("runtimes") || !doc["runtimes"].is_object() || doc["runtimes"].empty())
-    return make_error(util::ErrorCode::kPolicy, source + ": runtimes: must be a non-empty object");
-  for (auto& [name, v] : doc["runtimes"].items()) {
-    Runtime rt;
-    if (!parse_runtime(r, name, v, rt)) return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-    p.runtimes[name] = rt;
-  }
-  if (p.available_runtimes().empty())
-    return make_error(util::ErrorCode::kPolicy, source + ": runtimes: none is available on this host");
-
-  if (doc.contains("limits")) {
-    const json& l = doc["limits"];
-    Limits& o = p.limits;
-    if (!r.only_keys(l, "limits",
-                     {"timeout_s", "stdout_max_bytes", "stderr_max_bytes", "code_max_bytes",
-                      "input_max_bytes", "inputs_per_job_max", "work_max_bytes", "tmp_max_bytes",
-                      "outputs_max_bytes", "outputs_max_files", "artifact_inline_max_bytes",
-                      "memory_max_bytes", "pids_max", "nofile_max", "cpu_max_cores"}))
-      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-    if (l.contains("timeout_s")) {
-      const json& t = l["timeout_s"];
-      if (!r.only_keys(t, "limits.timeout_s", {"default", "max"}) ||
-          !r.seconds(t, "limits.timeout_s", "default", o.timeout_s_default) ||
-          !r.seconds(t, "limits.timeout_s", "max", o.timeout_s_max))
-        return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-      if (o.timeout_s_default > o.timeout_s_max)
-        return make_error(util::ErrorCode::kPolicy, source + ": limits.timeout_s.default: exceeds limits.timeout_s.max");
-    }
-    const std::string k = "limits";
-    if (l.contains("input_max_bytes") && l["input_max_bytes"].is_number_unsigned() &&
-        l["input_max_bytes"].get<uint64_t>() > kInputCeilingBytes)
-      return make_error(util::ErrorCode::kPolicy,
-                        source + ": limits.input_max_bytes: must be between 1 and " + std::to_string(kInputCeilingBytes) +
-                            ": a larger upload, as base64 in one message, would not fit the largest "
-                            "server.message_max_bytes (" + std::to_string(kMessageCeilingBytes) + ")");
-    if (!r.u64(l, k, "stdout_max_bytes", o.stdout_max_bytes, 1024, 64 << 20) ||
-        !r.u64(l, k, "stderr_max_bytes", o.stderr_max_bytes, 1024, 64 << 20) ||
-        !r.u64(l, k, "code_max_bytes", o.code_max_bytes, 1024, 16 << 20) ||
-        !r.u64(l, k, "input_max_bytes", o.input_max_bytes, 1, kInputCeilingBytes) ||
-        !r.u64(l, k, "inputs_per_job_max", o.inputs_per_job_max, 0, 1024) ||
-        !r.u64(l, k, "work_max_bytes", o.work_max_bytes, 1 << 20, kBytesCeiling) ||
-        !r.u64(l, k, "tmp_max_bytes", o.tmp_max_bytes, 1 << 20, kBytesCeiling) ||
-        !r.u64(l, k, "outputs_max_bytes", o.outputs_max_bytes, 1 << 20, kBytesCeiling) ||
-        !r.u64(l, k, "outputs_max_files", o.outputs_max_files, 0, 100000) ||
-        !r.u64(l, k, "artifact_inline_max_bytes", o.artifact_inline_max_bytes, 1024, 64 << 20) ||
-        !r.u64(l, k, "memory_max_bytes", o.memory_max_bytes, 16 << 20, kBytesCeiling * 4) ||
-        !r.u64(l, k, "pids_max", o.pids_max, 1, 65536) ||
-        !r.u64(l, k, "nofile_max", o.nofile_max, 16, 65536))
-      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-    if (l.contains("cpu_max_cores")) {
-      const json& c = l["cpu_max_cores"];
-      if (!c.is_number() || c.get<double>() < 0.01 || c.get<double>() > 1024)
-        return make_error(util::ErrorCode::kPolicy, source + ": limits.cpu_max_cores: must be a number between 0.01 and 1024");
-      o.cpu_max_cores = c.get<double>();
-    }
-  }
-
-  const bool message_cap_set = doc.contains("server") && doc["server"].is_object() &&
-                               doc["server"].contains("message_max_bytes");
-  if (doc.contains("server")) {
-    const json& s = doc["server"];
-    uint64_t depth = static_cast<uint64_t>(p.server.json_max_depth);
-    uint64_t calls = static_cast<uint64_t>(p.server.concurrent_calls_max);
-    if (!r.only_keys(s, "server", {"message_max_bytes", "json_max_depth", "concurrent_calls_max",
-                                   "http_connections_per_address_max"}) ||
-        !r.u64(s, "server", "message_max_bytes", p.server.message_max_bytes, 4096,
-               kMessageCeilingBytes) ||
-        !r.u64(s, "server", "json_max_depth", depth, 4, 256) ||
-        !r.u64(s, "server", "concurrent_calls_max", calls, 1, 256) ||
-        !r.u64(s, "server", "http_connections_per_address_max", p.server.http_connections_per_address_max, 1,
-               kHttpConnectionsMax))
-      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-    p.server.json_max_depth = static_cast<int>(depth);
-    p.server.concurrent_calls_max = static_cast<int>(calls);
-  }
-  // An input or a program the limits allow must be able to arrive: the
-  // message cap follows from them unless set, and a set one must hold them.
-  {
-    const uint64_t needed = message_bytes_needed(p.limits);
-    if (!message_cap_set) p.server.message_max_bytes = std::max(p.server.message_max_bytes, needed);
-    else if (p.server.message_max_bytes < needed)
-      return make_error(util::ErrorCode::kPolicy,
-                        source + ": server.message_max_bytes: must be at least " + std::to_string(needed) +
-                            ": an upload of limits.input_max_bytes (" + std::to_string(p.limits.input_max_bytes) +
-                            ") as base64 and a run_code of limits.code_max_bytes (" +
-                            std::to_string(p.limits.code_max_bytes) +
-                            ") with JSON escapes must fit in one message; leave the key out to have it derived");
-  }
-
-  if (!doc.contains("sandbox")) return make_error(util::ErrorCode::kPolicy, source + ": sandbox: is required");
-  {
-    const json& s = doc["sandbox"];
-    for (const char* old : {"host_uid_when_root", "host_gid_when_root"})
-      if (s.contains(old))
-        return make_error(util::ErrorCode::kPolicy,
-                          source + ": sandbox." + old +
-                              ": replaced by sandbox.uid_range {\"first\", \"count\"}: as root each sandbox now "
-                              "gets a host uid of its own from that range (README, Policy)");
-    if (!r.only_keys(s, "sandbox", {"uid_range", "readonly_paths", "env", "require"}))
-      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-    if (s.contains("require")) {
-      const json& req = s["require"];
-      if (!r.only_keys(req, "sandbox.require", {"landlock", "cgroups"}))
-        return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-      for (auto& [k, v] : req.items()) {
-        if (!v.is_boolean()) return make_error(util::ErrorCode::kPolicy, source + ": sandbox.require." + k + ": must be true or false");
-        (k == "landlock" ? p.sandbox.require_landlock : p.sandbox.require_cgroups) = v.get<bool>();
-      }
-    }
-    if (s.contains("uid_range")) {
-      const json& u = s["uid_range"];
-      if (!r.only_keys(u, "sandbox.uid_range", {"first", "count"}))
-        return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-      uint64_t first = p.sandbox.uid_first, count = p.sandbox.uid_count;
-      // Host id 0 is never a sandbox identity (that would make the job host
-      // root); 65534 (nobody) and ids from 2^31 on are special to other tools.
-      if (!r.u64(u, "sandbox.uid_range", "first", first, 65536, 0x7FFF0000) ||
-          !r.u64(u, "sandbox.uid_range", "count", count, 1, 1u << 20))
-        return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-      if (first + count > 0x80000000ull)
-        return make_error(util::ErrorCode::kPolicy,
-                          source + ": sandbox.uid_range: first + count must stay below 2147483648 (2^31)");
-      p.sandbox.uid_first = static_cast<uint32_t>(first);
-      p.sandbox.uid_count = static_cast<uint32_t>(count);
-    }
-    if (!s.contains("readonly_paths") ||
-        !r.string_list(s["readonly_paths"], "sandbox.readonly_paths", p.sandbox.readonly_paths, true))
-      return make_error(util::ErrorCode::kPolicy, source + ": " + (r.error.empty() ? "sandbox.readonly_paths: is required" : r.error));
-    for (auto& path : p.sandbox.readonly_paths) {
-      // The in-sandbox contract paths are owned by the launcher, never by a bind.
-      for (const char* reserved : {"/inputs", "/outputs", "/work", "/tmp", "/proc", "/dev", sandbox::kCacheMountPath})
-        if (path == reserved || path.rfind(std::string(reserved) + "/", 0) == 0 || path == "/" ||
-            std::string(reserved).rfind(path + "/", 0) == 0)
-          return make_error(util::ErrorCode::kPolicy, source + ": sandbox.readonly_paths: \"" + path +
-                                          "\" overlaps a path the sandbox owns");
-    }
-    if (s.contains("env")) {
-      if (!s["env"].is_object()) return make_error(util::ErrorCode::kPolicy, source + ": sandbox.env: must be an object");
-      for (auto& [k, v] : s["env"].items()) {
-        if (!v.is_string() || k.empty() || k.find('=') != std::string::npos)
-          return make_error(util::ErrorCode::kPolicy, source + ": sandbox.env." + k + ": must be a string value with a name without '='");
-        for (const char* proxy : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy",
-                                  "NO_PROXY", "no_proxy"})
-          if (k == proxy)
-            return make_error(util::ErrorCode::kPolicy, source + ": sandbox.env." + k +
-                                                            ": throwbox sets the proxy variables itself, for jobs "
-                                                            "with a network profile (network.profiles)");
-        p.sandbox.env[k] = v.get<std::string>();
-      }
-    }
-  }
-  // A runtime's cache is linked from a directory of the sandbox's own /tmp,
-  // named by one of its environment variables: never a shared writable place.
-  for (auto& [name, rt] : p.runtimes) {
-    if (rt.cache_code.empty()) continue;
-    const std::string key = source + ": runtimes." + name + ".cache.env: ";
-    auto it = p.sandbox.env.find(rt.cache_env);
-    if (it == p.sandbox.env.end())
-      return make_error(util::ErrorCode::kPolicy, key + "\"" + rt.cache_env + "\" is not set in sandbox.env");
-    const std::string& dir = it->second;
-    const std::string leaf = dir.rfind("/tmp/", 0) == 0 ? dir.substr(5) : "";
-    if (leaf.empty() || leaf.size() > 64 || leaf[0] == '.' ||
-        leaf.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != std::string::npos)
-      return make_error(util::ErrorCode::kPolicy, key + "sandbox.env." + rt.cache_env + " is \"" + dir +
-                                                      "\"; a cache's directory must be /tmp/<plain name>");
-  }
-  if (doc.contains("admission")) {
-    const json& a = doc["admission"];
-    Admission& o = p.admission;
-    if (!r.only_keys(a, "admission", {"jobs_running_max", "jobs_running_per_tenant_max", "jobs_queued_max",
-                                      "cpu_seconds_per_tenant_per_hour", "tasks_per_tenant_max"}) ||
-        !r.u64(a, "admission", "jobs_running_max", o.jobs_running_max, 1, 1024) ||
-        !r.u64(a, "admission", "jobs_running_per_tenant_max", o.jobs_running_per_tenant_max, 1, 1024) ||
-        !r.u64(a, "admission", "jobs_queued_max", o.jobs_queued_max, 0, 100000) ||
-        !r.u64(a, "admission", "cpu_seconds_per_tenant_per_hour", o.cpu_seconds_per_tenant_per_hour, 1, 1u << 30) ||
-        !r.u64(a, "admission", "tasks_per_tenant_max", o.tasks_per_tenant_max, 1, 100000))
-      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-  }
-  if (doc.contains("retention")) {
-    const json& a = doc["retention"];
-    Retention& o = p.retention;
-    if (!r.only_keys(a, "retention", {"inputs_ttl_s", "artifacts_ttl_s", "jobs_ttl_s", "janitor_interval_s",
-                                      "tasks_ttl_s", "tasks_ttl_max_s"}) ||
-        !r.u64(a, "retention", "inputs_ttl_s", o.inputs_ttl_s, 1, 1u << 30) ||
-        !r.u64(a, "retention", "artifacts_ttl_s", o.artifacts_ttl_s, 1, 1u << 30) ||
-        !r.u64(a, "retention", "jobs_ttl_s", o.jobs_ttl_s, 1, 1u << 30) ||
-        !r.u64(a, "retention", "janitor_interval_s", o.janitor_interval_s, 1, 86400) ||
-        !r.u64(a, "retention", "tasks_ttl_max_s", o.tasks_ttl_max_s, 1, 1u << 30) ||
-        !r.u64(a, "retention", "tasks_ttl_s", o.tasks_ttl_s, 1, o.tasks_ttl_max_s))
-      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-    // A ceiling below the built-in default needs the default lowered too.
-    if (o.tasks_ttl_s > o.tasks_ttl_max_s)
-      return make_error(util::ErrorCode::kPolicy, source + ": retention.tasks_ttl_s: the default (" + std::to_string(o.tasks_ttl_s) +
-                                      ") exceeds retention.tasks_ttl_max_s");
-  }
-  if (doc.contains("artifacts")) {
-    const json& a = doc["artifacts"];
-    if (!r.only_keys(a, "artifacts", {"allowed_media_types", "file_max_bytes", "csv_formulas", "active_content",
-                                      "allowed_extensions", "image_pixels_max", "pdf_active"}) ||
-        !r.u64(a, "artifacts", "file_max_bytes", p.artifacts.file_max_bytes, 1, kBytesCeiling) ||
-        !r.u64(a, "artifacts", "image_pixels_max", p.artifacts.image_pixels_max, 1, kImagePixelsCeiling))
-      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-    if (a.contains("allowed_media_types")) {
-      if (!r.string_list(a["allowed_media_types"], "artifacts.allowed_media_types",
-                         p.artifacts.allowed_media_types, false))
-        return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-      for (auto& t : p.artifacts.allowed_media_types) {
-        if (t.find('/') == std::string::npos || t.find(' ') != std::string::npos)
-          return make_error(util::ErrorCode::kPolicy, source + ": artifacts.allowed_media_types: \"" + t + "\" is not a media type");
-        // Workbooks carry formulas (and macros) the gate has no reader for:
-        // refused rather than passed unchecked.
-        for (const char* book : {"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-                                 "application/vnd.oasis.opendocument.spreadsheet", "application/vnd.ms-excel",
-                                 "application/vnd.ms-excel.sheet.macroenabled.12"})
-          if (t == book)
-            return make_error(util::ErrorCode::kPolicy, source + ": artifacts.allowed_media_types: " + t +
-                                                            " (a workbook) cannot be allowed: the gate cannot check "
-                                                            "its formulas; export CSV instead");
-      }
-    }
-    if (a.contains("csv_formulas")) {
-      if (a["csv_formulas"] != "neutralise" && a["csv_formulas"] != "reject")
-        return make_error(util::ErrorCode::kPolicy, source + ": artifacts.csv_formulas: must be \"neutralise\" or \"reject\"");
-      p.artifacts.csv_reject = a["csv_formulas"] == "reject";
-    }
-    if (a.contains("active_content")) {
-      if (a["active_content"] != "reject" && a["active_content"] != "text")
-        return make_error(util::ErrorCode::kPolicy, source + ": artifacts.active_content: must be \"reject\" or \"text\"");
-      p.artifacts.active_content_as_text = a["active_content"] == "text";
-    }
-    if (a.contains("pdf_active")) {
-      if (a["pdf_active"] != "reject" && a["pdf_active"] != "strip")
-        return make_error(util::ErrorCode::kPolicy, source + ": artifacts.pdf_active: must be \"reject\" or \"strip\"");
-      p.artifacts.pdf_strip = a["pdf_active"] == "strip";
-    }
-    if (a.contains("allowed_extensions")) {
-      const json& e = a["allowed_extensions"];
-      if (!e.is_object())
-        return make_error(util::ErrorCode::kPolicy, source + ": artifacts.allowed_extensions: must be an object of "
-                                                             "media type -> list of extensions");
-      for (auto& [type, list] : e.items()) {
-        const std::string key = "artifacts.allowed_extensions." + type;
-        std::vector<std::string> exts;
-        if (!r.string_list(list, key, exts, false)) return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-        for (auto& x : exts)
-          if (auto why = extension_problem(x))
-            return make_error(util::ErrorCode::kPolicy, source + ": " + key + ": \"" + x + "\" " + *why);
-        p.artifacts.allowed_extensions[type] = std::move(exts);
-      }
-    }
-  }
-  // Every allowed type has extensions (the policy's, else the known ones); a
-  // list for a type that is not allowed is a mistake the operator should see.
-  for (auto& [type, _] : p.artifacts.allowed_extensions)
-    if (std::find(p.artifacts.allowed_media_types.begin(), p.artifacts.allowed_media_types.end(), type) ==
-        p.artifacts.allowed_media_types.end())
-      return make_error(util::ErrorCode::kPolicy, source + ": artifacts.allowed_extensions." + type +
-                                                      ": not in artifacts.allowed_media_types");
-  for (auto& type : p.artifacts.allowed_media_types) {
-    if (p.artifacts.allowed_extensions.count(type)) continue;
-    auto known = artifacts::names::default_extensions(type);
-    if (known.empty())
-      return make_error(util::ErrorCode::kPolicy, source + ": artifacts.allowed_media_types: " + type +
-                                                      " has no known file extensions; list them in "
-                                                      "artifacts.allowed_extensions");
-    p.artifacts.allowed_extensions[type] = std::move(known);
-  }
-  if (doc.contains("pool")) {
-    const json& a = doc["pool"];
-    Pool& o = p.pool;
-    if (!r.only_keys(a, "pool", {"enabled", "runtimes", "size", "idle_memory_max_bytes", "claim_wait_ms", "first_use"}) ||
-        !r.u64(a, "pool", "claim_wait_ms", o.claim_wait_ms, 0, 60000) ||
-        !r.u64(a, "pool", "size", o.size, 1, 16) ||
-        !r.u64(a, "pool", "idle_memory_max_bytes", o.idle_memory_max_bytes, 1 << 20, kBytesCeiling))
-      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-    if (a.contains("enabled")) {
-      if (!a["enabled"].is_boolean()) return make_error(util::ErrorCode::kPolicy, source + ": pool.enabled: must be true or false");
-      o.enabled = a["enabled"].get<bool>();
-    }
-    if (a.contains("runtimes") && !r.string_list(a["runtimes"], "pool.runtimes", o.runtimes, false))
-      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-    for (auto& name : o.runtimes)
-      if (!p.runtimes.count(name))
-        return make_error(util::ErrorCode::kPolicy, source + ": pool.runtimes: \"" + name + "\" is not a runtime of this policy");
-    if (a.contains("first_use") && !r.string_list(a["first_use"], "pool.first_use", o.first_use, false))
-      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-    for (auto& name : o.first_use)
-      if (std::find(o.runtimes.begin(), o.runtimes.end(), name) == o.runtimes.end())
-        return make_error(util::ErrorCode::kPolicy, source + ": pool.first_use: \"" + name + "\" is not in pool.runtimes");
-  }
-  if (doc.contains("network") && !parse_network(r, doc["network"], p.network))
-    return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-  if (doc.contains("workspaces")) {
-    const json& w = doc["workspaces"];
-    Workspaces& o = p.workspaces;
-    if (!r.only_keys(w, "workspaces", {"ttl_s", "per_tenant_max", "size_max_bytes"}) ||
-        !r.u64(w, "workspaces", "per_tenant_max", o.per_tenant_max, 1, 10000) ||
-        !r.u64(w, "workspaces", "size_max_bytes", o.size_max_bytes, 1 << 20, kBytesCeiling))
-      return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-    if (w.contains("ttl_s")) {
-      const json& t = w["ttl_s"];
-      if (!r.only_keys(t, "workspaces.ttl_s", {"default", "max"}) ||
-          !r.u64(t, "workspaces.ttl_s", "max", o.ttl_s_max, 1, 30 * 86400) ||
-          !r.u64(t, "workspaces.ttl_s", "default", o.ttl_s_default, 1, 30 * 86400))
-        return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
-    }
-    if (o.ttl_s_default > o.ttl_s_max)
-      return make_error(util::ErrorCode::kPolicy, source + ": workspaces.ttl_s.default: exceeds workspaces.ttl_s.max");
-  }
+  if (!parse_policy(r, doc, p)) return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
   return p;
 }
+
+namespace {
+
+// The JSON library's reason, without its "[json.exception.parse_error.101]
+// parse error at line 1, column 2: " prefix.
+std::string json_reason(const std::string& what) {
+  std::string reason = what;
+  if (reason.rfind("[json.exception.", 0) == 0)
+    if (size_t end = reason.find("] "); end != std::string::npos) reason.erase(0, end + 2);
+  if (reason.rfind("parse error", 0) == 0)
+    if (size_t colon = reason.find(": "); colon != std::string::npos) reason.erase(0, colon + 2);
+  return reason;
+}
+
+// " at line L, column C" of the character where parsing stopped: byte is the
+// library's 1-based index of the last character it read (size + 1: the end of
+// the text). Columns count bytes from 1; a newline is the last column of its
+// line. Empty when the library knows no position.
+std::string json_position(std::string_view text, size_t byte) {
+  if (byte == 0) return "";
+  const size_t at = std::min(byte - 1, text.size());  // 0-based; text.size(): the end
+  const std::string_view before = text.substr(0, at);
+  const size_t line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
+  const size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
+  return " at line " + std::to_string(line) + ", column " + std::to_string(at - line_start + 1);
+}
+
+}  // namespace
 
 util::Result<Policy> load_file(const std::string& path) {
   auto text = util::read_file(path, kPolicyFileMaxBytes);
   if (!text) return make_error(util::ErrorCode::kPolicy, "cannot read policy: " + text.error().message);
-  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/false);
-  if (doc.is_discarded()) return make_error(util::ErrorCode::kPolicy, path + ": not valid JSON");
+  json doc;
+  try {
+    doc = json::parse(*text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+  } catch (const json::parse_error& e) {
+    return make_error(util::ErrorCode::kPolicy,
+                      path + ": not valid JSON" + json_position(*text, e.byte) + ": " + json_reason(e.what()));
+  } catch (const json::exception& e) {  // a number beyond a double's range
+    return make_error(util::ErrorCode::kPolicy, path + ": not valid JSON: " + json_reason(e.what()));
+  }
   return parse(doc, path);
 }
 
@@ -592,7 +782,10 @@ namespace {
 json network_json(const Network& n) {
   json profiles = json::object();
   for (auto& [name, p] : n.profiles)
-    profiles[name] = {{"description", p.description}, {"allow", p.allow}, {"max_connections", p.max_connections}, {"max_bytes", p.max_bytes}};
+    profiles[name] = {{"description", p.description},
+                      {"allow", p.allow},
+                      {"max_connections", p.max_connections},
+                      {"max_bytes", p.max_bytes}};
   return {{"profiles", profiles}, {"hosts", n.hosts}, {"allow_private", n.allow_private}};
 }
 }  // namespace
@@ -600,8 +793,11 @@ json network_json(const Network& n) {
 nlohmann::json effective_json(const Policy& p) {
   json runtimes = json::object();
   for (auto& [name, rt] : p.runtimes)
-    runtimes[name] = {{"description", rt.description}, {"command", rt.command}, {"code_file", rt.code_file},
-                      {"optional", rt.optional}, {"loader", rt.loader}};
+    runtimes[name] = {{"description", rt.description},
+                      {"command", rt.command},
+                      {"code_file", rt.code_file},
+                      {"optional", rt.optional},
+                      {"loader", rt.loader}};
   for (auto& [name, rt] : p.runtimes) {
     runtimes[name]["preload"] = rt.preload;
     if (!rt.cache_code.empty()) runtimes[name]["cache"] = {{"code", rt.cache_code}, {"env", rt.cache_env}};
@@ -613,12 +809,19 @@ nlohmann::json effective_json(const Policy& p) {
       {"runtimes", runtimes},
       {"limits",
        {{"timeout_s", {{"default", l.timeout_s_default}, {"max", l.timeout_s_max}}},
-        {"stdout_max_bytes", l.stdout_max_bytes}, {"stderr_max_bytes", l.stderr_max_bytes},
-        {"code_max_bytes", l.code_max_bytes}, {"input_max_bytes", l.input_max_bytes},
-        {"inputs_per_job_max", l.inputs_per_job_max}, {"work_max_bytes", l.work_max_bytes},
-        {"tmp_max_bytes", l.tmp_max_bytes}, {"outputs_max_bytes", l.outputs_max_bytes},
-        {"outputs_max_files", l.outputs_max_files}, {"artifact_inline_max_bytes", l.artifact_inline_max_bytes},
-        {"memory_max_bytes", l.memory_max_bytes}, {"pids_max", l.pids_max}, {"nofile_max", l.nofile_max},
+        {"stdout_max_bytes", l.stdout_max_bytes},
+        {"stderr_max_bytes", l.stderr_max_bytes},
+        {"code_max_bytes", l.code_max_bytes},
+        {"input_max_bytes", l.input_max_bytes},
+        {"inputs_per_job_max", l.inputs_per_job_max},
+        {"work_max_bytes", l.work_max_bytes},
+        {"tmp_max_bytes", l.tmp_max_bytes},
+        {"outputs_max_bytes", l.outputs_max_bytes},
+        {"outputs_max_files", l.outputs_max_files},
+        {"artifact_inline_max_bytes", l.artifact_inline_max_bytes},
+        {"memory_max_bytes", l.memory_max_bytes},
+        {"pids_max", l.pids_max},
+        {"nofile_max", l.nofile_max},
         {"cpu_max_cores", l.cpu_max_cores}}},
       {"server",
        {{"message_max_bytes", p.server.message_max_bytes},
@@ -633,14 +836,22 @@ nlohmann::json effective_json(const Policy& p) {
         {"cpu_seconds_per_tenant_per_hour", p.admission.cpu_seconds_per_tenant_per_hour},
         {"tasks_per_tenant_max", p.admission.tasks_per_tenant_max}}},
       {"retention",
-       {{"inputs_ttl_s", p.retention.inputs_ttl_s}, {"artifacts_ttl_s", p.retention.artifacts_ttl_s},
-        {"jobs_ttl_s", p.retention.jobs_ttl_s}, {"janitor_interval_s", p.retention.janitor_interval_s},
-        {"tasks_ttl_s", p.retention.tasks_ttl_s}, {"tasks_ttl_max_s", p.retention.tasks_ttl_max_s}}},
+       {{"inputs_ttl_s", p.retention.inputs_ttl_s},
+        {"artifacts_ttl_s", p.retention.artifacts_ttl_s},
+        {"jobs_ttl_s", p.retention.jobs_ttl_s},
+        {"janitor_interval_s", p.retention.janitor_interval_s},
+        {"tasks_ttl_s", p.retention.tasks_ttl_s},
+        {"tasks_ttl_max_s", p.retention.tasks_ttl_max_s}}},
       {"pool",
-       {{"enabled", p.pool.enabled}, {"runtimes", p.pool.runtimes}, {"size", p.pool.size},
-        {"idle_memory_max_bytes", p.pool.idle_memory_max_bytes}, {"claim_wait_ms", p.pool.claim_wait_ms}, {"first_use", p.pool.first_use}}},
+       {{"enabled", p.pool.enabled},
+        {"runtimes", p.pool.runtimes},
+        {"size", p.pool.size},
+        {"idle_memory_max_bytes", p.pool.idle_memory_max_bytes},
+        {"claim_wait_ms", p.pool.claim_wait_ms},
+        {"first_use", p.pool.first_use}}},
       {"artifacts",
-       {{"allowed_media_types", p.artifacts.allowed_media_types}, {"file_max_bytes", p.artifacts.file_max_bytes},
+       {{"allowed_media_types", p.artifacts.allowed_media_types},
+        {"file_max_bytes", p.artifacts.file_max_bytes},
         {"csv_formulas", p.artifacts.csv_reject ? "reject" : "neutralise"},
         {"active_content", p.artifacts.active_content_as_text ? "text" : "reject"},
         {"allowed_extensions", p.artifacts.allowed_extensions},
@@ -654,7 +865,8 @@ nlohmann::json effective_json(const Policy& p) {
       {"sandbox",
        {{"uid_range", {{"first", s.uid_first}, {"count", s.uid_count}}},
         {"require", {{"landlock", s.require_landlock}, {"cgroups", s.require_cgroups}}},
-        {"readonly_paths", s.readonly_paths}, {"env", s.env}}},
+        {"readonly_paths", s.readonly_paths},
+        {"env", s.env}}},
   };
 }
 

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/network/profile.h"
 #include "server/util/result.h"
 
 namespace policy {
@@ -54,29 +55,29 @@ struct Limits {
 };
 
 struct Admission {
-  uint64_t jobs_running_max = 4;             // across all tenants
+  uint64_t jobs_running_max = 4;  // across all tenants
   uint64_t jobs_running_per_tenant_max = 2;
-  uint64_t jobs_queued_max = 16;             // waiting for a slot; beyond: busy
+  uint64_t jobs_queued_max = 16;  // waiting for a slot; beyond: busy
   uint64_t cpu_seconds_per_tenant_per_hour = 3600;
-  uint64_t tasks_per_tenant_max = 256;       // retained tasks (any status); beyond: refused
+  uint64_t tasks_per_tenant_max = 256;  // retained tasks (any status); beyond: refused
 };
 
 struct Retention {
   uint64_t inputs_ttl_s = 86400;
   uint64_t artifacts_ttl_s = 86400;
-  uint64_t jobs_ttl_s = 7 * 86400;   // ledger rows, and with them idempotency keys
+  uint64_t jobs_ttl_s = 7 * 86400;  // ledger rows, and with them idempotency keys
   uint64_t janitor_interval_s = 300;
   uint64_t tasks_ttl_s = 3600;       // a task's lifetime when the client asks for none
   uint64_t tasks_ttl_max_s = 86400;  // the most a client may ask for (MCP tasks, "ttl")
 };
 
-// Warm pool: single-use sandboxes built ahead of demand (see README, Performance).
+// Warm pool: single-use sandboxes built ahead of demand (docs/performance.md).
 struct Pool {
   bool enabled = false;
-  std::vector<std::string> runtimes;           // runtimes that get warm sandboxes
-  uint64_t size = 2;                           // idle warm sandboxes kept per runtime
+  std::vector<std::string> runtimes;              // runtimes that get warm sandboxes
+  uint64_t size = 2;                              // idle warm sandboxes kept per runtime
   uint64_t idle_memory_max_bytes = 256ull << 20;  // measured memory of all idle ones; beyond: no refill
-  uint64_t claim_wait_ms = 0;                  // a job waits this long for one being built, then goes cold
+  uint64_t claim_wait_ms = 0;                     // a job waits this long for one being built, then goes cold
   // Of runtimes: built only after the first claim of the runtime (that job runs
   // cold), so a server whose jobs never use it holds none idle.
   std::vector<std::string> first_use;
@@ -115,8 +116,8 @@ struct Sandbox {
   // (checked at start-up against /etc/passwd, /etc/group, /etc/subuid, /etc/subgid).
   uint32_t uid_first = 1879048192;  // 0x70000000: above systemd's container ranges, below 2^31
   uint32_t uid_count = 65536;
-  std::vector<std::string> readonly_paths;   // host paths bound read-only at the same place
-  std::map<std::string, std::string> env;    // the whole environment of the program
+  std::vector<std::string> readonly_paths;  // host paths bound read-only at the same place
+  std::map<std::string, std::string> env;   // the whole environment of the program
   // Layers the host may lack. true: refuse to run without it (sandbox_error);
   // false: run without it and say so in every result's sandbox_layers.
   bool require_landlock = false;
@@ -124,9 +125,9 @@ struct Sandbox {
 };
 
 struct Artifacts {
-  std::vector<std::string> allowed_media_types = {
-      "text/plain", "text/csv", "text/tab-separated-values", "application/json", "text/markdown",
-      "image/png", "image/jpeg", "image/gif", "application/pdf"};
+  std::vector<std::string> allowed_media_types = {"text/plain",       "text/csv",      "text/tab-separated-values",
+                                                  "application/json", "text/markdown", "image/png",
+                                                  "image/jpeg",       "image/gif",     "application/pdf"};
   uint64_t file_max_bytes = 16 * 1024 * 1024;
   bool csv_reject = false;              // "csv_formulas": "neutralise" (default) or "reject"
   bool active_content_as_text = false;  // "active_content": "reject" (default) or "text"
@@ -138,27 +139,16 @@ struct Artifacts {
   bool pdf_strip = false;                  // "pdf_active": "reject" (default) or "strip"
 };
 
-// Egress by policy (README, Network): a job names a profile, and reaches only
-// what the profile allows, through the server's proxy (server/network/proxy.h).
-struct NetworkProfile {
-  std::string name;
-  std::string description;              // shown to the model in run_code's schema
-  std::vector<std::string> allow;       // "host:port", "*.suffix:port" (network::parse_allow)
-  uint64_t max_connections = 32;        // per job, refused requests included
-  uint64_t max_bytes = 64ull << 20;     // per job, both directions, every connection
-};
-struct Network {
-  std::map<std::string, NetworkProfile> profiles;
-  std::map<std::string, std::string> hosts;  // fixed resolutions: name -> address
-  std::vector<std::string> allow_private;    // CIDRs of special-purpose ranges profiles may reach
-};
+// Egress by policy: the network profiles (server/network/profile.h).
+using NetworkProfile = network::Profile;
+using Network = network::Settings;
 
-// Workspaces (README, Workspaces): a tenant's /work kept between the calls
+// Workspaces (docs/tools.md, Workspaces): a tenant's /work kept between the calls
 // that name it, until it is closed or idle past its TTL.
 struct Workspaces {
-  uint64_t ttl_s_default = 1800;     // idle lifetime when open_workspace asks for none
-  uint64_t ttl_s_max = 86400;        // the most open_workspace may ask for
-  uint64_t per_tenant_max = 8;       // open at once per tenant; beyond: busy
+  uint64_t ttl_s_default = 1800;           // idle lifetime when open_workspace asks for none
+  uint64_t ttl_s_max = 86400;              // the most open_workspace may ask for
+  uint64_t per_tenant_max = 8;             // open at once per tenant; beyond: busy
   uint64_t size_max_bytes = 128ull << 20;  // the workspace's /work tmpfs; beyond: ENOSPC in the job
 };
 

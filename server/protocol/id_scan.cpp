@@ -9,8 +9,7 @@ namespace {
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 // The bytes a JSON number or literal (true, false, null) is made of.
 bool is_scalar_byte(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '+' ||
-         c == '.';
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '+' || c == '.';
 }
 
 }  // namespace
@@ -88,14 +87,19 @@ void IdScanner::step(char c) {
         return;
       }
       token_ += c;
-      if (escaped_) escaped_ = false;
-      else if (c == '\\') escaped_ = true;
-      else if (c == '"') state_ = State::kCommaOrEnd;
+      if (escaped_)
+        escaped_ = false;
+      else if (c == '\\')
+        escaped_ = true;
+      else if (c == '"')
+        state_ = State::kCommaOrEnd;
       return;
     case State::kIdScalar:
       if (is_scalar_byte(c)) {
-        if (token_.size() >= kIdMaxBytes) state_ = State::kFailed;
-        else token_ += c;
+        if (token_.size() >= kIdMaxBytes)
+          state_ = State::kFailed;
+        else
+          token_ += c;
         return;
       }
       state_ = State::kCommaOrEnd;
@@ -108,10 +112,14 @@ void IdScanner::step(char c) {
       return;
     case State::kSkip:
       if (in_string_) {
-        if (escaped_) escaped_ = false;
-        else if (c == '\\') escaped_ = true;
-        else if (c == '"') in_string_ = false;
-        else return;
+        if (escaped_)
+          escaped_ = false;
+        else if (c == '\\')
+          escaped_ = true;
+        else if (c == '"')
+          in_string_ = false;
+        else
+          return;
         if (!in_string_ && depth_ == 0) state_ = State::kCommaOrEnd;
         return;
       }

@@ -28,9 +28,9 @@ class IdScanner {
 
  private:
   enum class State {
-    kStart,       // before the top-level '{'
-    kKeyOrEnd,    // after '{' or ','
-    kKey,         // inside a top-level key
+    kStart,     // before the top-level '{'
+    kKeyOrEnd,  // after '{' or ','
+    kKey,       // inside a top-level key
     kColon,
     kValue,       // before a top-level member's value
     kIdString,    // inside the id string, kept
@@ -38,7 +38,7 @@ class IdScanner {
     kSkipScalar,  // inside another member's number or literal
     kSkip,        // inside another member's string, object or array
     kCommaOrEnd,
-    kAfter,       // after the top-level '}': whitespace only
+    kAfter,  // after the top-level '}': whitespace only
     kFailed,
   };
   void step(char c);

@@ -12,19 +12,29 @@ int nesting_depth(std::string_view text, int limit) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     switch (c) {
-      case '"': in_string = true; break;
-      case '[': case '{':
+      case '"':
+        in_string = true;
+        break;
+      case '[':
+      case '{':
         if (++depth > deepest) deepest = depth;
         if (deepest > limit) return deepest;
         break;
-      case ']': case '}': --depth; break;
-      default: break;
+      case ']':
+      case '}':
+        --depth;
+        break;
+      default:
+        break;
     }
   }
   return deepest;
@@ -36,16 +46,17 @@ Item classify(const json& m) {
   bool has_id = m.contains("id");
   if (has_id) {
     const json& raw = m["id"];
-    if (raw.is_string() || raw.is_number_integer()) id = raw;
-    else return Failure{kInvalidRequest, "Invalid Request: id must be a string or an integer", nullptr};
+    if (raw.is_string() || raw.is_number_integer())
+      id = raw;
+    else
+      return Failure{kInvalidRequest, "Invalid Request: id must be a string or an integer", nullptr};
   }
   auto jsonrpc = m.find("jsonrpc");
   if (jsonrpc == m.end() || *jsonrpc != "2.0")
     return Failure{kInvalidRequest, "Invalid Request: jsonrpc must be \"2.0\"", id};
 
   if (m.contains("method")) {
-    if (!m["method"].is_string())
-      return Failure{kInvalidRequest, "Invalid Request: method must be a string", id};
+    if (!m["method"].is_string()) return Failure{kInvalidRequest, "Invalid Request: method must be a string", id};
     Message out;
     out.method = m["method"].get<std::string>();
     if (m.contains("params")) {
@@ -94,8 +105,8 @@ Parsed parse_line(std::string_view line, const Limits& limits) {
     return out;
   }
   if (nesting_depth(line, limits.max_depth) > limits.max_depth)
-    return whole(kInvalidRequest, "Invalid Request: JSON nesting deeper than " +
-                                      std::to_string(limits.max_depth) + " levels");
+    return whole(kInvalidRequest,
+                 "Invalid Request: JSON nesting deeper than " + std::to_string(limits.max_depth) + " levels");
   // No valid JSON text holds a raw NUL byte, and nlohmann's lexer ends the
   // input at one: `{...}\0anything` would parse as `{...}` here while another
   // reader sees more (a parser differential).

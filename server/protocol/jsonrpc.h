@@ -26,10 +26,10 @@ struct Limits {
 struct Message {
   enum class Kind { kRequest, kNotification, kResponse };
   Kind kind = Kind::kRequest;
-  json id;            // string or integer for requests and responses
-  std::string method; // requests and notifications
-  json params;        // object, array or null (absent)
-  json body;          // the whole envelope (responses keep result/error here)
+  json id;             // string or integer for requests and responses
+  std::string method;  // requests and notifications
+  json params;         // object, array or null (absent)
+  json body;           // the whole envelope (responses keep result/error here)
 };
 
 // A message that could not be accepted; `id` is null unless it could be read.

@@ -67,8 +67,10 @@ Event call_finished(const std::string& tool, const json& wire, const json& task_
   }
   const std::string status = sc["status"].is_string() ? sc["status"].get<std::string>() : "";
   Level level = Level::info;
-  if (status == "sandbox_error") level = Level::error;
-  else if (status == "timed_out" || status == "memory_exceeded") level = Level::warning;
+  if (status == "sandbox_error")
+    level = Level::error;
+  else if (status == "timed_out" || status == "memory_exceeded")
+    level = Level::warning;
   return {level, std::move(data)};
 }
 

@@ -77,20 +77,20 @@ json progress_token(const json& params) {
   return nullptr;
 }
 
-void audit_call(broker::Audit* audit, const std::string& tenant, const std::string& tool, const json& args,
+void audit_call(protocol::Audit* audit, const std::string& tenant, const std::string& tool, const json& args,
                 const json& wire, std::chrono::steady_clock::time_point started, bool cancelled,
                 const std::string& task_id = "") {
   if (!audit) return;
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-  json record = broker::audit_record(tenant, tool, args, wire, ms.count());
+  json record = protocol::audit_record(tenant, tool, args, wire, ms.count());
   if (cancelled) record["cancelled"] = true;
   if (!task_id.empty()) record["task_id"] = task_id;
   audit->append(std::move(record));
 }
 
 // tasks/result: exactly the CallToolResult, tagged with its task.
-json task_result_json(const broker::TaskRow& row) {
-  json r = row.result.is_object() ? row.result : broker::error_call_result("task " + row.task_id + " " + row.status);
+json task_result_json(const store::TaskRow& row) {
+  json r = row.result.is_object() ? row.result : protocol::error_call_result("task " + row.task_id + " " + row.status);
   r["_meta"][kRelatedTask] = {{"taskId", row.task_id}};
   return r;
 }
@@ -104,28 +104,29 @@ bool declares_extension(const json& caps, const char* extension) {
   return it != ext->end() && it->is_object();
 }
 
-json server_info() {
-  return {{"name", "throwbox"}, {"title", "throwbox sandbox"}, {"version", THROWBOX_VERSION}};
-}
+json server_info() { return {{"name", "throwbox"}, {"title", "throwbox sandbox"}, {"version", THROWBOX_VERSION}}; }
 
 json resources_list_result(store::Store& store, const std::string& tenant) {
   json list = json::array();
   for (auto& a : store.list_artifacts(tenant, kResourcesListMax))
-    list.push_back({{"uri", store::artifact_uri(a.artifact_id)}, {"name", a.name},
-                    {"mimeType", a.media_type}, {"size", a.size},
+    list.push_back({{"uri", store::artifact_uri(a.artifact_id)},
+                    {"name", a.name},
+                    {"mimeType", a.media_type},
+                    {"size", a.size},
                     {"description", "artifact of job " + a.job_id + " (" + a.verdict + ")"}});
   return {{"resources", list}};
 }
 
 json resource_templates_result() {
-  return {{"resourceTemplates",
-           {{{"uriTemplate", "throwbox://artifacts/{artifact_id}"},
-             {"name", "artifact"},
-             {"description", "A file a run_code job wrote to /outputs"}},
-            {{"uriTemplate", "throwbox://artifacts/{artifact_id}/parts/{part}"},
-             {"name", "artifact part"},
-             {"description",
-              "Part k (from 0) of an artifact above the inline limit, as a base64 blob; fetch_artifact says how many"}}}}};
+  return {
+      {"resourceTemplates",
+       {{{"uriTemplate", "throwbox://artifacts/{artifact_id}"},
+         {"name", "artifact"},
+         {"description", "A file a run_code job wrote to /outputs"}},
+        {{"uriTemplate", "throwbox://artifacts/{artifact_id}/parts/{part}"},
+         {"name", "artifact part"},
+         {"description",
+          "Part k (from 0) of an artifact above the inline limit, as a base64 blob; fetch_artifact says how many"}}}}};
 }
 
 }  // namespace
@@ -148,8 +149,9 @@ std::optional<std::string> stateless_meta_problem(const json& params) {
   const json* meta = nullptr;
   if (params.is_object())
     if (auto it = params.find("_meta"); it != params.end() && it->is_object()) meta = &*it;
-  if (!meta) return "Invalid params: a 2026-07-28 request needs params._meta with \"" +
-                    std::string(kMetaProtocolVersion) + "\" and \"" + kMetaClientCapabilities + "\"";
+  if (!meta)
+    return "Invalid params: a 2026-07-28 request needs params._meta with \"" + std::string(kMetaProtocolVersion) +
+           "\" and \"" + kMetaClientCapabilities + "\"";
   std::vector<std::string> missing;
   if (!meta->contains(kMetaProtocolVersion)) missing.push_back(kMetaProtocolVersion);
   if (auto caps = meta->find(kMetaClientCapabilities); caps == meta->end() || !caps->is_object())
@@ -182,7 +184,8 @@ std::string instructions_text(const policy::Policy& p) {
   const auto& l = p.limits;
   return "throwbox runs short programs in a disposable Linux sandbox. Use it for computation on "
          "files or data: parse, clean, reconcile, transform, chart. Workflow: upload_input each file "
-         "(it appears read-only at /inputs/<name>), then run_code with a runtime (" + runtimes +
+         "(it appears read-only at /inputs/<name>), then run_code with a runtime (" +
+         runtimes +
          "), the full program and the input_ids. Write result files to /outputs/ (they come back as "
          "artifacts with a verdict; read them with fetch_artifact); /work (the working directory) and "
          "/tmp are scratch and vanish after the call. " +
@@ -422,9 +425,9 @@ void Session::handle_stateless(const jsonrpc::Message& m, const Reply& reply) {
   if (version != kStatelessVersion) return reply(unsupported_version_error(m.id, version));
   auto caps = meta.find(kMetaClientCapabilities);
   if (caps == meta.end() || !caps->is_object())
-    return reply(make_error(m.id, jsonrpc::kInvalidParams,
-                            std::string("Invalid params: _meta[\"") + kMetaClientCapabilities +
-                                "\"] must be an object"));
+    return reply(
+        make_error(m.id, jsonrpc::kInvalidParams,
+                   std::string("Invalid params: _meta[\"") + kMetaClientCapabilities + "\"] must be an object"));
   const bool tasks_extension = server_.tasks && declares_extension(*caps, kTasksExtension);
   // Every result: resultType (basic/index, ResultType; a CreateTaskResult
   // says "task") and who answered.
@@ -462,10 +465,13 @@ void Session::handle_stateless(const jsonrpc::Message& m, const Reply& reply) {
   }
   if (m.method == "resources/read") {
     // Not found is -32602 from 2026-07-28 on (changelog, minor change 6).
-    return handle_resources_read(m, [complete, cacheable](json r) {
-      if (r.contains("result")) r["result"] = cacheable(std::move(r["result"]), kArtifactTtlMs);
-      complete(std::move(r));
-    }, jsonrpc::kInvalidParams);
+    return handle_resources_read(
+        m,
+        [complete, cacheable](json r) {
+          if (r.contains("result")) r["result"] = cacheable(std::move(r["result"]), kArtifactTtlMs);
+          complete(std::move(r));
+        },
+        jsonrpc::kInvalidParams);
   }
   if (m.method == "resources/list")
     return complete(make_result(m.id, cacheable(resources_list_result(server_.store, tenant_), 0)));
@@ -497,9 +503,8 @@ void Session::handle_initialize(const jsonrpc::Message& m, const Reply& reply) {
                     {"resources", {{"listChanged", false}, {"subscribe", false}}},
                     {"logging", json::object()}};
   if (server_.tasks && version == kTasksVersion)
-    capabilities["tasks"] = {{"list", json::object()},
-                             {"cancel", json::object()},
-                             {"requests", {{"tools", {{"call", json::object()}}}}}};
+    capabilities["tasks"] = {
+        {"list", json::object()}, {"cancel", json::object()}, {"requests", {{"tools", {{"call", json::object()}}}}}};
   reply(make_result(m.id, {{"protocolVersion", version},
                            {"capabilities", capabilities},
                            {"serverInfo", server_info()},
@@ -550,7 +555,7 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply, b
   auto task = [this, tool, args = std::move(args), id, reply, name, cancel, progress]() {
     util::call_mark_id("call on worker", id);
     const std::shared_ptr<const policy::Policy> policy = server_.policy.get();
-    tools::CallContext ctx{tenant_, *policy, server_.store, server_.jobs, cancel, progress, nullptr};
+    tools::CallContext ctx{tenant_, *policy, server_.store, server_.broker, cancel, progress, nullptr};
     const auto started = std::chrono::steady_clock::now();
     send_log(*log_threshold_, logging::call_started(name, nullptr), [this](const json& n) { outbox_.send(n); });
     tools::ToolResult result;
@@ -584,27 +589,27 @@ void Session::handle_tools_call(const jsonrpc::Message& m, const Reply& reply, b
 }
 
 void Session::start_task(const jsonrpc::Message& m, std::shared_ptr<const tools::Tool> tool, const std::string& name,
-                         json args,
-                         std::optional<double> ttl_ms, TaskWire shape, const Reply& reply) {
+                         json args, std::optional<double> ttl_ms, TaskWire shape, const Reply& reply) {
   const json& p = m.params;
   // MCP tasks, tool-level negotiation: a task on a tool that forbids it is -32601.
   if (tool->task_support == "forbidden")
-    return reply(make_error(m.id, jsonrpc::kMethodNotFound,
-                            "Method not found: " + name +
-                                " cannot run as a task (its execution.taskSupport is \"forbidden\")"));
+    return reply(
+        make_error(m.id, jsonrpc::kMethodNotFound,
+                   "Method not found: " + name + " cannot run as a task (its execution.taskSupport is \"forbidden\")"));
   const bool extension = shape == TaskWire::kExtension;
 
   // The work outlives this session: it holds the server's parts, never the
   // session, and tells the session things only through the liveness guard.
   // The extension's tasks send nothing (no progress or log messages on a
   // task, SEP-2663): their request's stream ends with the CreateTaskResult.
-  std::function<void(const json&)> send = extension ? std::function<void(const json&)>([](const json&) {})
-                                                    : while_alive(liveness_, [this](const json& n) { outbox_.send(n); });
+  std::function<void(const json&)> send = extension
+                                              ? std::function<void(const json&)>([](const json&) {})
+                                              : while_alive(liveness_, [this](const json& n) { outbox_.send(n); });
   const int64_t poll_ms = server_.tasks->poll_interval_ms();
   const std::shared_ptr<const policy::Policy> policy = server_.policy.get();
   store::Store& store = server_.store;
-  broker::Jobs& jobs = server_.jobs;
-  broker::Audit* audit = server_.audit;
+  broker::Broker& jobs = server_.broker;
+  protocol::Audit* audit = server_.audit;
   std::shared_ptr<broker::WorkspaceUse> held;
   if (tool->hold) {
     auto h = tool->hold(args, tenant_, jobs);
@@ -633,10 +638,10 @@ void Session::start_task(const jsonrpc::Message& m, std::shared_ptr<const tools:
     return wire;
   };
   // Optional in MCP tasks; sent once, at the terminal status.
-  broker::Tasks::Listener on_terminal;
+  protocol::Tasks::Listener on_terminal;
   if (!extension)
-    on_terminal = [send, poll_ms](const broker::TaskRow& row) {
-      send(jsonrpc::make_notification("notifications/tasks/status", broker::task_json(row, poll_ms)));
+    on_terminal = [send, poll_ms](const store::TaskRow& row) {
+      send(jsonrpc::make_notification("notifications/tasks/status", protocol::task_json(row, poll_ms)));
     };
   // start() returns once the row is in the ledger: a tasks/get right after
   // the answer finds it (SEP-2663, durable creation).
@@ -648,11 +653,11 @@ void Session::start_task(const jsonrpc::Message& m, std::shared_ptr<const tools:
   }
   if (extension) {
     // CreateTaskResult: the Task's fields flat in the result (SEP-2663).
-    json result = broker::extension_task_json(*created, poll_ms, false);
+    json result = protocol::extension_task_json(*created, poll_ms, false);
     result["resultType"] = "task";
     return reply(make_result(m.id, std::move(result)));
   }
-  reply(make_result(m.id, {{"task", broker::task_json(*created, poll_ms)},
+  reply(make_result(m.id, {{"task", protocol::task_json(*created, poll_ms)},
                            {"_meta",
                             {{"io.modelcontextprotocol/model-immediate-response",
                               name + " is running as task " + created->task_id +
@@ -660,7 +665,7 @@ void Session::start_task(const jsonrpc::Message& m, std::shared_ptr<const tools:
 }
 
 void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
-  broker::Tasks& tasks = *server_.tasks;
+  protocol::Tasks& tasks = *server_.tasks;
   const int64_t poll_ms = tasks.poll_interval_ms();
   const json& p = m.params;
   auto fail = [&](const util::Error& e) {
@@ -680,7 +685,7 @@ void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
     auto page = tasks.list(tenant_, cursor);
     if (!page) return fail(page.error());
     json list = json::array();
-    for (auto& row : page->tasks) list.push_back(broker::task_json(row, poll_ms));
+    for (auto& row : page->tasks) list.push_back(protocol::task_json(row, poll_ms));
     json result{{"tasks", list}};
     if (!page->next_cursor.empty()) result["nextCursor"] = page->next_cursor;
     return reply(make_result(m.id, result));
@@ -688,20 +693,21 @@ void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
   if (m.method != "tasks/get" && m.method != "tasks/result" && m.method != "tasks/cancel")
     return reply(make_error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method));
   if (!p.is_object() || !p.contains("taskId") || !p["taskId"].is_string())
-    return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: " + m.method + " needs a string \"taskId\""));
+    return reply(
+        make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: " + m.method + " needs a string \"taskId\""));
   const std::string task_id = p["taskId"].get<std::string>();
 
   if (m.method == "tasks/get" || m.method == "tasks/cancel") {
     auto row = m.method == "tasks/get" ? tasks.get(tenant_, task_id) : tasks.cancel(tenant_, task_id);
     if (!row) return fail(row.error());
-    return reply(make_result(m.id, broker::task_json(*row, poll_ms)));
+    return reply(make_result(m.id, protocol::task_json(*row, poll_ms)));
   }
 
   // tasks/result blocks until the task is terminal (MCP tasks, result
   // retrieval) without holding a thread: a waiter answers later.
   json id = m.id;
   const std::string key = id.dump();
-  auto on_ready = while_alive(liveness_, [this, key, id, reply](const broker::TaskRow& row) {
+  auto on_ready = while_alive(liveness_, [this, key, id, reply](const store::TaskRow& row) {
     {
       std::lock_guard lock(mu_);
       auto it = pending_results_.find(key);
@@ -710,7 +716,7 @@ void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
     }
     reply(make_result(id, task_result_json(row)));
   });
-  std::optional<util::Result<broker::Tasks::Awaited>> awaited;
+  std::optional<util::Result<protocol::Tasks::Awaited>> awaited;
   {
     // Registered under mu_ so a waiter firing at once finds its entry.
     std::lock_guard lock(mu_);
@@ -727,13 +733,14 @@ void Session::handle_tasks(const jsonrpc::Message& m, const Reply& reply) {
 // outstanding to answer: a known task's update is acknowledged and its
 // inputResponses ignored, as the extension says of keys not outstanding.
 void Session::handle_tasks_extension(const jsonrpc::Message& m, const Reply& reply) {
-  broker::Tasks& tasks = *server_.tasks;
+  protocol::Tasks& tasks = *server_.tasks;
   const json& p = m.params;
   if (!p.is_object() || !p.contains("taskId") || !p["taskId"].is_string())
-    return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: " + m.method + " needs a string \"taskId\""));
+    return reply(
+        make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: " + m.method + " needs a string \"taskId\""));
   if (m.method == "tasks/update" && (!p.contains("inputResponses") || !p["inputResponses"].is_object()))
-    return reply(make_error(m.id, jsonrpc::kInvalidParams,
-                            "Invalid params: tasks/update needs an object \"inputResponses\""));
+    return reply(
+        make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: tasks/update needs an object \"inputResponses\""));
   const std::string task_id = p["taskId"].get<std::string>();
   auto fail = [&](const util::Error& e) {
     if (e.code == util::ErrorCode::kNotFound || e.code == util::ErrorCode::kInvalidArgument)
@@ -744,7 +751,7 @@ void Session::handle_tasks_extension(const jsonrpc::Message& m, const Reply& rep
   auto row = tasks.get(tenant_, task_id);
   if (!row) return fail(row.error());
   if (m.method == "tasks/get")
-    return reply(make_result(m.id, broker::extension_task_json(*row, tasks.poll_interval_ms(), true)));
+    return reply(make_result(m.id, protocol::extension_task_json(*row, tasks.poll_interval_ms(), true)));
   if (m.method == "tasks/cancel" && row->status == "working") {
     // Ended meanwhile: the same acknowledgement (cancelling is idempotent).
     auto cancelled = tasks.cancel(tenant_, task_id);
@@ -789,7 +796,10 @@ void Session::handle_resources_read(const jsonrpc::Message& m, const Reply& repl
                             "resource is " + std::to_string(rec->size) + " bytes, above the inline limit of " +
                                 std::to_string(max) + " bytes: read it in " + std::to_string(parts) + " parts at " +
                                 pattern + " for k = 0 to " + std::to_string(parts - 1),
-                            {{"uri", uri}, {"size", rec->size}, {"parts", parts}, {"part_bytes", max},
+                            {{"uri", uri},
+                             {"size", rec->size},
+                             {"parts", parts},
+                             {"part_bytes", max},
                              {"part_uri_template", store::artifact_uri(rec->artifact_id) + "/parts/{part}"}}));
   }
   auto bytes = server_.store.read_blob(rec->blob_path, max);
@@ -798,8 +808,10 @@ void Session::handle_resources_read(const jsonrpc::Message& m, const Reply& repl
     return reply(make_error(m.id, jsonrpc::kInternalError, "Internal error reading the resource"));
   }
   json item{{"uri", uri}, {"mimeType", rec->media_type}};
-  if (store::is_text_media_type(rec->media_type)) item["text"] = *bytes;
-  else item["blob"] = util::base64_encode(*bytes);
+  if (store::is_text_media_type(rec->media_type))
+    item["text"] = *bytes;
+  else
+    item["blob"] = util::base64_encode(*bytes);
   reply(make_result(m.id, {{"contents", json::array({item})}}));
 }
 

@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/broker/audit.h"
-#include "server/broker/tasks.h"
+#include "server/protocol/audit.h"
+#include "server/protocol/tasks.h"
 #include "server/policy/live.h"
 #include "server/protocol/jsonrpc.h"
 #include "server/protocol/logging.h"
@@ -72,10 +72,10 @@ class Outbox {
 struct ServerContext {
   policy::Live& policy;  // the policy in force: a call keeps the snapshot it started with
   store::Store& store;
-  broker::Jobs& jobs;
+  broker::Broker& broker;
   const tools::Registry& tools;
-  broker::Audit* audit = nullptr;  // one record per tools/call when set
-  broker::Tasks* tasks = nullptr;  // MCP tasks for 2025-11-25 sessions when set
+  protocol::Audit* audit = nullptr;  // one record per tools/call when set
+  protocol::Tasks* tasks = nullptr;  // MCP tasks for 2025-11-25 sessions when set
   // Threads for tools/call shared by every session when set (HTTP); else each
   // session starts its own, at most its quota (stdio's one session).
   util::CallPool* calls = nullptr;
@@ -128,8 +128,8 @@ class Session {
   void handle_resources_read(const jsonrpc::Message& m, const Reply& reply, int not_found_code);
   // How a task is shown: MCP 2025-11-25's tasks, or the 2026-07-28 extension's.
   enum class TaskWire { kCore, kExtension };
-  void start_task(const jsonrpc::Message& m, std::shared_ptr<const tools::Tool> tool, const std::string& name, json args,
-                  std::optional<double> ttl_ms, TaskWire shape, const Reply& reply);
+  void start_task(const jsonrpc::Message& m, std::shared_ptr<const tools::Tool> tool, const std::string& name,
+                  json args, std::optional<double> ttl_ms, TaskWire shape, const Reply& reply);
   void handle_tasks(const jsonrpc::Message& m, const Reply& reply);
   void handle_tasks_extension(const jsonrpc::Message& m, const Reply& reply);
   bool tasks_enabled();
@@ -157,7 +157,7 @@ class Session {
   // tools/list's array, without and with taskSupport; null until first asked.
   const json& tools_list(bool with_task_support);
   json tools_list_[2];
-  std::unique_ptr<util::CallPool> own_calls_;  // when the server has no shared pool
+  std::unique_ptr<util::CallPool> own_calls_;    // when the server has no shared pool
   std::unique_ptr<util::CallPool::Lane> calls_;  // this session's quota; ends before own_calls_
 };
 

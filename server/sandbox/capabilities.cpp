@@ -28,9 +28,8 @@ int drop_all_in_child(int last_cap, const char** step) {
   // Lock root semantics off for good: uid 0 (unmapped here anyway) gains
   // nothing at execve, and no later setuid restores capabilities.
   *step = "prctl(PR_SET_SECUREBITS)";
-  unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-                       SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
-                       SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+  unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
+                       SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
   if (::prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0) return errno;
   // Bounding set: no file capability can ever add anything back.
   *step = "prctl(PR_CAPBSET_DROP)";

@@ -199,8 +199,11 @@ Stream::Composed Stream::compose_head_and_tail() const {
 }
 
 std::string Stream::last_line() const {
-  if (tail_filled_ == 0) return last_line_of(head_.size(), [this](size_t i) { return head_[i]; }, false);
-  return last_line_of(tail_filled_, [this](size_t i) { return tail_at(i); }, true);
+  if (tail_filled_ == 0)
+    return last_line_of(
+        head_.size(), [this](size_t i) { return head_[i]; }, false);
+  return last_line_of(
+      tail_filled_, [this](size_t i) { return tail_at(i); }, true);
 }
 
 }  // namespace sandbox::capture

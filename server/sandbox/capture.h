@@ -44,7 +44,7 @@ class Stream {
   Composed compose() const;
   Composed compose_head_and_tail() const;
   void push_tail(const char* data, size_t size);
-  char tail_at(size_t i) const;  // i-th oldest byte of the tail window
+  char tail_at(size_t i) const;             // i-th oldest byte of the tail window
   std::string tail_window(size_t n) const;  // its newest n bytes
 
   uint64_t max_bytes_;

@@ -26,7 +26,7 @@ namespace {
 
 constexpr const char* kControllers[] = {"memory", "pids", "cpu"};
 constexpr const char* kV1Controllers[] = {"memory", "pids", "cpu", "cpuacct"};
-constexpr const char* kRootPrefix = "server-";            // under <mount>/throwbox (root)
+constexpr const char* kRootPrefix = "server-";                // under <mount>/throwbox (root)
 constexpr const char* kDelegatedPrefix = "throwbox-server-";  // in a delegated cgroup
 constexpr int kKillTimeoutMs = 2000;
 // An old server's runner made job-* directly under the base and attached to it
@@ -172,9 +172,10 @@ size_t reclaim_orphans(const std::string& dir, const std::string& prefix, uint64
     if (name.rfind(prefix, 0) != 0) continue;
     Owner owner = owner_of(std::string_view(name).substr(prefix.size()), pidns);
     if (owner != Owner::gone) continue;
-    if (remove_recursively(dir + "/" + name)) ++removed;
-    else notes.push_back("could not remove " + dir + "/" + name + " of a server that is gone: " +
-                         util::errno_name(errno));
+    if (remove_recursively(dir + "/" + name))
+      ++removed;
+    else
+      notes.push_back("could not remove " + dir + "/" + name + " of a server that is gone: " + util::errno_name(errno));
   }
   return removed;
 }
@@ -277,9 +278,11 @@ struct Builder {
   util::Status v2_own(const std::string& own) {
     t.orphans_removed_ += reclaim_orphans(own, kDelegatedPrefix, pidns, t.notes_);
     const std::string dir = own + "/" + kDelegatedPrefix + name, leaf = dir + "/server";
-    if (::mkdir(dir.c_str(), 0755) != 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", dir, errno));
+    if (::mkdir(dir.c_str(), 0755) != 0)
+      return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", dir, errno));
     t.dirs_.push_back(dir);
-    if (::mkdir(leaf.c_str(), 0755) != 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", leaf, errno));
+    if (::mkdir(leaf.c_str(), 0755) != 0)
+      return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", leaf, errno));
     if (auto s = write_file(leaf + "/cgroup.procs", std::to_string(::getpid())); !s) return s;
     t.self_leaf_ = leaf;
     t.original_ = own;
@@ -298,7 +301,8 @@ struct Builder {
       if (auto s = enable_controllers(parent); !s) return s;
     t.orphans_removed_ += reclaim_orphans(parent, kDelegatedPrefix, pidns, t.notes_);
     const std::string dir = parent + "/" + kDelegatedPrefix + name;
-    if (::mkdir(dir.c_str(), 0755) != 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", dir, errno));
+    if (::mkdir(dir.c_str(), 0755) != 0)
+      return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdir", dir, errno));
     t.dirs_.push_back(dir);
     if (auto s = enable_controllers(dir); !s) return s;
     t.host_.v2_base = dir;
@@ -322,8 +326,10 @@ struct Builder {
              " controllers (bound to cgroup v1 hierarchies, or not enabled)";
     std::string why;
     if (::geteuid() == 0) {
-      if (auto s = v2_root(mount); s) return "";
-      else why = s.error().message + "; ";
+      if (auto s = v2_root(mount); s)
+        return "";
+      else
+        why = s.error().message + "; ";
       undo();
     }
     const std::string rel = own_v2_path();
@@ -332,16 +338,20 @@ struct Builder {
       return why + "this process's cgroup v2 path is outside the mounted tree (" + rel + ")";
     if (writable_cgroup(own) && lists_controllers(own + "/cgroup.controllers") && alone_in(own)) {
       reclaim_beside(own, mount);
-      if (auto s = v2_own(own); s) return "";
-      else why += s.error().message + "; ";
+      if (auto s = v2_own(own); s)
+        return "";
+      else
+        why += s.error().message + "; ";
       undo();
     }
     const std::string parent = parent_of(own);
     if (own != mount && parent.size() >= mount.size() && writable_cgroup(parent) &&
         lists_controllers(parent + "/cgroup.controllers")) {
       reclaim_beside(own, mount);
-      if (auto s = v2_beside(own, parent); s) return "";
-      else why += s.error().message + "; ";
+      if (auto s = v2_beside(own, parent); s)
+        return "";
+      else
+        why += s.error().message + "; ";
       undo();
     }
     if (!writable_cgroup(own))
@@ -350,13 +360,11 @@ struct Builder {
     if (!lists_controllers(own + "/cgroup.controllers"))
       return why + "cgroup v2 " + own + " lacks the " + missing_controllers(own + "/cgroup.controllers") +
              " controllers (enable them in the parent's cgroup.subtree_control, or Delegate=yes)";
-    return why + "cgroup v2 " + own + " is shared with other processes and its parent " + parent +
-           " is not delegated";
+    return why + "cgroup v2 " + own + " is shared with other processes and its parent " + parent + " is not delegated";
   }
 
   std::string v1(const std::vector<Mount>& mounts) {
-    if (::geteuid() != 0)
-      return "only cgroup v1 controllers here, and v1 cannot be delegated to a normal user";
+    if (::geteuid() != 0) return "only cgroup v1 controllers here, and v1 cannot be delegated to a normal user";
     std::map<std::string, std::string> mount_of;
     for (const char* ctl : kV1Controllers) {
       for (auto& m : mounts)
@@ -423,8 +431,7 @@ void ServerTree::remove_all() {
       }
       self_leaf_.clear();
     }
-    if (!remove_recursively(dir))
-      spdlog::warn("cgroups: could not remove {}: {}", dir, util::errno_name(errno));
+    if (!remove_recursively(dir)) spdlog::warn("cgroups: could not remove {}: {}", dir, util::errno_name(errno));
   }
   dirs_.clear();
   // The shared bases go when the last server leaves (rmdir fails while any

@@ -57,11 +57,11 @@ class ServerTree {
  private:
   ServerTree() = default;
   cgroups::Host host_;
-  std::vector<std::string> dirs_;      // this server's directories (one, or one per v1 hierarchy)
-  std::vector<std::string> bases_;     // root: the shared throwbox directories, removed when empty
-  std::string self_leaf_;              // where this process moved (own-cgroup case), else empty
-  std::string original_;               // and where it came from
-  bool enabled_original_ = false;      // whether set_up enabled controllers in original_
+  std::vector<std::string> dirs_;   // this server's directories (one, or one per v1 hierarchy)
+  std::vector<std::string> bases_;  // root: the shared throwbox directories, removed when empty
+  std::string self_leaf_;           // where this process moved (own-cgroup case), else empty
+  std::string original_;            // and where it came from
+  bool enabled_original_ = false;   // whether set_up enabled controllers in original_
   size_t orphans_removed_ = 0;
   std::vector<std::string> notes_;
   friend struct Builder;

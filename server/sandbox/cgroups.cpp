@@ -104,8 +104,7 @@ util::Status Job::limit_in_parent(const Limits& lim) const {
   if (auto s = write_file(mem + "/memory.limit_in_bytes", std::to_string(lim.memory_max_bytes)); !s) return s;
   // memsw = mem: swap adds nothing (present only with swap accounting).
   if (::access((mem + "/memory.memsw.limit_in_bytes").c_str(), F_OK) == 0)
-    if (auto s = write_file(mem + "/memory.memsw.limit_in_bytes", std::to_string(lim.memory_max_bytes)); !s)
-      return s;
+    if (auto s = write_file(mem + "/memory.memsw.limit_in_bytes", std::to_string(lim.memory_max_bytes)); !s) return s;
   if (auto s = write_file(dir_of("pids") + "/pids.max", std::to_string(lim.pids_max)); !s) return s;
   if (lim.cpu_max_cores > 0) {
     const std::string cpu = dir_of("cpu");
@@ -202,15 +201,21 @@ bool kill_and_remove(const std::string& dir, int timeout_ms) {
 
 const char* to_string(Mode mode) {
   switch (mode) {
-    case Mode::v2: return "v2";
-    case Mode::v1: return "v1";
-    case Mode::none: break;
+    case Mode::v2:
+      return "v2";
+    case Mode::v1:
+      return "v1";
+    case Mode::none:
+      break;
   }
   return "none";
 }
 
 nlohmann::json to_json(const Host& h) {
-  return {{"mode", to_string(h.mode)}, {"v2_base", h.v2_base}, {"v1_base", h.v1_base}, {"why_not", h.why_not},
+  return {{"mode", to_string(h.mode)},
+          {"v2_base", h.v2_base},
+          {"v1_base", h.v1_base},
+          {"why_not", h.why_not},
           {"placement", h.placement}};
 }
 

@@ -22,12 +22,12 @@ const char* to_string(Mode mode);
 
 struct Host {
   Mode mode = Mode::none;
-  std::string v2_base;                         // v2: this server's directory; job cgroups are made in it
+  std::string v2_base;  // v2: this server's directory; job cgroups are made in it
   // v1: controller (memory, pids, cpu, cpuacct) -> this server's directory in
   // that controller's hierarchy; co-mounted controllers (cpu,cpuacct) share one.
   std::map<std::string, std::string> v1_base;
-  std::string why_not;                         // Mode::none: the reason, and the fix
-  std::string placement;                       // how the directory was found (cgroup_host.cpp)
+  std::string why_not;    // Mode::none: the reason, and the fix
+  std::string placement;  // how the directory was found (cgroup_host.cpp)
 };
 
 struct Limits {

@@ -43,15 +43,18 @@ util::Status copy_input(int root, const LaunchSpec& spec, const InputBind& in, u
     return util::make_error(util::ErrorCode::kSandbox, in.host_path + ": an input must be a regular file");
   total += static_cast<uint64_t>(st.st_size);
   if (total > spec.inputs_max_bytes)
-    return util::make_error(util::ErrorCode::kSandbox, "inputs exceed the warm sandbox's " + std::to_string(spec.inputs_max_bytes) +
-                                           " bytes");
+    return util::make_error(util::ErrorCode::kSandbox,
+                            "inputs exceed the warm sandbox's " + std::to_string(spec.inputs_max_bytes) + " bytes");
   AsSandboxUser as(spec.host_uid, spec.host_gid);
   util::UniqueFd dst(create_beneath(root, "inputs/" + in.name, 0444));
-  if (!dst.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("openat2", "/inputs/" + in.name, errno));
+  if (!dst.valid())
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("openat2", "/inputs/" + in.name, errno));
   for (off_t left = st.st_size; left > 0;) {
     ssize_t n = ::sendfile(dst.get(), src.get(), nullptr, static_cast<size_t>(left));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("sendfile", "/inputs/" + in.name, n < 0 ? errno : EIO));
+    if (n <= 0)
+      return util::make_error(util::ErrorCode::kSandbox,
+                              util::call_error("sendfile", "/inputs/" + in.name, n < 0 ? errno : EIO));
     left -= n;
   }
   return util::ok_status();
@@ -64,8 +67,8 @@ util::Status claim_files(pid_t init_pid, const LaunchSpec& spec, const Claim& cl
   util::UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("open", root_path, errno));
   if (claim.inputs.size() > spec.inputs_max_files)
-    return util::make_error(util::ErrorCode::kSandbox, "more inputs than the warm sandbox takes (" +
-                                           std::to_string(spec.inputs_max_files) + ")");
+    return util::make_error(util::ErrorCode::kSandbox,
+                            "more inputs than the warm sandbox takes (" + std::to_string(spec.inputs_max_files) + ")");
   std::set<std::string> names;
   uint64_t total = 0;
   for (const InputBind& in : claim.inputs) {
@@ -78,10 +81,12 @@ util::Status claim_files(pid_t init_pid, const LaunchSpec& spec, const Claim& cl
   if (!claim.workspace_in.empty()) {
     if (auto s = workspace::copy_in(init_pid, spec, claim.workspace_in); !s) return s;
   }
-  if (spec.code_path.rfind("/work/", 0) != 0) return util::make_error(util::ErrorCode::kSandbox, "code_path must be under /work");
+  if (spec.code_path.rfind("/work/", 0) != 0)
+    return util::make_error(util::ErrorCode::kSandbox, "code_path must be under /work");
   AsSandboxUser as(spec.host_uid, spec.host_gid);
   util::UniqueFd code(create_beneath(root.get(), spec.code_path.substr(1), 0644));
-  if (!code.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("openat2", spec.code_path, errno));
+  if (!code.valid())
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("openat2", spec.code_path, errno));
   if (!util::write_all(code.get(), claim.code.data(), claim.code.size()))
     return util::make_error(util::ErrorCode::kSandbox, util::call_error("write", spec.code_path, errno));
   return util::ok_status();

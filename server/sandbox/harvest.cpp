@@ -54,8 +54,9 @@ struct Walker {
       return reject(rel, 0, "changed while being read");
     uint64_t size = static_cast<uint64_t>(fst.st_size);
     if (spec.artifact_max_bytes && size > spec.artifact_max_bytes)
-      return reject(rel, size, "larger than the policy's " + std::to_string(spec.artifact_max_bytes) +
-                                   " bytes per file (not read)");
+      return reject(
+          rel, size,
+          "larger than the policy's " + std::to_string(spec.artifact_max_bytes) + " bytes per file (not read)");
     if (total_bytes + size > spec.outputs_max_bytes)
       return reject(rel, size, "outputs exceed " + std::to_string(spec.outputs_max_bytes) + " bytes in total");
     std::string dest = spec.harvest_dir + "/" + std::to_string(files.size());
@@ -87,8 +88,9 @@ struct Walker {
       std::string rel = prefix.empty() ? leaf : prefix + "/" + leaf;
       if (++entries > spec.outputs_max_files) {
         overflow = true;
-        return reject(rel, 0, "more than " + std::to_string(spec.outputs_max_files) +
-                                  " entries in /outputs; this and the rest were not collected");
+        return reject(rel, 0,
+                      "more than " + std::to_string(spec.outputs_max_files) +
+                          " entries in /outputs; this and the rest were not collected");
       }
       if (leaf.size() > kMaxNameBytes || rel.size() > kMaxPathBytes || !util::is_valid_utf8(rel)) {
         reject(rel, 0, "file name is too long or not valid UTF-8");

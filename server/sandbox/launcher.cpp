@@ -43,9 +43,9 @@
 namespace sandbox::launcher {
 namespace {
 
-constexpr int kSetupTimeoutMs = 10000;   // building the sandbox; far above the measured cost
-constexpr int kKillGraceMs = 2000;       // pid 1 reporting after a kill request
-constexpr int kDrainTimeoutMs = 1000;    // pipes reaching EOF once everything is dead
+constexpr int kSetupTimeoutMs = 10000;       // building the sandbox; far above the measured cost
+constexpr int kKillGraceMs = 2000;           // pid 1 reporting after a kill request
+constexpr int kDrainTimeoutMs = 1000;        // pipes reaching EOF once everything is dead
 constexpr size_t kClaimMaxBytes = 64 << 20;  // code and input names; far above the policy ceilings
 
 using util::now_ms;
@@ -63,9 +63,9 @@ struct Supervision {
   bool exited_report = false;
   bool timed_out = false;
   bool child_gone = false;
-  bool network = false;     // the job has a network profile: pid 1 sends its proxy listener
+  bool network = false;       // the job has a network profile: pid 1 sends its proxy listener
   std::string network_error;  // handing the listener over failed: the job was killed
-  Layers layers;            // what pid 1's and the program child's steps reported done
+  Layers layers;              // what pid 1's and the program child's steps reported done
   std::string setup_error;
   ExitReport report{};
   int64_t started_ms = 0;
@@ -76,7 +76,9 @@ struct Supervision {
 // runner's stdout (a unix socket, runner_process.cpp) carrying the descriptor.
 util::Status hand_listener_to_broker(int out_fd, int listener) {
   static const char kLine[] = "{\"network\":\"listener\"}\n";
-  struct iovec iov {const_cast<char*>(kLine), sizeof kLine - 1};
+  struct iovec iov {
+    const_cast<char*>(kLine), sizeof kLine - 1
+  };
   alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   struct msghdr msg {};
   msg.msg_iov = &iov;
@@ -91,7 +93,9 @@ util::Status hand_listener_to_broker(int out_fd, int listener) {
   ssize_t n;
   do n = ::sendmsg(out_fd, &msg, MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
-  if (n <= 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("sendmsg", "proxy listener to the server", errno));
+  if (n <= 0)
+    return util::make_error(util::ErrorCode::kSandbox,
+                            util::call_error("sendmsg", "proxy listener to the server", errno));
   if (n < static_cast<ssize_t>(sizeof kLine - 1) &&
       !util::write_all(out_fd, kLine + n, sizeof kLine - 1 - static_cast<size_t>(n)))
     return util::make_error(util::ErrorCode::kSandbox, util::call_error("write", "proxy listener line", errno));
@@ -100,7 +104,9 @@ util::Status hand_listener_to_broker(int out_fd, int listener) {
 
 // One message from pid 1, and the descriptor it carried (kMsgListener), if any.
 ssize_t receive_from_pid1(int sock, char* buf, size_t size, util::UniqueFd& passed) {
-  struct iovec iov {buf, size};
+  struct iovec iov {
+    buf, size
+  };
   alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   struct msghdr msg {};
   msg.msg_iov = &iov;
@@ -115,8 +121,10 @@ ssize_t receive_from_pid1(int sock, char* buf, size_t size, util::UniqueFd& pass
     for (size_t i = 0; i < count; ++i) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-      if (i == 0 && !passed.valid()) passed.reset(fd);
-      else ::close(fd);
+      if (i == 0 && !passed.valid())
+        passed.reset(fd);
+      else
+        ::close(fd);
     }
   }
   return n;
@@ -126,17 +134,17 @@ ssize_t receive_from_pid1(int sock, char* buf, size_t size, util::UniqueFd& pass
 // concurrently (no pipe can fill and stall the program), the deadline is ours.
 // A progress line for the broker: one JSON object, newline-terminated.
 void write_progress(int fd, const Supervision& sv, const capture::Stream& out_cap, const capture::Stream& err_cap) {
-  nlohmann::json p{{"progress", {{"elapsed_ms", now_ms() - sv.started_ms},
-                                 {"stdout_bytes", out_cap.total_bytes()},
-                                 {"stderr_bytes", err_cap.total_bytes()},
-                                 {"last_line", out_cap.last_line()}}}};
+  nlohmann::json p{{"progress",
+                    {{"elapsed_ms", now_ms() - sv.started_ms},
+                     {"stdout_bytes", out_cap.total_bytes()},
+                     {"stderr_bytes", err_cap.total_bytes()},
+                     {"last_line", out_cap.last_line()}}}};
   std::string line = p.dump() + "\n";
   util::write_all(fd, line.data(), line.size());
 }
 
-void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::UniqueFd& err,
-               capture::Stream& out_cap, capture::Stream& err_cap, Supervision& sv, int cancel_fd,
-               int progress_fd, int broker_fd) {
+void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::UniqueFd& err, capture::Stream& out_cap,
+               capture::Stream& err_cap, Supervision& sv, int cancel_fd, int progress_fd, int broker_fd) {
   const int64_t setup_deadline = now_ms() + kSetupTimeoutMs;
   int64_t run_deadline = 0, kill_deadline = 0, drain_deadline = 0;
   int64_t next_progress = 0;
@@ -169,7 +177,8 @@ void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::Uniq
       }
       wake = std::min(wake, next_progress);
     }
-    struct pollfd fds[4] = {{out.get(), POLLIN, 0}, {err.get(), POLLIN, 0},
+    struct pollfd fds[4] = {{out.get(), POLLIN, 0},
+                            {err.get(), POLLIN, 0},
                             {sv.child_gone ? -1 : sock, POLLIN, 0},
                             {sv.cancelled ? -1 : cancel_fd, POLLIN, 0}};
     int r = ::poll(fds, 4, static_cast<int>(std::max<int64_t>(0, wake - now)));
@@ -180,15 +189,19 @@ void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::Uniq
     if (fds[3].revents) {
       // Cancelled: kill the whole tree now (or as soon as it exists).
       sv.cancelled = true;
-      if (sv.ready && !sv.exited_report && !kill_deadline) kill_tree();
-      else if (!sv.ready) cancel_pending = true;
+      if (sv.ready && !sv.exited_report && !kill_deadline)
+        kill_tree();
+      else if (!sv.ready)
+        cancel_pending = true;
     }
     for (int i = 0; i < 2; ++i) {
       if (!fds[i].revents) continue;
       util::UniqueFd& fd = i == 0 ? out : err;
       long n = util::read_some(fd.get(), buf, sizeof buf);
-      if (n <= 0) fd.reset();
-      else (i == 0 ? out_cap : err_cap).feed(buf, static_cast<size_t>(n));
+      if (n <= 0)
+        fd.reset();
+      else
+        (i == 0 ? out_cap : err_cap).feed(buf, static_cast<size_t>(n));
     }
     if (fds[2].revents) {
       char msg[1 + sizeof(ExitReport) + 1024];
@@ -198,9 +211,11 @@ void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::Uniq
       if (n == 1 && msg[0] == kMsgListener) {
         // Only a job that asked for it gets a listener; without the broker
         // serving it the program would wait on a proxy that never answers.
-        util::Status handed = !passed.valid() ? util::make_error(util::ErrorCode::kSandbox, "pid 1 sent no proxy listener")
-                              : !sv.network ? util::make_error(util::ErrorCode::kSandbox, "a proxy listener for a job without a network profile")
-                                            : hand_listener_to_broker(broker_fd, passed.get());
+        util::Status handed =
+            !passed.valid() ? util::make_error(util::ErrorCode::kSandbox, "pid 1 sent no proxy listener")
+            : !sv.network
+                ? util::make_error(util::ErrorCode::kSandbox, "a proxy listener for a job without a network profile")
+                : hand_listener_to_broker(broker_fd, passed.get());
         if (!handed && sv.network_error.empty()) {
           sv.network_error = handed.error().message;
           kill_tree();
@@ -246,7 +261,8 @@ util::Result<Claim> await_claim(int sock, int cancel_fd, int ready_fd, int claim
   char buf[65536];
   for (;;) {
     int64_t left = built ? -1 : setup_deadline - now_ms();
-    if (!built && left <= 0) return util::make_error(util::ErrorCode::kSandbox, "warm sandbox set-up did not finish in time");
+    if (!built && left <= 0)
+      return util::make_error(util::ErrorCode::kSandbox, "warm sandbox set-up did not finish in time");
     struct pollfd fds[3] = {{sock, POLLIN, 0}, {cancel_fd, POLLIN, 0}, {built ? claim_fd : -1, POLLIN, 0}};
     int r = ::poll(fds, 3, static_cast<int>(left));
     if (r < 0 && errno == EINTR) continue;
@@ -324,7 +340,8 @@ util::Status await_work_ready(int sock, int cancel_fd) {
   const int64_t deadline = now_ms() + kSetupTimeoutMs;
   for (;;) {
     int64_t left = deadline - now_ms();
-    if (left <= 0) return util::make_error(util::ErrorCode::kSandbox, "the sandbox's /work was not ready for the workspace in time");
+    if (left <= 0)
+      return util::make_error(util::ErrorCode::kSandbox, "the sandbox's /work was not ready for the workspace in time");
     struct pollfd fds[2] = {{sock, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
     int r = ::poll(fds, 2, static_cast<int>(left));
     if (r < 0 && errno == EINTR) continue;
@@ -340,7 +357,8 @@ util::Status await_work_ready(int sock, int cancel_fd) {
       return util::make_error(util::ErrorCode::kSandbox, msg + 1);
     }
     if (n == 1 && msg[0] == kMsgWorkReady) return util::ok_status();
-    return util::make_error(util::ErrorCode::kSandbox, "sandbox init sent an unexpected message while /work was made ready");
+    return util::make_error(util::ErrorCode::kSandbox,
+                            "sandbox init sent an unexpected message while /work was made ready");
   }
 }
 
@@ -379,8 +397,7 @@ void Teardown::finish() {
     if (kill_) ::kill(pid_, SIGKILL);
     sock_.reset();
     int st = 0;
-    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {}
     pid_ = -1;
   }
   if (!root_.empty()) {
@@ -409,8 +426,8 @@ Outcome abandon(const zygote::Report& built, const LaunchSpec* spec, std::string
   return sandbox_error(std::move(message));
 }
 
-Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygote::Report& built,
-               Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd) {
+Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygote::Report& built, Teardown& teardown,
+               int cancel_fd, int progress_fd, int claim_fd) {
   // A warm spec becomes the job's once claimed (timeout, progress).
   LaunchSpec spec = warm_or_cold;
   // 1. What the zygote made (zygote_main) is torn down whatever it reported.
@@ -483,8 +500,10 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   // exit, the deadline, a cancel, a memory kill); not when it never started.
   workspace::Report kept;
   if (!spec.workspace_out.empty()) {
-    if (sv.exited_report) kept = workspace::copy_out(pid, spec);
-    else kept.error = sv.ready ? "sandbox init exited without a report: /work went with it" : "the program never started";
+    if (sv.exited_report)
+      kept = workspace::copy_out(pid, spec);
+    else
+      kept.error = sv.ready ? "sandbox init exited without a report: /work went with it" : "the program never started";
     trace::mark("workspace copied out");
   }
   auto with_workspace = [&](Outcome r) {
@@ -505,8 +524,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   o.stdout_truncated = o.stdout_cut_bytes > 0;
   o.stderr_truncated = o.stderr_cut_bytes > 0;
   if (!sv.setup_error.empty() || !sv.ready) {
-    Outcome e = sandbox_error(!sv.setup_error.empty() ? sv.setup_error
-                                                      : "sandbox set-up did not finish in time");
+    Outcome e = sandbox_error(!sv.setup_error.empty() ? sv.setup_error : "sandbox set-up did not finish in time");
     if (sv.cancelled && !sv.ready) e.status = Status::cancelled;  // the program never started
     return with_workspace(std::move(e));
   }
@@ -532,9 +550,8 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   cgroups::Stats stats = cgroup.read_stats();
   trace::mark("cgroup stats read");
   o.cpu_ms = std::max(stats.valid ? stats.cpu_ms : 0, static_cast<uint64_t>(sv.report.cpu_us / 1000));
-  o.peak_memory_bytes = stats.valid && stats.peak_memory_bytes
-                            ? stats.peak_memory_bytes
-                            : static_cast<uint64_t>(sv.report.max_rss_kb) * 1024;
+  o.peak_memory_bytes = stats.valid && stats.peak_memory_bytes ? stats.peak_memory_bytes
+                                                               : static_cast<uint64_t>(sv.report.max_rss_kb) * 1024;
   o.timed_out = sv.timed_out;
   o.start = spec.warm == Warm::cold ? "cold" : "warm";
   // What the steps reported: the zygote's (namespaces, cgroup), pid 1's and
@@ -547,11 +564,16 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   } else if (WIFSIGNALED(ws)) {
     o.signal = WTERMSIG(ws);
   }
-  if (sv.cancelled) o.status = Status::cancelled;
-  else if (sv.timed_out) o.status = Status::timed_out;
-  else if (stats.oom_killed) o.status = Status::memory_exceeded;
-  else if (o.exited && o.exit_code == 0) o.status = Status::completed;
-  else o.status = Status::failed;
+  if (sv.cancelled)
+    o.status = Status::cancelled;
+  else if (sv.timed_out)
+    o.status = Status::timed_out;
+  else if (stats.oom_killed)
+    o.status = Status::memory_exceeded;
+  else if (o.exited && o.exit_code == 0)
+    o.status = Status::completed;
+  else
+    o.status = Status::failed;
   return with_workspace(std::move(o));
 }
 

@@ -53,9 +53,9 @@ class Teardown {
                         Teardown& teardown, int cancel_fd, int progress_fd, int claim_fd);
   friend Outcome abandon(const zygote::Report& built, const LaunchSpec* spec, std::string message);
   pid_t pid_ = -1;
-  bool kill_ = false;       // pid 1 never reported: SIGKILL it
-  util::UniqueFd sock_;     // closing it releases a pid 1 that did report
-  std::string root_;        // mount point to remove
+  bool kill_ = false;    // pid 1 never reported: SIGKILL it
+  util::UniqueFd sock_;  // closing it releases a pid 1 that did report
+  std::string root_;     // mount point to remove
   cgroups::Job cgroup_;
 };
 

@@ -9,8 +9,8 @@ std::vector<std::string> layer_names(Layers done, int landlock_abi, cgroups::Mod
   static constexpr struct {
     Layer layer;
     const char* name;
-  } kNamespaces[] = {{Layer::user_ns, "user"}, {Layer::pid_ns, "pid"}, {Layer::mount_ns, "mount"},
-                     {Layer::net_ns, "net"}, {Layer::ipc_ns, "ipc"}, {Layer::uts_ns, "uts"},
+  } kNamespaces[] = {{Layer::user_ns, "user"},    {Layer::pid_ns, "pid"}, {Layer::mount_ns, "mount"},
+                     {Layer::net_ns, "net"},      {Layer::ipc_ns, "ipc"}, {Layer::uts_ns, "uts"},
                      {Layer::cgroup_ns, "cgroup"}};
   std::string ns;
   for (auto& n : kNamespaces)
@@ -19,8 +19,10 @@ std::vector<std::string> layer_names(Layers done, int landlock_abi, cgroups::Mod
   static constexpr struct {
     Layer layer;
     const char* name;
-  } kSteps[] = {{Layer::pivot_root, "pivot_root"}, {Layer::readonly_root, "readonly_root"},
-                {Layer::fd_hygiene, "fd_hygiene"}, {Layer::rlimits, "rlimits"},
+  } kSteps[] = {{Layer::pivot_root, "pivot_root"},
+                {Layer::readonly_root, "readonly_root"},
+                {Layer::fd_hygiene, "fd_hygiene"},
+                {Layer::rlimits, "rlimits"},
                 {Layer::no_new_privs, "no_new_privs"}};
   for (auto& s : kSteps)
     if (done.has(s.layer)) names.emplace_back(s.name);
@@ -29,7 +31,7 @@ std::vector<std::string> layer_names(Layers done, int landlock_abi, cgroups::Mod
   if (done.has(Layer::seccomp)) names.emplace_back("seccomp");
   if (done.has(Layer::cgroups)) names.push_back(std::string("cgroups:") + cgroups::to_string(cgroup_mode));
   if (done.has(Layer::user_ns))
-    names.emplace_back(!done.has(Layer::own_uid)           ? "host_uid:shared"
+    names.emplace_back(!done.has(Layer::own_uid)          ? "host_uid:shared"
                        : done.has(Layer::subordinate_uid) ? "host_uid:subordinate"
                                                           : "host_uid:own");
   if (done.has(Layer::user_limits)) names.emplace_back("user_limits");

@@ -12,11 +12,24 @@
 namespace sandbox {
 
 enum class Layer : uint8_t {
-  user_ns, pid_ns, mount_ns, net_ns, ipc_ns, uts_ns, cgroup_ns,
-  pivot_root, readonly_root, fd_hygiene, rlimits, no_new_privs, landlock,
-  capabilities_dropped, seccomp, cgroups,
-  own_uid,      // the user namespace is owned by the sandbox's own host uid (root servers)
-  user_limits,  // the user namespace's ucount limits were written
+  user_ns,
+  pid_ns,
+  mount_ns,
+  net_ns,
+  ipc_ns,
+  uts_ns,
+  cgroup_ns,
+  pivot_root,
+  readonly_root,
+  fd_hygiene,
+  rlimits,
+  no_new_privs,
+  landlock,
+  capabilities_dropped,
+  seccomp,
+  cgroups,
+  own_uid,          // the user namespace is owned by the sandbox's own host uid (root servers)
+  user_limits,      // the user namespace's ucount limits were written
   subordinate_uid,  // own_uid from the server user's /etc/subuid range
 };
 

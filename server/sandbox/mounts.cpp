@@ -14,11 +14,11 @@
 namespace sandbox::mounts {
 namespace {
 
-constexpr uint64_t kRootTmpfsBytes = 1 << 20;    // the skeleton: directories, /etc files
+constexpr uint64_t kRootTmpfsBytes = 1 << 20;  // the skeleton: directories, /etc files
 constexpr uint64_t kDevTmpfsBytes = 64 << 10;
-constexpr uint64_t kRootInodes = 4096;           // the skeleton's directories, files and mount points
-constexpr uint64_t kDevInodes = 64;              // five device nodes and their links
-constexpr uint64_t kScratchInodes = 16384;       // /work and /tmp: files a job may create
+constexpr uint64_t kRootInodes = 4096;      // the skeleton's directories, files and mount points
+constexpr uint64_t kDevInodes = 64;         // five device nodes and their links
+constexpr uint64_t kScratchInodes = 16384;  // /work and /tmp: files a job may create
 // /inputs holds the inputs and nothing else: their bytes and count plus room
 // for the directory's own metadata.
 constexpr uint64_t kInputsSlackBytes = 64 << 10;
@@ -29,15 +29,13 @@ constexpr uint64_t kOutputsSlackInodes = 1024;
 constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom"};
 
 std::string tmpfs_opts(uint64_t size, uint64_t inodes, const char* mode, bool owned) {
-  std::string s = "size=" + std::to_string(size) + ",nr_inodes=" + std::to_string(inodes) +
-                  ",mode=" + mode;
+  std::string s = "size=" + std::to_string(size) + ",nr_inodes=" + std::to_string(inodes) + ",mode=" + mode;
   // uid/gid are read in the mounter's user namespace: the sandbox user owns it.
   if (owned) s += ",uid=" + std::to_string(kSandboxUid) + ",gid=" + std::to_string(kSandboxGid);
   return s;
 }
 
-void add_parent_dirs(const std::string& inner, std::set<std::string>& seen,
-                     std::vector<std::string>& dirs) {
+void add_parent_dirs(const std::string& inner, std::set<std::string>& seen, std::vector<std::string>& dirs) {
   for (size_t pos = inner.find('/', 1); pos != std::string::npos; pos = inner.find('/', pos + 1)) {
     std::string d = inner.substr(1, pos - 1);
     if (seen.insert(d).second) dirs.push_back(d);
@@ -72,10 +70,10 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
     if (::lstat(in.host_path.c_str(), &st) == 0) input_bytes += static_cast<uint64_t>(st.st_size) + 4096;
   }
   // A warm sandbox gets its inputs later: its /inputs is capped by the policy's limits.
-  p.inputs_opts = spec.warm == Warm::cold
-                      ? tmpfs_opts(input_bytes + kInputsSlackBytes, spec.inputs.size() + kInputsSlackInodes, "0755", false)
-                      : tmpfs_opts(spec.inputs_max_bytes + kInputsSlackBytes, spec.inputs_max_files + kInputsSlackInodes,
-                                   "0755", false);
+  p.inputs_opts = spec.warm == Warm::cold ? tmpfs_opts(input_bytes + kInputsSlackBytes,
+                                                       spec.inputs.size() + kInputsSlackInodes, "0755", false)
+                                          : tmpfs_opts(spec.inputs_max_bytes + kInputsSlackBytes,
+                                                       spec.inputs_max_files + kInputsSlackInodes, "0755", false);
   p.work_opts = tmpfs_opts(spec.work_max_bytes, kScratchInodes, "0755", true);
   // The size is the one thing a claim with a workspace changes (a tmpfs
   // remount keeps what its options leave out).
@@ -118,12 +116,13 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
   // A synthesized /etc: the sandbox user and localhost, nothing of the host's.
   p.files.push_back({etc + "/passwd",
                      "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
-                     "sandbox:x:" + std::to_string(kSandboxUid) + ":" + std::to_string(kSandboxGid) +
+                     "sandbox:x:" +
+                         std::to_string(kSandboxUid) + ":" + std::to_string(kSandboxGid) +
                          ":sandbox:/work:/bin/bash\n"
-                     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
                      0444});
-  p.files.push_back({etc + "/group",
-                     "root:x:0:\nsandbox:x:" + std::to_string(kSandboxGid) + ":\nnogroup:x:65534:\n", 0444});
+  p.files.push_back(
+      {etc + "/group", "root:x:0:\nsandbox:x:" + std::to_string(kSandboxGid) + ":\nnogroup:x:65534:\n", 0444});
   p.files.push_back({etc + "/hosts", "127.0.0.1 localhost\n::1 localhost ip6-localhost\n", 0444});
   p.files.push_back({etc + "/hostname", "throwbox\n", 0444});
   p.files.push_back({etc + "/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n", 0444});

@@ -25,14 +25,14 @@ struct Bind {
 };
 
 struct File {
-  std::string path;     // relative to the new root
+  std::string path;  // relative to the new root
   std::string content;
   mode_t mode = 0444;
 };
 
 struct Link {
-  std::string target;   // what the symlink points to
-  std::string path;     // relative to the new root
+  std::string target;  // what the symlink points to
+  std::string path;    // relative to the new root
 };
 
 struct Plan {
@@ -42,11 +42,11 @@ struct Plan {
   // workspace, before the room for the claim's code file; 0 otherwise.
   uint64_t workspace_work_bytes = 0;
   std::string dev, proc, inputs, work, tmp, outputs;
-  std::vector<std::string> dirs;      // created in this order
+  std::vector<std::string> dirs;  // created in this order
   std::vector<Link> links;
-  std::vector<File> files;            // synthesized /etc
-  std::vector<Bind> readonly_binds;   // policy paths: the runtime
-  std::vector<Bind> device_binds;     // /dev/null, zero, full, random, urandom
+  std::vector<File> files;           // synthesized /etc
+  std::vector<Bind> readonly_binds;  // policy paths: the runtime
+  std::vector<Bind> device_binds;    // /dev/null, zero, full, random, urandom
   std::vector<Link> device_links;
   // Inputs are copied into the /inputs tmpfs, not bound: a bind would show the
   // host path of the stored blob (state dir, tenant) in /proc/self/mountinfo.

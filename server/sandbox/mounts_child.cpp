@@ -21,14 +21,13 @@ namespace {
 int mount_setattr_raw(const char* path, unsigned long long set) {
   struct mount_attr attr {};
   attr.attr_set = set;
-  return static_cast<int>(::syscall(SYS_mount_setattr, AT_FDCWD, path,
-                                    AT_RECURSIVE | AT_SYMLINK_NOFOLLOW, &attr, sizeof attr));
+  return static_cast<int>(
+      ::syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE | AT_SYMLINK_NOFOLLOW, &attr, sizeof attr));
 }
 
 void make_mountpoint(const Bind& b, int sock) {
   if (b.is_dir) {
-    if (::mkdir(b.target.c_str(), 0755) != 0 && errno != EEXIST)
-      fail_in_child(sock, "mkdir", b.target.c_str(), errno);
+    if (::mkdir(b.target.c_str(), 0755) != 0 && errno != EEXIST) fail_in_child(sock, "mkdir", b.target.c_str(), errno);
     return;
   }
   int fd = ::open(b.target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);

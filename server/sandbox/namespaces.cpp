@@ -38,7 +38,8 @@ util::Status become_owner_in_parent(uint32_t host_uid, uint32_t host_gid) {
   auto failed = [](const char* call, int e) {
     return util::make_error(util::ErrorCode::kSandbox, util::call_error(call, "sandbox owner", e));
   };
-  if (::prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) != 0) return failed("prctl(PR_SET_SECUREBITS)", errno);
+  if (::prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) != 0)
+    return failed("prctl(PR_SET_SECUREBITS)", errno);
   if (::setresgid(static_cast<gid_t>(-1), host_gid, static_cast<gid_t>(-1)) != 0) return failed("setresgid", errno);
   if (::setresuid(static_cast<uid_t>(-1), host_uid, static_cast<uid_t>(-1)) != 0) return failed("setresuid", errno);
   // setfsuid reports the previous id, never an error: check the result.
@@ -62,7 +63,7 @@ util::Status restore_root_in_parent() {
 
 namespace {
 
-constexpr int kJoinTries = 2000;           // with kJoinPauseNs: 2 s at most
+constexpr int kJoinTries = 2000;  // with kJoinPauseNs: 2 s at most
 constexpr long kJoinPauseNs = 1000 * 1000;
 
 // Runs one id mapper (newuidmap/newgidmap) from the helper: stdin and stdout
@@ -82,8 +83,7 @@ int run_mapper(const std::vector<std::string>& args, int err_fd) {
     ::_exit(127);
   }
   int st = 0;
-  while (::waitpid(child, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(child, &st, 0) < 0 && errno == EINTR) {}
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -91,10 +91,10 @@ int run_mapper(const std::vector<std::string>& args, int err_fd) {
 
 util::Status enter_subordinate_ns_in_parent(uint32_t sub_uid, uint32_t sub_gid) {
   const std::string self = std::to_string(::getpid());
-  const std::vector<std::string> uid_args = {kNewuidmap, self, "0", std::to_string(::getuid()), "1", "1",
-                                             std::to_string(sub_uid), "1"};
-  const std::vector<std::string> gid_args = {kNewgidmap, self, "0", std::to_string(::getgid()), "1", "1",
-                                             std::to_string(sub_gid), "1"};
+  const std::vector<std::string> uid_args = {
+      kNewuidmap, self, "0", std::to_string(::getuid()), "1", "1", std::to_string(sub_uid), "1"};
+  const std::vector<std::string> gid_args = {
+      kNewgidmap, self, "0", std::to_string(::getgid()), "1", "1", std::to_string(sub_gid), "1"};
   util::Pipe go, report;
   if (!util::make_pipe(go) || !util::make_pipe(report))
     return util::make_error(util::ErrorCode::kSandbox, util::call_error("pipe2", "id mapper", errno));
@@ -123,10 +123,10 @@ util::Status enter_subordinate_ns_in_parent(uint32_t sub_uid, uint32_t sub_gid) 
   for (long n; (n = util::read_some(report.read.get(), buf, sizeof buf)) > 0 && said.size() < 2048;)
     said.append(buf, static_cast<size_t>(n));
   int st = 0;
-  while (::waitpid(helper, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(helper, &st, 0) < 0 && errno == EINTR) {}
   if (unshared != 0)
-    return util::make_error(util::ErrorCode::kSandbox, util::call_error("unshare", "CLONE_NEWUSER (subordinate ids)", unshared));
+    return util::make_error(util::ErrorCode::kSandbox,
+                            util::call_error("unshare", "CLONE_NEWUSER (subordinate ids)", unshared));
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
     return util::make_error(util::ErrorCode::kSandbox,
@@ -136,7 +136,8 @@ util::Status enter_subordinate_ns_in_parent(uint32_t sub_uid, uint32_t sub_gid) 
                                 " (the ids must be in this user's /etc/subuid and /etc/subgid ranges)");
   }
   if (::geteuid() != 0)
-    return util::make_error(util::ErrorCode::kSandbox, "the subordinate user namespace did not map the server's uid to 0");
+    return util::make_error(util::ErrorCode::kSandbox,
+                            "the subordinate user namespace did not map the server's uid to 0");
   return util::ok_status();
 }
 
@@ -150,7 +151,9 @@ util::Status join_subordinate_ns_in_parent(pid_t pid1) {
   for (int tries = 0; tries < kJoinTries; ++tries) {
     ns.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (ns.valid() || errno != EACCES) break;
-    struct timespec pause {0, kJoinPauseNs};
+    struct timespec pause {
+      0, kJoinPauseNs
+    };
     ::nanosleep(&pause, nullptr);
   }
   if (!ns.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("open", path, errno));
@@ -158,7 +161,8 @@ util::Status join_subordinate_ns_in_parent(pid_t pid1) {
   if (!parent.valid())
     return util::make_error(util::ErrorCode::kSandbox, util::call_error("ioctl(NS_GET_PARENT)", path, errno));
   if (::setns(parent.get(), CLONE_NEWUSER) != 0)
-    return util::make_error(util::ErrorCode::kSandbox, util::call_error("setns", "the subordinate user namespace", errno));
+    return util::make_error(util::ErrorCode::kSandbox,
+                            util::call_error("setns", "the subordinate user namespace", errno));
   // The id change cleared dumpable: the server reads this process's /proc.
   if (::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
     return util::make_error(util::ErrorCode::kSandbox, util::call_error("prctl", "PR_SET_DUMPABLE", errno));
@@ -169,12 +173,10 @@ util::Status write_id_maps_in_parent(pid_t child, uint32_t host_uid, uint32_t ho
   // setgroups must be denied before gid_map (user_namespaces(7)); it also stops
   // the sandbox from dropping a group to bypass a group-deny permission.
   if (auto s = write_proc_file(child, "setgroups", "deny"); !s) return s;
-  if (auto s = write_proc_file(child, "uid_map",
-                               std::to_string(kSandboxUid) + " " + std::to_string(host_uid) + " 1\n");
+  if (auto s = write_proc_file(child, "uid_map", std::to_string(kSandboxUid) + " " + std::to_string(host_uid) + " 1\n");
       !s)
     return s;
-  return write_proc_file(child, "gid_map",
-                         std::to_string(kSandboxGid) + " " + std::to_string(host_gid) + " 1\n");
+  return write_proc_file(child, "gid_map", std::to_string(kSandboxGid) + " " + std::to_string(host_gid) + " 1\n");
 }
 
 }  // namespace sandbox::namespaces

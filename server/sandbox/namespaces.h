@@ -18,8 +18,8 @@ namespace sandbox::namespaces {
 // first thing (unshare_network_in_child) while its parent writes the id maps.
 // The cgroup namespace comes later, from pid 1 once it is in the job's cgroup
 // (unshare_cgroup_in_child): rooted there, /proc/self/cgroup shows "/".
-constexpr unsigned long kSandboxCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
-                                             CLONE_NEWUTS | SIGCHLD;
+constexpr unsigned long kSandboxCloneFlags =
+    CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
 
 // The sandbox's network namespace: no interface but loopback. First thing in
 // the child, before it waits for the parent's go.

@@ -28,8 +28,7 @@ void unshare_cgroup_in_child(int report_sock) {
 
 void set_hostname_in_child(int report_sock) {
   static constexpr char kHostname[] = "throwbox";
-  if (::sethostname(kHostname, sizeof kHostname - 1) != 0)
-    fail_in_child(report_sock, "sethostname", kHostname, errno);
+  if (::sethostname(kHostname, sizeof kHostname - 1) != 0) fail_in_child(report_sock, "sethostname", kHostname, errno);
   if (::setdomainname(kHostname, sizeof kHostname - 1) != 0)
     fail_in_child(report_sock, "setdomainname", kHostname, errno);
 }

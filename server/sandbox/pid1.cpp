@@ -19,7 +19,7 @@
 
 #include <cerrno>
 
-#include "server/network/job_end.h"
+#include "server/sandbox/job_end.h"
 #include "server/sandbox/child_report.h"
 #include "server/sandbox/landlock.h"
 #include "server/sandbox/namespaces.h"
@@ -35,15 +35,15 @@ constexpr int kProxyBacklog = 64;  // connections a job may have waiting for the
 struct State {
   explicit State(const Context& c) : ctx(c), sock(c.report_sock), network(c.spec->network) {}
   const Context& ctx;
-  const int sock;                 // the control socket to the runner
-  Layers layers;                  // what the steps (and the program child's) reported done
+  const int sock;  // the control socket to the runner
+  Layers layers;   // what the steps (and the program child's) reported done
   int ruleset_fd = -1;
-  int sfd = -1;                   // signalfd for SIGCHLD
-  int go[2] = {-1, -1};           // warm "preload": pid 1 -> loader
-  int loaded[2] = {-1, -1};       // loader -> pid 1
+  int sfd = -1;              // signalfd for SIGCHLD
+  int go[2] = {-1, -1};      // warm "preload": pid 1 -> loader
+  int loaded[2] = {-1, -1};  // loader -> pid 1
   pid_t program = -1;
   int program_status = 0;
-  bool network;                   // the job has a network profile: proxy listener, proxy environment
+  bool network;  // the job has a network profile: proxy listener, proxy environment
 };
 
 // The program child runs on this stack, in pid 1's memory, pid 1 paused until
@@ -214,10 +214,11 @@ void pid1_start_program(State& s) {
   int exec_err[2];
   if (::pipe2(exec_err, O_CLOEXEC) != 0) fail_in_child(s.sock, "pipe2", "exec-error", errno);
   trace::mark("pid 1: clone program");
-  program::Start start{&s.ctx,    exec_err[0], exec_err[1], s.ruleset_fd, s.go[0], s.loaded[1], s.go[1], s.loaded[0],
-                       &s.layers, s.network ? s.ctx.envp_network.data() : s.ctx.envp.data()};
-  s.program = ::clone(program::clone_entry, program_stack + sizeof program_stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
-                      &start);
+  program::Start start{
+      &s.ctx,      exec_err[0], exec_err[1], s.ruleset_fd, s.go[0],
+      s.loaded[1], s.go[1],     s.loaded[0], &s.layers,    s.network ? s.ctx.envp_network.data() : s.ctx.envp.data()};
+  s.program =
+      ::clone(program::clone_entry, program_stack + sizeof program_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
   if (s.program < 0) fail_in_child(s.sock, "clone(CLONE_VM|CLONE_VFORK)", s.ctx.argv[0], errno);
   ::close(exec_err[1]);
   for (int* fd : {&s.ruleset_fd, &s.go[0], &s.loaded[1]}) {
@@ -269,8 +270,7 @@ void pid1_await_claim(State& s) {
     }
     if (fds[1].revents) {
       struct signalfd_siginfo si;
-      while (::read(s.sfd, &si, sizeof si) > 0) {
-      }
+      while (::read(s.sfd, &si, sizeof si) > 0) {}
       int st = 0;
       if (s.program > 0 && ::waitpid(s.program, &st, WNOHANG) == s.program)
         fail_in_child(s.sock, "warm loader exited before a job claimed it", s.ctx.argv[0], ECHILD);
@@ -328,7 +328,9 @@ void pid1_open_proxy_listener(State& s) {
     fail_in_child(s.sock, "bind", "127.0.0.1 proxy port", errno);
   if (::listen(fd, kProxyBacklog) != 0) fail_in_child(s.sock, "listen", "proxy listener", errno);
   char tag = kMsgListener;
-  struct iovec iov {&tag, 1};
+  struct iovec iov {
+    &tag, 1
+  };
   alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   struct msghdr msg {};
   msg.msg_iov = &iov;
@@ -380,8 +382,7 @@ void pid1_reap_until_done(State& s) {
     }
     if (fds[1].revents) {
       struct signalfd_siginfo si;
-      while (::read(s.sfd, &si, sizeof si) > 0) {
-      }
+      while (::read(s.sfd, &si, sizeof si) > 0) {}
       int st = 0;
       pid_t pid;
       while ((pid = ::waitpid(-1, &st, WNOHANG | __WALL)) > 0) {
@@ -399,7 +400,7 @@ void pid1_reap_until_done(State& s) {
 // its answer awaited, before anything else of the job dies: every tunnel
 // still held (by a process the program left) is cut by the proxy first, so
 // its record says the job's end cut it. From the privileged source port only
-// pid 1 can bind (network/job_end.h). Best effort: a listener the job flooded
+// pid 1 can bind (job_end.h). Best effort: a listener the job flooded
 // shut costs at most twice kJobEndWaitMs, then pid 1 kills anyway.
 void pid1_tell_proxy_the_job_ended(State& s) {
   if (!s.network) return;
@@ -408,24 +409,26 @@ void pid1_tell_proxy_the_job_ended(State& s) {
   struct sockaddr_in addr {};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = __builtin_bswap32(0x7f000001);  // 127.0.0.1
-  addr.sin_port = __builtin_bswap16(network::kJobEndSourcePort);
+  addr.sin_port = __builtin_bswap16(sandbox::kJobEndSourcePort);
   const int one = 1;
   (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   bool told = false;
   if (::bind(fd, reinterpret_cast<const struct sockaddr*>(&addr), sizeof addr) == 0) {
     addr.sin_port = __builtin_bswap16(kProxyPort);
     const int rc = ::connect(fd, reinterpret_cast<const struct sockaddr*>(&addr), sizeof addr);
-    struct pollfd p {fd, POLLOUT, 0};
+    struct pollfd p {
+      fd, POLLOUT, 0
+    };
     int err = 0;
     socklen_t len = sizeof err;
-    if ((rc == 0 || (errno == EINPROGRESS && ::poll(&p, 1, network::kJobEndWaitMs) == 1)) &&
+    if ((rc == 0 || (errno == EINPROGRESS && ::poll(&p, 1, sandbox::kJobEndWaitMs) == 1)) &&
         ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0 &&
-        ::send(fd, network::kJobEndNotice, sizeof network::kJobEndNotice - 1, MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(sizeof network::kJobEndNotice - 1)) {
+        ::send(fd, sandbox::kJobEndNotice, sizeof sandbox::kJobEndNotice - 1, MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(sizeof sandbox::kJobEndNotice - 1)) {
       // The answer, or the proxy's close: either comes once every tunnel is cut.
       p = {fd, POLLIN, 0};
       char answer;
-      told = ::poll(&p, 1, network::kJobEndWaitMs) == 1 && ::recv(fd, &answer, 1, 0) >= 0;
+      told = ::poll(&p, 1, sandbox::kJobEndWaitMs) == 1 && ::recv(fd, &answer, 1, 0) >= 0;
     }
   }
   ::close(fd);
@@ -453,8 +456,8 @@ void pid1_report_exit(State& s) {
   char buf[1 + sizeof(ExitReport)];
   buf[0] = kMsgExit;
   ExitReport report{s.program_status,
-                    static_cast<long long>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000LL +
-                        ru.ru_utime.tv_usec + ru.ru_stime.tv_usec,
+                    static_cast<long long>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000LL + ru.ru_utime.tv_usec +
+                        ru.ru_stime.tv_usec,
                     ru.ru_maxrss};
   __builtin_memcpy(buf + 1, &report, sizeof report);
   trace::mark("pid 1: exit reported");
@@ -464,8 +467,7 @@ void pid1_report_exit(State& s) {
 // Stays alive (and so keeps /outputs mounted) until the runner has harvested.
 [[noreturn]] void pid1_hold_until_released(State& s) {
   char done;
-  while (::recv(s.sock, &done, 1, 0) > 0) {
-  }
+  while (::recv(s.sock, &done, 1, 0) > 0) {}
   ::_exit(0);
 }
 

@@ -18,8 +18,8 @@ namespace sandbox::pid1 {
 // what the namespace's processes may create, counted per user (a nested
 // namespace of any kind: none; inotify: the job's share).
 struct UserLimit {
-  const char* file;   // under /proc/sys/user/
-  char value[24];     // decimal, NUL-terminated
+  const char* file;  // under /proc/sys/user/
+  char value[24];    // decimal, NUL-terminated
 };
 constexpr int kUserLimits = 10;
 
@@ -28,18 +28,18 @@ constexpr int kUserLimits = 10;
 struct Context {
   const LaunchSpec* spec;
   const mounts::Plan* plan;
-  int report_sock;                 // SOCK_SEQPACKET to the runner
-  int stdout_write;                // pipe ends the program gets as fd 1 and 2
+  int report_sock;   // SOCK_SEQPACKET to the runner
+  int stdout_write;  // pipe ends the program gets as fd 1 and 2
   int stderr_write;
-  std::vector<char*> argv;         // null-terminated
+  std::vector<char*> argv;  // null-terminated
   std::vector<char*> envp;
   std::vector<char*> envp_network;  // envp and kProxyEnv: a job with a network profile
   const seccomp::Program* seccomp;
   const rlimits::Table* rlimits;
-  int last_cap;                    // highest capability number on this kernel
-  int landlock_abi;                // 0: Landlock not used
-  const placement::Cpus* cpus;     // the zygote's CPUs, restored after go
-  const UserLimit* user_limits;    // kUserLimits entries, written by pid 1 in its user namespace
+  int last_cap;                  // highest capability number on this kernel
+  int landlock_abi;              // 0: Landlock not used
+  const placement::Cpus* cpus;   // the zygote's CPUs, restored after go
+  const UserLimit* user_limits;  // kUserLimits entries, written by pid 1 in its user namespace
   // The runner's ends the zygote holds: the control socket, the pipes'
   // reading ends, the zygote's report pipe. pid 1 closes them first.
   int runner_fds[4];

@@ -9,8 +9,8 @@ namespace sandbox::rlimits {
 
 struct Entry {
   int resource;
-  rlim_t value;         // soft and hard
-  const char* name;     // for the error message
+  rlim_t value;      // soft and hard
+  const char* name;  // for the error message
 };
 
 // build_in_parent's list has exactly this many entries (a static_assert

@@ -25,8 +25,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc >= 2) {
-    std::fprintf(stderr, "usage: throwbox-runner < launch-spec.json   (started by throwbox serve)\n"
-                         "       throwbox-runner --print-seccomp [--no-memory-cgroup]\n");
+    std::fprintf(stderr,
+                 "usage: throwbox-runner < launch-spec.json   (started by throwbox serve)\n"
+                 "       throwbox-runner --print-seccomp [--no-memory-cgroup]\n");
     return 2;
   }
   return sandbox::runner_main();

@@ -55,8 +55,7 @@ int runner_main() {
   for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
   // As root: no supplementary groups for the sandbox to inherit (setgroups is
   // denied inside, so they could never be dropped there).
-  if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0)
-    return fail(util::call_error("setgroups", "0", errno));
+  if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0) return fail(util::call_error("setgroups", "0", errno));
 
   zygote::prefault_image();
   // Freed memory stays in the heap: what the runner and the zygote write
@@ -80,8 +79,10 @@ int runner_main() {
   auto built = zygote->await_report_in_parent();
   if (!built) return fail(built.error().message);  // any pid 1 dies with this process (PR_SET_PDEATHSIG)
   auto doc = nlohmann::json::parse(built->spec_text, nullptr, false);
-  auto spec = doc.is_discarded() ? util::make_error(util::ErrorCode::kSandbox, "launch spec is not JSON") : spec_from_json(doc);
-  if (!spec) return report(launcher::abandon(*built, nullptr, built->error.empty() ? spec.error().message : built->error));
+  auto spec =
+      doc.is_discarded() ? util::make_error(util::ErrorCode::kSandbox, "launch spec is not JSON") : spec_from_json(doc);
+  if (!spec)
+    return report(launcher::abandon(*built, nullptr, built->error.empty() ? spec.error().message : built->error));
   trace::mark("spec parsed");
   // Subordinate ids: deliver and harvest as root of the zygote's namespace.
   if (spec->subordinate_uid != 0 && built->pid > 0) {
@@ -93,7 +94,7 @@ int runner_main() {
   if (!built->rest.empty())
     return report(launcher::abandon(*built, &*spec,
                                     spec->warm == Warm::cold ? "unexpected input after the launch spec"
-                                                       : "a claim arrived before the warm sandbox was ready"));
+                                                             : "a claim arrived before the warm sandbox was ready"));
 
   util::UniqueFd cancel_fd(::signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK));
   launcher::Teardown teardown;

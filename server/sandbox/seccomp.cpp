@@ -64,14 +64,14 @@ void add_rules(Builder& b, bool memory_cgroup) {
   b.deny("process_vm_readv");
   b.deny("process_vm_writev");
   // The filesystem view is fixed by the launcher: no (re)mounting or re-rooting.
-  for (const char* s : {"mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
-                        "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr"})
+  for (const char* s : {"mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsconfig",
+                        "fsmount", "fspick", "mount_setattr"})
     b.deny(s);
   // New namespaces reopen kernel attack surface that unprivileged users reach only through them.
   b.deny("unshare");
   b.deny("setns");
-  for (unsigned long flag : {CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
-                             CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWTIME})
+  for (unsigned long flag : {CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
+                             CLONE_NEWNET, CLONE_NEWTIME})
     b.deny_if("clone", EPERM, SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
   // clone3 passes its flags in memory the filter cannot read: ENOSYS makes libc fall back to clone.
   b.deny("clone3", ENOSYS);
@@ -89,8 +89,7 @@ void add_rules(Builder& b, bool memory_cgroup) {
   b.deny("io_uring_enter");
   b.deny("io_uring_register");
   // Replacing or extending the kernel.
-  for (const char* s : {"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"})
-    b.deny(s);
+  for (const char* s : {"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"}) b.deny(s);
   // File handles bypass path permissions (the "shocker" escape).
   b.deny("open_by_handle_at");
   b.deny("name_to_handle_at");
@@ -98,9 +97,9 @@ void add_rules(Builder& b, bool memory_cgroup) {
   b.deny("iopl");
   b.deny("ioperm");
   // Host-wide administration.
-  for (const char* s : {"swapon", "swapoff", "reboot", "acct", "quotactl", "quotactl_fd", "syslog",
-                        "vhangup", "settimeofday", "clock_settime", "adjtimex", "clock_adjtime",
-                        "lookup_dcookie", "uselib", "nfsservctl", "fanotify_init"})
+  for (const char* s :
+       {"swapon", "swapoff", "reboot", "acct", "quotactl", "quotactl_fd", "syslog", "vhangup", "settimeofday",
+        "clock_settime", "adjtimex", "clock_adjtime", "lookup_dcookie", "uselib", "nfsservctl", "fanotify_init"})
     b.deny(s);
   // personality: only PER_LINUX (0) and the query 0xffffffff. Other values turn off
   // ASLR (ADDR_NO_RANDOMIZE), make data executable (READ_IMPLIES_EXEC) or map page 0.
@@ -118,10 +117,12 @@ void add_rules(Builder& b, bool memory_cgroup) {
   if (!memory_cgroup) {
     // No memory cgroup: MAP_SHARED|MAP_ANONYMOUS is shmem that RLIMIT_DATA
     // does not count, so a job could take host memory without bound.
-    b.deny_if("mmap", EPERM, SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_SHARED | MAP_SHARED_VALIDATE | MAP_ANONYMOUS,
-                                     MAP_SHARED | MAP_ANONYMOUS));
-    b.deny_if("mmap", EPERM, SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_SHARED | MAP_SHARED_VALIDATE | MAP_ANONYMOUS,
-                                     MAP_SHARED_VALIDATE | MAP_ANONYMOUS));
+    b.deny_if(
+        "mmap", EPERM,
+        SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_SHARED | MAP_SHARED_VALIDATE | MAP_ANONYMOUS, MAP_SHARED | MAP_ANONYMOUS));
+    b.deny_if("mmap", EPERM,
+              SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_SHARED | MAP_SHARED_VALIDATE | MAP_ANONYMOUS,
+                      MAP_SHARED_VALIDATE | MAP_ANONYMOUS));
   }
   // Pipe buffers are budgeted per host user (fs.pipe-user-pages-soft, 64 MiB
   // by default): a job growing its pipes to 1 MiB takes that budget from
@@ -136,8 +137,7 @@ void add_rules(Builder& b, bool memory_cgroup) {
   // hypervisor host from a VM; AF_NETLINK, AF_PACKET and the rest are kernel surface.
   for (const char* call : {"socket", "socketpair"}) {
     b.deny_if(call, EAFNOSUPPORT, SCMP_A0(SCMP_CMP_EQ, 0));
-    for (unsigned long family = 3; family <= 9; ++family)
-      b.deny_if(call, EAFNOSUPPORT, SCMP_A0(SCMP_CMP_EQ, family));
+    for (unsigned long family = 3; family <= 9; ++family) b.deny_if(call, EAFNOSUPPORT, SCMP_A0(SCMP_CMP_EQ, family));
     b.deny_if(call, EAFNOSUPPORT, SCMP_A0(SCMP_CMP_GE, static_cast<unsigned long>(AF_INET6) + 1));
   }
 }
@@ -164,7 +164,8 @@ util::Result<Program> compile_in_parent(bool memory_cgroup) {
   if (!b.error.empty()) return util::make_error(util::ErrorCode::kSandbox, b.error);
 
   util::UniqueFd mem(::memfd_create("throwbox-seccomp", MFD_CLOEXEC));
-  if (!mem.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("memfd_create", "seccomp", errno));
+  if (!mem.valid())
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("memfd_create", "seccomp", errno));
   if (int r = seccomp_export_bpf(ctx.get(), mem.get()); r != 0)
     return util::make_error(util::ErrorCode::kSandbox, "seccomp_export_bpf: " + util::errno_name(-r));
   off_t size = ::lseek(mem.get(), 0, SEEK_END);

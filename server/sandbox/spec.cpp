@@ -9,8 +9,8 @@ namespace sandbox {
 using nlohmann::json;
 
 namespace {
-constexpr const char* kStatusNames[] = {"completed", "failed", "timed_out", "memory_exceeded", "cancelled",
-                                        "sandbox_error"};
+constexpr const char* kStatusNames[] = {"completed",       "failed",    "timed_out",
+                                        "memory_exceeded", "cancelled", "sandbox_error"};
 constexpr const char* kWarmNames[] = {"", "exec", "preload"};
 
 // Ranges of the numeric fields. Counts and byte sizes end up as off_t,
@@ -33,8 +33,10 @@ struct FieldError {
 uint64_t integer_field(const json& j, const char* key, uint64_t lo, uint64_t hi, const char* what) {
   const json& v = j.at(key);
   std::optional<uint64_t> n;
-  if (v.is_number_unsigned()) n = v.get<uint64_t>();
-  else if (v.is_number_integer() && v.get<int64_t>() >= 0) n = static_cast<uint64_t>(v.get<int64_t>());
+  if (v.is_number_unsigned())
+    n = v.get<uint64_t>();
+  else if (v.is_number_integer() && v.get<int64_t>() >= 0)
+    n = static_cast<uint64_t>(v.get<int64_t>());
   if (!n || *n < lo || *n > hi)
     throw FieldError{std::string(what) + " field " + key + ": not an integer in " + std::to_string(lo) + ".." +
                      std::to_string(hi)};
@@ -87,34 +89,63 @@ std::optional<Warm> warm_from_string(std::string_view text) { return from_names<
 json to_json(const LaunchSpec& s) {
   json inputs = json::array();
   for (auto& in : s.inputs) inputs.push_back({{"name", in.name}, {"host_path", in.host_path}});
-  return {{"job_id", s.job_id}, {"argv", s.argv}, {"env", s.env}, {"code", s.code},
-          {"code_path", s.code_path}, {"inputs", inputs}, {"readonly_paths", s.readonly_paths},
-          {"work_max_bytes", s.work_max_bytes}, {"tmp_max_bytes", s.tmp_max_bytes},
-          {"outputs_max_bytes", s.outputs_max_bytes}, {"outputs_max_files", s.outputs_max_files},
+  return {{"job_id", s.job_id},
+          {"argv", s.argv},
+          {"env", s.env},
+          {"code", s.code},
+          {"code_path", s.code_path},
+          {"inputs", inputs},
+          {"readonly_paths", s.readonly_paths},
+          {"work_max_bytes", s.work_max_bytes},
+          {"tmp_max_bytes", s.tmp_max_bytes},
+          {"outputs_max_bytes", s.outputs_max_bytes},
+          {"outputs_max_files", s.outputs_max_files},
           {"artifact_max_bytes", s.artifact_max_bytes},
-          {"stdout_max_bytes", s.stdout_max_bytes}, {"stderr_max_bytes", s.stderr_max_bytes},
-          {"timeout_ms", s.timeout_ms}, {"host_uid", s.host_uid}, {"host_gid", s.host_gid},
-          {"own_user_ns", s.own_user_ns}, {"subordinate_uid", s.subordinate_uid},
-          {"subordinate_gid", s.subordinate_gid}, {"sigpending_max", s.sigpending_max},
-          {"msgqueue_max_bytes", s.msgqueue_max_bytes}, {"inotify_instances_max", s.inotify_instances_max},
+          {"stdout_max_bytes", s.stdout_max_bytes},
+          {"stderr_max_bytes", s.stderr_max_bytes},
+          {"timeout_ms", s.timeout_ms},
+          {"host_uid", s.host_uid},
+          {"host_gid", s.host_gid},
+          {"own_user_ns", s.own_user_ns},
+          {"subordinate_uid", s.subordinate_uid},
+          {"subordinate_gid", s.subordinate_gid},
+          {"sigpending_max", s.sigpending_max},
+          {"msgqueue_max_bytes", s.msgqueue_max_bytes},
+          {"inotify_instances_max", s.inotify_instances_max},
           {"inotify_watches_max", s.inotify_watches_max},
-          {"scratch_dir", s.scratch_dir}, {"harvest_dir", s.harvest_dir},
-          {"memory_max_bytes", s.memory_max_bytes}, {"pids_max", s.pids_max},
-          {"nofile_max", s.nofile_max}, {"cpu_max_cores", s.cpu_max_cores},
-          {"cgroup_host", s.cgroup_host}, {"require_landlock", s.require_landlock},
-          {"require_cgroups", s.require_cgroups}, {"seccomp_bpf_base64", s.seccomp_bpf_base64},
-          {"progress", s.progress}, {"warm", to_string(s.warm)}, {"inputs_max_bytes", s.inputs_max_bytes},
-          {"inputs_max_files", s.inputs_max_files}, {"network", s.network},
-          {"workspace_in", s.workspace_in}, {"workspace_out", s.workspace_out},
-          {"workspace_max_bytes", s.workspace_max_bytes}, {"cache_dir", s.cache_dir},
-          {"cache_link_dir", s.cache_link_dir}, {"cache_files", s.cache_files}};
+          {"scratch_dir", s.scratch_dir},
+          {"harvest_dir", s.harvest_dir},
+          {"memory_max_bytes", s.memory_max_bytes},
+          {"pids_max", s.pids_max},
+          {"nofile_max", s.nofile_max},
+          {"cpu_max_cores", s.cpu_max_cores},
+          {"cgroup_host", s.cgroup_host},
+          {"require_landlock", s.require_landlock},
+          {"require_cgroups", s.require_cgroups},
+          {"seccomp_bpf_base64", s.seccomp_bpf_base64},
+          {"progress", s.progress},
+          {"warm", to_string(s.warm)},
+          {"inputs_max_bytes", s.inputs_max_bytes},
+          {"inputs_max_files", s.inputs_max_files},
+          {"network", s.network},
+          {"workspace_in", s.workspace_in},
+          {"workspace_out", s.workspace_out},
+          {"workspace_max_bytes", s.workspace_max_bytes},
+          {"cache_dir", s.cache_dir},
+          {"cache_link_dir", s.cache_link_dir},
+          {"cache_files", s.cache_files}};
 }
 
 json to_json(const Claim& c) {
   json inputs = json::array();
   for (auto& in : c.inputs) inputs.push_back({{"name", in.name}, {"host_path", in.host_path}});
-  return {{"job_id", c.job_id}, {"code", c.code}, {"inputs", inputs}, {"timeout_ms", c.timeout_ms},
-          {"progress", c.progress}, {"network", c.network}, {"workspace_in", c.workspace_in},
+  return {{"job_id", c.job_id},
+          {"code", c.code},
+          {"inputs", inputs},
+          {"timeout_ms", c.timeout_ms},
+          {"progress", c.progress},
+          {"network", c.network},
+          {"workspace_in", c.workspace_in},
           {"workspace_out", c.workspace_out}};
 }
 
@@ -200,7 +231,8 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     s.inputs_max_bytes = optional_integer_field(j, "inputs_max_bytes", 0, kCountMax, kWhat);
     s.inputs_max_files = optional_integer_field(j, "inputs_max_files", 0, kCountMax, kWhat);
     if (s.warm != Warm::cold && (!s.code.empty() || !s.inputs.empty()))
-      return util::make_error(util::ErrorCode::kSpec, "a warm spec carries no code and no inputs (they come with the claim)");
+      return util::make_error(util::ErrorCode::kSpec,
+                              "a warm spec carries no code and no inputs (they come with the claim)");
     if (s.warm != Warm::cold && s.network)
       return util::make_error(util::ErrorCode::kSpec, "a warm spec has no network (a job's claim brings it)");
     s.workspace_in = j.value("workspace_in", "");
@@ -211,10 +243,12 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     if (s.warm != Warm::cold && !s.workspace_in.empty())
       return util::make_error(util::ErrorCode::kSpec, "a warm spec has no workspace (a job's claim brings it)");
     if (s.warm == Warm::cold && (s.workspace_max_bytes != 0) != !s.workspace_in.empty())
-      return util::make_error(util::ErrorCode::kSpec,
-                              "a cold spec has workspace_max_bytes (the workspace's size) exactly when it has a workspace");
+      return util::make_error(
+          util::ErrorCode::kSpec,
+          "a cold spec has workspace_max_bytes (the workspace's size) exactly when it has a workspace");
     if (s.warm == Warm::cold && s.work_max_bytes < s.workspace_max_bytes)
-      return util::make_error(util::ErrorCode::kSpec, "a cold workspace job's work_max_bytes is below its workspace_max_bytes");
+      return util::make_error(util::ErrorCode::kSpec,
+                              "a cold workspace job's work_max_bytes is below its workspace_max_bytes");
     s.cache_dir = j.value("cache_dir", "");
     s.cache_link_dir = j.value("cache_link_dir", "");
     if (j.contains("cache_files")) j.at("cache_files").get_to(s.cache_files);
@@ -234,18 +268,31 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
 json to_json(const Outcome& o) {
   json files = json::array();
   for (auto& f : o.files)
-    files.push_back({{"name", f.name}, {"size", f.size}, {"host_path", f.host_path},
-                     {"rejected", f.rejected}});
-  return {{"status", to_string(o.status)}, {"error", o.error}, {"exited", o.exited},
-          {"exit_code", o.exit_code}, {"signal", o.signal}, {"timed_out", o.timed_out},
-          {"stdout", o.stdout_text}, {"stderr", o.stderr_text},
-          {"stdout_truncated", o.stdout_truncated}, {"stderr_truncated", o.stderr_truncated},
-          {"stdout_cut_bytes", o.stdout_cut_bytes}, {"stderr_cut_bytes", o.stderr_cut_bytes},
-          {"duration_ms", o.duration_ms}, {"cpu_ms", o.cpu_ms},
-          {"peak_memory_bytes", o.peak_memory_bytes}, {"files", files}, {"layers", o.layers},
-          {"start", o.start}, {"workspace_saved", o.workspace_saved}, {"workspace_bytes", o.workspace_bytes},
-          {"workspace_entries", o.workspace_entries}, {"workspace_skipped", o.workspace_skipped},
-          {"workspace_skipped_names", o.workspace_skipped_names}, {"workspace_full", o.workspace_full},
+    files.push_back({{"name", f.name}, {"size", f.size}, {"host_path", f.host_path}, {"rejected", f.rejected}});
+  return {{"status", to_string(o.status)},
+          {"error", o.error},
+          {"exited", o.exited},
+          {"exit_code", o.exit_code},
+          {"signal", o.signal},
+          {"timed_out", o.timed_out},
+          {"stdout", o.stdout_text},
+          {"stderr", o.stderr_text},
+          {"stdout_truncated", o.stdout_truncated},
+          {"stderr_truncated", o.stderr_truncated},
+          {"stdout_cut_bytes", o.stdout_cut_bytes},
+          {"stderr_cut_bytes", o.stderr_cut_bytes},
+          {"duration_ms", o.duration_ms},
+          {"cpu_ms", o.cpu_ms},
+          {"peak_memory_bytes", o.peak_memory_bytes},
+          {"files", files},
+          {"layers", o.layers},
+          {"start", o.start},
+          {"workspace_saved", o.workspace_saved},
+          {"workspace_bytes", o.workspace_bytes},
+          {"workspace_entries", o.workspace_entries},
+          {"workspace_skipped", o.workspace_skipped},
+          {"workspace_skipped_names", o.workspace_skipped_names},
+          {"workspace_full", o.workspace_full},
           {"workspace_error", o.workspace_error}};
 }
 

@@ -32,21 +32,21 @@ struct InputBind {
 
 struct LaunchSpec {
   std::string job_id;
-  std::vector<std::string> argv;        // argv[0] is an absolute path inside the sandbox
-  std::vector<std::string> env;         // "KEY=value", the whole environment
-  std::string code;                     // written to code_path before exec
-  std::string code_path;                // e.g. /work/main.py
+  std::vector<std::string> argv;  // argv[0] is an absolute path inside the sandbox
+  std::vector<std::string> env;   // "KEY=value", the whole environment
+  std::string code;               // written to code_path before exec
+  std::string code_path;          // e.g. /work/main.py
   std::vector<InputBind> inputs;
   std::vector<std::string> readonly_paths;  // host paths bound read-only at the same place
   uint64_t work_max_bytes = 0;
   uint64_t tmp_max_bytes = 0;
   uint64_t outputs_max_bytes = 0;
   uint64_t outputs_max_files = 0;
-  uint64_t artifact_max_bytes = 0;      // per file; larger ones are rejected unread
+  uint64_t artifact_max_bytes = 0;  // per file; larger ones are rejected unread
   uint64_t stdout_max_bytes = 0;
   uint64_t stderr_max_bytes = 0;
   uint64_t timeout_ms = 0;
-  uint32_t host_uid = 0;                // host identity the sandbox user maps to
+  uint32_t host_uid = 0;  // host identity the sandbox user maps to
   uint32_t host_gid = 0;
   // The user namespace is created with euid host_uid (a root server's
   // per-sandbox uid): what the kernel counts per user is charged to it.
@@ -64,17 +64,17 @@ struct LaunchSpec {
   uint64_t msgqueue_max_bytes = 0;
   uint64_t inotify_instances_max = 0;
   uint64_t inotify_watches_max = 0;
-  std::string scratch_dir;              // host dir owned by this job; runner creates and removes its contents
-  std::string harvest_dir;              // host dir receiving copies of /outputs files
+  std::string scratch_dir;  // host dir owned by this job; runner creates and removes its contents
+  std::string harvest_dir;  // host dir receiving copies of /outputs files
   uint64_t memory_max_bytes = 0;
   uint64_t pids_max = 0;
   uint64_t nofile_max = 0;
   double cpu_max_cores = 0;
-  nlohmann::json cgroup_host;           // cgroups::Host detected by the server at start-up
+  nlohmann::json cgroup_host;  // cgroups::Host detected by the server at start-up
   bool require_landlock = false;
   bool require_cgroups = false;
-  std::string seccomp_bpf_base64;       // compiled filter (sock_filter array); empty: the runner compiles
-  bool progress = false;                // write a progress line to stdout about once a second
+  std::string seccomp_bpf_base64;  // compiled filter (sock_filter array); empty: the runner compiles
+  bool progress = false;           // write a progress line to stdout about once a second
   // Warm pool. cold: everything above is the job. Otherwise the runner
   // builds the sandbox with no code and no inputs, says {"warm":"ready"} and
   // waits for a Claim line on stdin that supplies them:
@@ -82,7 +82,7 @@ struct LaunchSpec {
   //   preload  the program (argv: an interpreter with a loader) is started
   //            ahead, blocked reading fd 3; the claim's go byte releases it.
   Warm warm = Warm::cold;
-  uint64_t inputs_max_bytes = 0;        // warm: the /inputs tmpfs cap (no inputs known yet)
+  uint64_t inputs_max_bytes = 0;  // warm: the /inputs tmpfs cap (no inputs known yet)
   uint64_t inputs_max_files = 0;
   // Cold: the job has a network profile. pid 1 opens the proxy listener on
   // 127.0.0.1:kProxyPort in the job's network namespace and hands it to the
@@ -122,19 +122,19 @@ inline constexpr size_t kCacheFilesMax = 256;
 constexpr uint16_t kProxyPort = 3128;
 // The variables a job with a profile gets: clients that honour any of them
 // (curl, pip, python's urllib, requests, node's undici with a flag) use the proxy.
-inline constexpr const char* kProxyEnv[] = {
-    "HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128", "http_proxy=http://127.0.0.1:3128",
-    "https_proxy=http://127.0.0.1:3128", "ALL_PROXY=http://127.0.0.1:3128"};
+inline constexpr const char* kProxyEnv[] = {"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128",
+                                            "http_proxy=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128",
+                                            "ALL_PROXY=http://127.0.0.1:3128"};
 
 // The job half of a warm sandbox: what the broker sends once a job claims it.
 struct Claim {
-  std::string job_id;                   // the broker's job (log lines only)
+  std::string job_id;  // the broker's job (log lines only)
   std::string code;
   std::vector<InputBind> inputs;
   uint64_t timeout_ms = 0;
   bool progress = false;
-  bool network = false;                 // as LaunchSpec::network
-  std::string workspace_in;             // as LaunchSpec's; needs the spec's workspace_max_bytes
+  bool network = false;      // as LaunchSpec::network
+  std::string workspace_in;  // as LaunchSpec's; needs the spec's workspace_max_bytes
   std::string workspace_out;
 };
 
@@ -143,7 +143,7 @@ constexpr uint32_t kSandboxUid = 1000;
 constexpr uint32_t kSandboxGid = 1000;
 
 struct HarvestedFile {
-  std::string name;       // relative to /outputs, '/'-separated
+  std::string name;  // relative to /outputs, '/'-separated
   uint64_t size = 0;
   std::string host_path;  // copy under harvest_dir; empty when rejected
   std::string rejected;   // reason, empty when copied
@@ -154,7 +154,7 @@ constexpr size_t kSkippedNamesMax = 16;
 
 struct Outcome {
   Status status = Status::sandbox_error;
-  std::string error;      // sandbox_error detail (names the failed step)
+  std::string error;  // sandbox_error detail (names the failed step)
   bool exited = false;
   int exit_code = 0;
   int signal = 0;
@@ -169,18 +169,18 @@ struct Outcome {
   uint64_t cpu_ms = 0;
   uint64_t peak_memory_bytes = 0;
   std::vector<HarvestedFile> files;
-  std::vector<std::string> layers;      // the isolation layers that were active
-  std::string start = "cold";           // "warm": the sandbox was built ahead by the pool
+  std::vector<std::string> layers;  // the isolation layers that were active
+  std::string start = "cold";       // "warm": the sandbox was built ahead by the pool
   // A workspace job: what the copy of /work to workspace_out did. Saved only
   // when workspace_out holds all of /work's kept tree; otherwise the runner
   // removed what it wrote and workspace_error says why. The job's status is
   // the program's either way.
   bool workspace_saved = false;
-  uint64_t workspace_bytes = 0;         // of the regular files copied out
-  uint64_t workspace_entries = 0;       // files, directories and symlinks copied out
-  uint64_t workspace_skipped = 0;       // FIFOs, sockets, devices: not kept
+  uint64_t workspace_bytes = 0;                      // of the regular files copied out
+  uint64_t workspace_entries = 0;                    // files, directories and symlinks copied out
+  uint64_t workspace_skipped = 0;                    // FIFOs, sockets, devices: not kept
   std::vector<std::string> workspace_skipped_names;  // the first kSkippedNamesMax of them: for the server's log only
-  bool workspace_full = false;          // /work had < 64 KiB or < 1% free, or no inode free, at the end
+  bool workspace_full = false;                       // /work had < 64 KiB or < 1% free, or no inode free, at the end
   std::string workspace_error;
 };
 

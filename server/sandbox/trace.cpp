@@ -31,8 +31,8 @@ void dump(int fd) {
   int64_t prev = page->start_ns;
   for (int i = 0; i < n; ++i) {
     ::dprintf(fd, "runner trace: %-34s pid %-6d %8.3f ms  (+%.3f) at %.3f ms\n", sorted[i].step, sorted[i].pid,
-              static_cast<double>(sorted[i].ns - page->start_ns) / 1e6,
-              static_cast<double>(sorted[i].ns - prev) / 1e6, static_cast<double>(sorted[i].ns) / 1e6);
+              static_cast<double>(sorted[i].ns - page->start_ns) / 1e6, static_cast<double>(sorted[i].ns - prev) / 1e6,
+              static_cast<double>(sorted[i].ns) / 1e6);
     prev = sorted[i].ns;
   }
 }

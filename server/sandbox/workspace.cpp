@@ -145,9 +145,10 @@ struct Walker {
   util::Status charge_allocation(const std::string& rel, const struct stat& st) {
     const uint64_t occupied = static_cast<uint64_t>(st.st_blocks) * 512;
     if (occupied > rules.allocated_max - tally.allocated)
-      return util::make_error(util::ErrorCode::kTooLarge, src_name(rel) + ": the files take more than " +
-                                                              std::to_string(rules.allocated_max) + " bytes together" +
-                                                              (rules.allocated_note.empty() ? "" : "; " + rules.allocated_note));
+      return util::make_error(util::ErrorCode::kTooLarge,
+                              src_name(rel) + ": the files take more than " + std::to_string(rules.allocated_max) +
+                                  " bytes together" +
+                                  (rules.allocated_note.empty() ? "" : "; " + rules.allocated_note));
     tally.allocated += occupied;
     return util::ok_status();
   }
@@ -226,8 +227,8 @@ struct Walker {
   util::Status copy_subdir(int src, int dst, const char* leaf, const std::string& rel, const struct stat& st,
                            int depth) {
     if (depth + 1 > rules.depth_max)
-      return util::make_error(util::ErrorCode::kTooLarge, src_name(rel) + ": directories nested deeper than " +
-                                                              std::to_string(rules.depth_max));
+      return util::make_error(util::ErrorCode::kTooLarge,
+                              src_name(rel) + ": directories nested deeper than " + std::to_string(rules.depth_max));
     Unlocked unlocked;  // for the whole walk below it: its entries are reached through it
     if (auto s = unlock(src, leaf, rel, st, S_IRUSR | S_IXUSR, unlocked); !s) return s;
     // Not across a mount: the tree is one filesystem on either side.
@@ -255,8 +256,8 @@ struct Walker {
 
   util::Status copy_entry(int src, int dst, const char* leaf, const std::string& rel, int depth) {
     if (++seen > rules.entries_max)
-      return util::make_error(util::ErrorCode::kTooLarge, rules.src_label + ": more than " +
-                                                              std::to_string(rules.entries_max) + " entries");
+      return util::make_error(util::ErrorCode::kTooLarge,
+                              rules.src_label + ": more than " + std::to_string(rules.entries_max) + " entries");
     struct stat st {};
     if (::fstatat(src, leaf, &st, AT_SYMLINK_NOFOLLOW) != 0) return src_error("fstatat", rel, errno);
     if (S_ISDIR(st.st_mode)) return copy_subdir(src, dst, leaf, rel, st, depth);
@@ -366,8 +367,8 @@ util::Result<Tally> save_tree(int src_dir, const std::string& dst_path, const Tr
   const int removing = remove_contents(dst.get());
   dst.reset();
   if (removing != 0 || ::rmdir(dst_path.c_str()) != 0)
-    error.message += "; removing the partial copy: " +
-                     util::call_error("remove", rules.dst_label, removing ? removing : errno);
+    error.message +=
+        "; removing the partial copy: " + util::call_error("remove", rules.dst_label, removing ? removing : errno);
   return error;
 }
 
@@ -383,14 +384,16 @@ bool nearly_full(const struct statfs& st) {
 }
 
 util::Status copy_in(pid_t init_pid, const LaunchSpec& spec, const std::string& workspace_in) {
-  if (spec.code_path.rfind("/work/", 0) != 0) return util::make_error(util::ErrorCode::kSandbox, "code_path must be under /work");
+  if (spec.code_path.rfind("/work/", 0) != 0)
+    return util::make_error(util::ErrorCode::kSandbox, "code_path must be under /work");
   // The broker's tree, read with the runner's own identity (0700, the server's user).
   util::UniqueFd src(::open(workspace_in.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!src.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("open", "workspace_in", errno));
   auto work = open_sandbox_work(init_pid);
   if (!work) return work.error();
   struct statfs fs {};
-  if (::fstatfs(work->get(), &fs) != 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("fstatfs", "/work", errno));
+  if (::fstatfs(work->get(), &fs) != 0)
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("fstatfs", "/work", errno));
   TreeRules rules;
   rules.special = Special::refuse;
   rules.create_as = CreateAs{spec.host_uid, spec.host_gid};
@@ -402,7 +405,8 @@ util::Status copy_in(pid_t init_pid, const LaunchSpec& spec, const std::string& 
                        std::to_string(static_cast<uint64_t>(fs.f_blocks) * static_cast<uint64_t>(fs.f_bsize)) +
                        " bytes, " + std::to_string(static_cast<uint64_t>(fs.f_files)) + " inodes)";
   auto copied = copy_tree(src.get(), work->get(), rules);
-  if (!copied) return util::make_error(util::ErrorCode::kSandbox, "copying the workspace into /work: " + copied.error().message);
+  if (!copied)
+    return util::make_error(util::ErrorCode::kSandbox, "copying the workspace into /work: " + copied.error().message);
   return util::ok_status();
 }
 
@@ -442,8 +446,9 @@ Report copy_out(pid_t init_pid, const LaunchSpec& spec) {
     return r;
   }
   rules.allocated_max = spec.workspace_max_bytes;
-  rules.allocated_note = "more than the workspace's size (workspaces.size_max_bytes): not saved, the workspace is as "
-                         "the call before left it; delete files and run again";
+  rules.allocated_note =
+      "more than the workspace's size (workspaces.size_max_bytes): not saved, the workspace is as "
+      "the call before left it; delete files and run again";
   rules.unlock_unreadable = true;
   rules.src_label = "/work";
   rules.dst_label = "workspace_out";

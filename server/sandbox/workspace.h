@@ -41,11 +41,11 @@ struct TreeRules {
   uint64_t allocated_max = UINT64_MAX;  // what files and symlinks occupy together (a tmpfs's pages)
   std::string allocated_note;           // appended when allocated_max is passed
   Special special = Special::refuse;
-  mode_t dir_mode_add = 0;              // added to every directory's mode (the host keeps u+rwx)
+  mode_t dir_mode_add = 0;  // added to every directory's mode (the host keeps u+rwx)
   std::optional<CreateAs> create_as;
-  std::string skip;                     // a path relative to the top that is not copied (the code file)
-  std::string src_label, dst_label;     // how messages name the two tops: "/work", "workspace_out"
-  std::string nospace_note;             // appended to an ENOSPC or EDQUOT in the destination
+  std::string skip;                  // a path relative to the top that is not copied (the code file)
+  std::string src_label, dst_label;  // how messages name the two tops: "/work", "workspace_out"
+  std::string nospace_note;          // appended to an ENOSPC or EDQUOT in the destination
   // An entry of the source its owner cannot read (a job's chmod 0) gets u+r,
   // a directory u+rx, while it is read, and its mode back after: a runner
   // without CAP_DAC_OVERRIDE (a normal user's server, sharing the sandbox's
@@ -54,10 +54,10 @@ struct TreeRules {
 };
 
 struct Tally {
-  uint64_t bytes = 0;                   // regular files' contents copied
-  uint64_t allocated = 0;               // what the source's files and symlinks occupy (st_blocks)
-  uint64_t entries = 0;                 // files, directories and symlinks made
-  uint64_t skipped = 0;                 // special files not copied (Special::skip)
+  uint64_t bytes = 0;                      // regular files' contents copied
+  uint64_t allocated = 0;                  // what the source's files and symlinks occupy (st_blocks)
+  uint64_t entries = 0;                    // files, directories and symlinks made
+  uint64_t skipped = 0;                    // special files not copied (Special::skip)
   std::vector<std::string> skipped_names;  // the first kSkippedNamesMax, labelled
 };
 

@@ -46,7 +46,7 @@ namespace {
 
 constexpr size_t kSpecMaxBytes = 512 * 1024 * 1024;
 constexpr unsigned kBuildTimeoutS = 10;  // from the spec to the report; far above the measured 2 ms
-constexpr size_t kStackBytes = 1 << 20;               // pid 1's stack, below it a guard page
+constexpr size_t kStackBytes = 1 << 20;  // pid 1's stack, below it a guard page
 constexpr size_t kMessageMax = 2048;
 constexpr size_t kWarmStackBytes = 256 * 1024;  // below zygote_main's frame: parse, plan, clone
 constexpr size_t kWarmHeapBytes = 512 * 1024;   // the parsed spec, the plan, the filter
@@ -55,7 +55,7 @@ constexpr size_t kWarmHeapBytes = 512 * 1024;   // the parsed spec, the plan, th
 struct Wire {
   int32_t pid;
   int32_t landlock_abi;
-  uint32_t layers;      // Layers the zygote's steps made
+  uint32_t layers;  // Layers the zygote's steps made
   uint64_t spec_bytes;
   uint64_t rest_bytes;
   char error[kMessageMax];
@@ -77,16 +77,14 @@ bool read_exactly(int fd, void* data, size_t size) {
 // clone finds the stack pages and the clone path already mapped.
 void prepare_stack_in_zygote() {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  void* p = ::mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1,
-                   0);
-  if (p == MAP_FAILED) return;  // zygote_clone_pid1 reports it
+  void* p = ::mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (p == MAP_FAILED) return;           // zygote_clone_pid1 reports it
   (void)::mprotect(p, page, PROT_NONE);  // an overflow faults instead of writing below
   stack_top = static_cast<char*>(p) + page + kStackBytes;
   pid_t c = ::clone(pid1::rehearsal_entry, stack_top, CLONE_VM | SIGCHLD, nullptr);
   if (c > 0) {
     int st;
-    while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {}
   }
 }
 
@@ -272,10 +270,16 @@ void zygote_parse_spec(Build& b) {
 void zygote_plan_user_limits(Build& b) {
   const LaunchSpec& spec = b.spec;
   const std::pair<const char*, uint64_t> limits[pid1::kUserLimits] = {
-      {"max_user_namespaces", 0},   {"max_pid_namespaces", 0}, {"max_net_namespaces", 0},
-      {"max_mnt_namespaces", 0},    {"max_ipc_namespaces", 0}, {"max_uts_namespaces", 0},
-      {"max_time_namespaces", 0},   {"max_cgroup_namespaces", 1},
-      {"max_inotify_instances", spec.inotify_instances_max}, {"max_inotify_watches", spec.inotify_watches_max}};
+      {"max_user_namespaces", 0},
+      {"max_pid_namespaces", 0},
+      {"max_net_namespaces", 0},
+      {"max_mnt_namespaces", 0},
+      {"max_ipc_namespaces", 0},
+      {"max_uts_namespaces", 0},
+      {"max_time_namespaces", 0},
+      {"max_cgroup_namespaces", 1},
+      {"max_inotify_instances", spec.inotify_instances_max},
+      {"max_inotify_watches", spec.inotify_watches_max}};
   for (int i = 0; i < pid1::kUserLimits; ++i) {
     auto [file, value] = limits[i];
     const bool share = std::strncmp(file, "max_inotify", 11) == 0;
@@ -336,9 +340,8 @@ void zygote_prepare_layers(Build& b) {
   const LaunchSpec& spec = b.spec;
   b.host = cgroups::host_from_json(spec.cgroup_host);
   // Normally compiled once by the server; a runner started by hand compiles its own.
-  auto filter = spec.seccomp_bpf_base64.empty()
-                    ? seccomp::compile_in_parent(b.host.mode != cgroups::Mode::none)
-                    : [&]() -> util::Result<seccomp::Program> {
+  auto filter = spec.seccomp_bpf_base64.empty() ? seccomp::compile_in_parent(b.host.mode != cgroups::Mode::none)
+                                                : [&]() -> util::Result<seccomp::Program> {
     auto raw = util::base64_decode(spec.seccomp_bpf_base64);
     if (!raw) return util::make_error(util::ErrorCode::kSandbox, "seccomp program in the launch spec is not base64");
     return seccomp::from_bytes(*raw);
@@ -348,8 +351,9 @@ void zygote_prepare_layers(Build& b) {
   const int landlock_abi = landlock::abi_version();
   b.report.landlock_abi = landlock_abi;
   if (landlock_abi == 0 && spec.require_landlock)
-    b.fail("the policy requires Landlock (sandbox.require.landlock) but this kernel has none "
-           "(needs Linux 5.13+ with landlock in the lsm= boot list)");
+    b.fail(
+        "the policy requires Landlock (sandbox.require.landlock) but this kernel has none "
+        "(needs Linux 5.13+ with landlock in the lsm= boot list)");
   if (b.host.mode == cgroups::Mode::none && spec.require_cgroups)
     b.fail("the policy requires cgroups (sandbox.require.cgroups) but none are usable: " + b.host.why_not);
   // With a memory cgroup the cgroup is the limit (an OOM kill is reported as
@@ -362,9 +366,20 @@ void zygote_prepare_layers(Build& b) {
        spec.timeout_ms, spec.sigpending_max, spec.msgqueue_max_bytes});
   zygote_plan_user_limits(b);
   b.cpus = placement::allowed_in_parent();
-  b.ctx = pid1::Context{&b.spec, &b.plan, b.ch.child_sock.get(), b.ch.out_write.get(), b.ch.err_write.get(),
-                        to_cstrings(spec.argv), to_cstrings(spec.env), with_proxy_env(spec.env), &b.filter, &b.limits,
-                        capabilities::read_last_cap_in_parent(), landlock_abi, &b.cpus, b.user_limits,
+  b.ctx = pid1::Context{&b.spec,
+                        &b.plan,
+                        b.ch.child_sock.get(),
+                        b.ch.out_write.get(),
+                        b.ch.err_write.get(),
+                        to_cstrings(spec.argv),
+                        to_cstrings(spec.env),
+                        with_proxy_env(spec.env),
+                        &b.filter,
+                        &b.limits,
+                        capabilities::read_last_cap_in_parent(),
+                        landlock_abi,
+                        &b.cpus,
+                        b.user_limits,
                         {b.ch.sock.get(), b.ch.out_read.get(), b.ch.err_read.get(), b.report_fd}};
   trace::mark("layers prepared");
 }
@@ -377,8 +392,7 @@ void zygote_make_scratch(Build& b) {
     const int e = errno;
     struct stat st {};
     if (e != EEXIST) b.fail(util::call_error("mkdir", dir, e));
-    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
-        (st.st_mode & 077) != 0)
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)
       b.fail("scratch directory " + dir + " exists and is not this runner's own 0700 directory");
   }
   if (::mkdir(b.plan.root.c_str(), 0700) != 0) b.fail(util::call_error("mkdir", b.plan.root, errno));
@@ -407,19 +421,23 @@ void zygote_clone_pid1(Build& b) {
   }
   if (b.pid < 0) {
     int e = clone_errno;
-    b.fail(util::call_error("clone", "CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWIPC|CLONE_NEWUTS|"
-                                     "CLONE_NEWCGROUP|CLONE_VM|CLONE_PARENT", e) +
-           (e == EPERM || e == ENOSPC
-                ? "; user namespaces may be disabled (sysctl user.max_user_namespaces, "
-                  "kernel.apparmor_restrict_unprivileged_userns)"
-                : ""));
+    b.fail(util::call_error("clone",
+                            "CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWIPC|CLONE_NEWUTS|"
+                            "CLONE_NEWCGROUP|CLONE_VM|CLONE_PARENT",
+                            e) +
+           (e == EPERM || e == ENOSPC ? "; user namespaces may be disabled (sysctl user.max_user_namespaces, "
+                                        "kernel.apparmor_restrict_unprivileged_userns)"
+                                      : ""));
   }
   b.report.pid = b.pid;
   static constexpr struct {
     unsigned long flag;
     Layer layer;
-  } kMade[] = {{CLONE_NEWUSER, Layer::user_ns}, {CLONE_NEWPID, Layer::pid_ns}, {CLONE_NEWNS, Layer::mount_ns},
-               {CLONE_NEWIPC, Layer::ipc_ns},   {CLONE_NEWUTS, Layer::uts_ns}};
+  } kMade[] = {{CLONE_NEWUSER, Layer::user_ns},
+               {CLONE_NEWPID, Layer::pid_ns},
+               {CLONE_NEWNS, Layer::mount_ns},
+               {CLONE_NEWIPC, Layer::ipc_ns},
+               {CLONE_NEWUTS, Layer::uts_ns}};
   for (auto& m : kMade)
     if (namespaces::kSandboxCloneFlags & m.flag) b.report.layers.add(m.layer);
   placement::keep_child_here_in_parent(b.pid, b.cpus);
@@ -454,8 +472,8 @@ void zygote_attach_cgroup(Build& b) {
     if (b.prepared_cgroup.mode() != cgroups::Mode::none) b.report.layers.add(Layer::cgroups);
     return;
   }
-  auto made = cgroups::Job::create_in_parent(b.host, spec.job_id,
-                                             {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
+  auto made =
+      cgroups::Job::create_in_parent(b.host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
   if (!made) b.fail(made.error().message);
   if (auto a = made->attach_in_parent(b.pid); !a) b.fail(a.error().message);
   if (made->mode() != cgroups::Mode::none) b.report.layers.add(Layer::cgroups);
@@ -593,16 +611,13 @@ util::Result<Zygote> Zygote::start_in_parent() {
 }
 
 Zygote::Zygote(Zygote&& o) noexcept
-    : pid_(std::exchange(o.pid_, -1)),
-      report_read_(std::move(o.report_read_)),
-      channels_(std::move(o.channels_)) {}
+    : pid_(std::exchange(o.pid_, -1)), report_read_(std::move(o.report_read_)), channels_(std::move(o.channels_)) {}
 
 Zygote::~Zygote() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
     int st;
-    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {}
   }
 }
 
@@ -619,14 +634,13 @@ util::Result<Report> Zygote::await_report_in_parent() {
             read_exactly(report_read_.get(), r.rest.data(), r.rest.size());
   }
   int st = 0;
-  while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {}
   pid_ = -1;
   report_read_.reset();
   if (!whole) {
     if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
-      return util::make_error(util::ErrorCode::kSandbox, "the sandbox zygote did not finish building in " +
-                                             std::to_string(kBuildTimeoutS) + " s");
+      return util::make_error(util::ErrorCode::kSandbox,
+                              "the sandbox zygote did not finish building in " + std::to_string(kBuildTimeoutS) + " s");
     return util::make_error(util::ErrorCode::kSandbox, "the sandbox zygote exited before its report");
   }
   w.error[sizeof w.error - 1] = '\0';

@@ -33,7 +33,7 @@ struct Channels {
 struct Report {
   pid_t pid = -1;
   int landlock_abi = 0;
-  Layers layers;        // what the zygote's steps made: the namespaces of the clone, the cgroup
+  Layers layers;  // what the zygote's steps made: the namespaces of the clone, the cgroup
   std::string error;
   std::string spec_text;
   std::string rest;

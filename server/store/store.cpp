@@ -33,8 +33,9 @@ bool is_handle(const std::string& id) {
 }
 
 util::Error not_found(const char* what) {
-  return util::make_error(util::ErrorCode::kNotFound, std::string("unknown ") + what +
-                                           " (it does not exist, has expired, or belongs to another tenant)");
+  return util::make_error(
+      util::ErrorCode::kNotFound,
+      std::string("unknown ") + what + " (it does not exist, has expired, or belongs to another tenant)");
 }
 
 bool ends_with(const std::string& s, const char* suffix) {
@@ -52,10 +53,12 @@ util::Status validate_input_name(const std::string& name) {
 
 std::string guess_media_type(const std::string& name, const std::string& content) {
   static const std::pair<const char*, const char*> kByExtension[] = {
-      {".csv", "text/csv"}, {".tsv", "text/tab-separated-values"}, {".json", "application/json"},
-      {".md", "text/markdown"}, {".txt", "text/plain"}, {".png", "image/png"},
-      {".jpg", "image/jpeg"}, {".jpeg", "image/jpeg"}, {".gif", "image/gif"},
-      {".pdf", "application/pdf"}, {".log", "text/plain"}, {".py", "text/x-python"}};
+      {".csv", "text/csv"},          {".tsv", "text/tab-separated-values"},
+      {".json", "application/json"}, {".md", "text/markdown"},
+      {".txt", "text/plain"},        {".png", "image/png"},
+      {".jpg", "image/jpeg"},        {".jpeg", "image/jpeg"},
+      {".gif", "image/gif"},         {".pdf", "application/pdf"},
+      {".log", "text/plain"},        {".py", "text/x-python"}};
   bool text = util::is_valid_utf8(content) && content.find('\0') == std::string::npos;
   for (auto& [ext, type] : kByExtension) {
     if (!ends_with(name, ext)) continue;
@@ -66,9 +69,7 @@ std::string guess_media_type(const std::string& name, const std::string& content
   return text ? "text/plain" : "application/octet-stream";
 }
 
-bool is_text_media_type(const std::string& t) {
-  return t.rfind("text/", 0) == 0 || t == "application/json";
-}
+bool is_text_media_type(const std::string& t) { return t.rfind("text/", 0) == 0 || t == "application/json"; }
 
 std::string artifact_uri(const std::string& artifact_id) { return "throwbox://artifacts/" + artifact_id; }
 
@@ -107,9 +108,7 @@ util::Status Store::check_tenant(const std::string& tenant) const {
   return util::ok_status();
 }
 
-std::string Store::tenant_dir(const std::string& tenant) const {
-  return state_dir_ + "/tenants/" + tenant;
-}
+std::string Store::tenant_dir(const std::string& tenant) const { return state_dir_ + "/tenants/" + tenant; }
 
 util::Result<std::string> Store::put_blob(const std::string& tenant, const std::string& sha256,
                                           const std::string& content) {
@@ -147,10 +146,9 @@ util::Result<InputRecord> Store::put_input(const std::string& tenant, const std:
     if (auto rec = get_input(tenant, *existing)) return rec;
   }
   r.input_id = util::random_id();
-  json meta{{"input_id", r.input_id}, {"name", r.name}, {"size", r.size}, {"sha256", r.sha256},
-            {"media_type", r.media_type}};
-  if (auto s = util::write_file_atomic(dir + "/" + r.input_id + ".json", meta.dump(), 0600); !s)
-    return s.error();
+  json meta{
+      {"input_id", r.input_id}, {"name", r.name}, {"size", r.size}, {"sha256", r.sha256}, {"media_type", r.media_type}};
+  if (auto s = util::write_file_atomic(dir + "/" + r.input_id + ".json", meta.dump(), 0600); !s) return s.error();
   if (auto s = util::write_file_atomic(key_path, r.input_id, 0600); !s) return s.error();
   return r;
 }
@@ -183,11 +181,9 @@ util::Result<ArtifactRecord> Store::put_artifact(const std::string& tenant, Arti
   r.artifact_id = util::random_id();
   std::string dir = tenant_dir(tenant) + "/artifacts";
   if (auto s = util::make_dirs(dir, 0700); !s) return s.error();
-  json meta{{"artifact_id", r.artifact_id}, {"job_id", r.job_id}, {"name", r.name},
-            {"size", r.size}, {"sha256", r.sha256}, {"media_type", r.media_type},
-            {"verdict", r.verdict}, {"reason", r.reason}};
-  if (auto s = util::write_file_atomic(dir + "/" + r.artifact_id + ".json", meta.dump(), 0600); !s)
-    return s.error();
+  json meta{{"artifact_id", r.artifact_id}, {"job_id", r.job_id},         {"name", r.name},       {"size", r.size},
+            {"sha256", r.sha256},           {"media_type", r.media_type}, {"verdict", r.verdict}, {"reason", r.reason}};
+  if (auto s = util::write_file_atomic(dir + "/" + r.artifact_id + ".json", meta.dump(), 0600); !s) return s.error();
   return r;
 }
 
@@ -282,12 +278,12 @@ util::Result<std::string> Store::read_blob(const std::string& blob_path, uint64_
   return util::read_file(blob_path, max_bytes);
 }
 
-util::Result<std::string> Store::read_blob_range(const std::string& blob_path, uint64_t offset,
-                                                 uint64_t length) const {
+util::Result<std::string> Store::read_blob_range(const std::string& blob_path, uint64_t offset, uint64_t length) const {
   util::UniqueFd fd(::open(blob_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!fd.valid()) return util::make_error(util::ErrorCode::kIo, util::call_error("open", blob_path, errno));
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return util::make_error(util::ErrorCode::kIo, util::call_error("fstat", blob_path, errno));
+  if (::fstat(fd.get(), &st) != 0)
+    return util::make_error(util::ErrorCode::kIo, util::call_error("fstat", blob_path, errno));
   if (!S_ISREG(st.st_mode)) return util::make_error(util::ErrorCode::kIo, blob_path + ": not a regular file");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   std::string data(offset >= size ? 0 : std::min(length, size - offset), '\0');

@@ -24,11 +24,11 @@ struct InputRecord {
 struct ArtifactRecord {
   std::string artifact_id;
   std::string job_id;
-  std::string name;        // relative to /outputs
+  std::string name;  // relative to /outputs
   uint64_t size = 0;
   std::string sha256;
   std::string media_type;
-  std::string verdict;     // accepted | sanitized
+  std::string verdict;  // accepted | sanitized
   std::string reason;
   std::string blob_path;
 };
@@ -61,13 +61,12 @@ class Store {
 
   util::Status check_tenant(const std::string& tenant) const;
   // media_type: as sniffed by the caller (the gate); empty: guessed here.
-  util::Result<InputRecord> put_input(const std::string& tenant, const std::string& name,
-                                      const std::string& content, const std::string& media_type = "");
+  util::Result<InputRecord> put_input(const std::string& tenant, const std::string& name, const std::string& content,
+                                      const std::string& media_type = "");
   util::Result<InputRecord> get_input(const std::string& tenant, const std::string& input_id) const;
   util::Result<ArtifactRecord> put_artifact(const std::string& tenant, ArtifactRecord record,
                                             const std::string& content);
-  util::Result<ArtifactRecord> get_artifact(const std::string& tenant,
-                                            const std::string& artifact_id) const;
+  util::Result<ArtifactRecord> get_artifact(const std::string& tenant, const std::string& artifact_id) const;
   // The tenant's artifacts, newest first, at most `limit`.
   std::vector<ArtifactRecord> list_artifacts(const std::string& tenant, size_t limit) const;
   // Removes inputs and artifacts older than their TTL, then blobs no record
@@ -83,8 +82,7 @@ class Store {
 
  private:
   std::string tenant_dir(const std::string& tenant) const;
-  util::Result<std::string> put_blob(const std::string& tenant, const std::string& sha256,
-                                     const std::string& content);
+  util::Result<std::string> put_blob(const std::string& tenant, const std::string& sha256, const std::string& content);
 
   std::string state_dir_;
   std::mutex mu_;  // serialises blob creation, metadata writes and each removal by expire()

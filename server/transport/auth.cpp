@@ -22,7 +22,8 @@ int hex_value(char c) {
 }
 
 bool valid_tenant(const std::string& t) {
-  return !t.empty() && t.size() <= 64 && t.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
+  return !t.empty() && t.size() <= 64 &&
+         t.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
 }
 
 }  // namespace
@@ -32,9 +33,12 @@ util::Result<Auth> Auth::load(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0)
     return util::make_error(util::ErrorCode::kAuth, "tokens file: " + util::call_error("stat", path, errno));
   if (st.st_mode & (S_IRWXG | S_IRWXO))
-    return util::make_error(util::ErrorCode::kAuth, "tokens file " + path + " is readable or writable by group or others (mode " +
-                                        [&] { std::ostringstream o; o << std::oct << (st.st_mode & 0777); return o.str(); }() +
-                                        "); chmod 600 it");
+    return util::make_error(
+        util::ErrorCode::kAuth, "tokens file " + path + " is readable or writable by group or others (mode " + [&] {
+          std::ostringstream o;
+          o << std::oct << (st.st_mode & 0777);
+          return o.str();
+        }() + "); chmod 600 it");
   auto text = util::read_file(path, 1 << 20);
   if (!text) return util::make_error(util::ErrorCode::kAuth, "tokens file " + path + ": " + text.error().message);
   return parse(*text, path);
@@ -52,17 +56,21 @@ util::Result<Auth> Auth::parse(std::string_view text, const std::string& source)
     auto where = source + ":" + std::to_string(n) + ": ";
     if (!(fields >> hex) || (fields >> extra))
       return util::make_error(util::ErrorCode::kAuth, where + "expected \"<tenant> <sha256 hex of the token>\"");
-    if (!valid_tenant(tenant)) return util::make_error(util::ErrorCode::kAuth, where + "tenant names are 1-64 of [a-z0-9_-]");
+    if (!valid_tenant(tenant))
+      return util::make_error(util::ErrorCode::kAuth, where + "tenant names are 1-64 of [a-z0-9_-]");
     // OAuth tenants are named oauth-...: a static tenant of that name would
     // be an OAuth user's, and read its data.
     if (tenant.rfind(kOAuthTenantPrefix, 0) == 0)
       return util::make_error(util::ErrorCode::kAuth, where + "tenant \"" + tenant + "\": names starting with \"" +
-                                                          kOAuthTenantPrefix + "\" are OAuth users' (--oauth); choose another");
-    if (hex.size() != 64) return util::make_error(util::ErrorCode::kAuth, where + "the digest must be 64 hex digits (sha256)");
+                                                          kOAuthTenantPrefix +
+                                                          "\" are OAuth users' (--oauth); choose another");
+    if (hex.size() != 64)
+      return util::make_error(util::ErrorCode::kAuth, where + "the digest must be 64 hex digits (sha256)");
     Entry e{tenant, {}};
     for (size_t i = 0; i < 32; ++i) {
       int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
-      if (hi < 0 || lo < 0) return util::make_error(util::ErrorCode::kAuth, where + "the digest must be 64 hex digits (sha256)");
+      if (hi < 0 || lo < 0)
+        return util::make_error(util::ErrorCode::kAuth, where + "the digest must be 64 hex digits (sha256)");
       e.digest[i] = static_cast<unsigned char>(hi * 16 + lo);
     }
     a.entries_.push_back(std::move(e));
@@ -97,6 +105,13 @@ std::optional<std::string> bearer_token(std::string_view h) {
   for (char c : token)
     if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f) return std::nullopt;
   return std::string(token);
+}
+
+std::string bearer_challenge(std::string_view description) {
+  std::string text;
+  for (char c : description.substr(0, 300))
+    if (c >= 0x20 && c <= 0x7e && c != '"' && c != '\\') text += c;
+  return R"(Bearer realm="throwbox", error="invalid_token", error_description=")" + text + "\"";
 }
 
 }  // namespace transport::http

@@ -38,4 +38,15 @@ class Auth {
 // "Bearer <token>" -> token; nullopt for a missing or malformed header.
 std::optional<std::string> bearer_token(std::string_view authorization);
 
+// What a server with a tokens file and no --oauth tells a client that came
+// without a valid token. Such a client finds no OAuth metadata, and may
+// otherwise report only that its OAuth registration failed.
+inline constexpr const char* kBearerTokenNeeded =
+    "this server needs a bearer token (Authorization: Bearer <token>); it has no OAuth";
+
+// The WWW-Authenticate value of a 401 without OAuth:
+// Bearer realm="throwbox", error="invalid_token", error_description="<description>"
+// (the description cut to 300 bytes of printable ASCII without '"' or '\').
+std::string bearer_challenge(std::string_view description);
+
 }  // namespace transport::http

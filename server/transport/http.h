@@ -24,6 +24,13 @@ struct Options {
 // "HOST:PORT", "[v6]:PORT" or ":PORT".
 util::Result<Options> parse_listen(const std::string& text, Options base);
 
+// The files of options read as serve() reads them at start, with nothing
+// started (`throwbox policy check --tokens ...`): the tokens file (mode and
+// lines), the --oauth settings (the issuer's keys are not fetched), and the
+// TLS certificate and key (loaded, and the key matching the certificate).
+// One line for each file given, saying what it holds; else the first problem.
+util::Result<std::vector<std::string>> check_files(const Options& options);
+
 // Serves until SIGINT or SIGTERM (which the caller blocked in every thread
 // before starting any). Prints "throwbox: listening on <url>" on stderr once
 // bound. Errors are start-up problems (address, tokens file, TLS files).

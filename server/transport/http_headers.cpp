@@ -1,4 +1,4 @@
-// Header value decoding, quoting and the header checks for server/transport/http.cpp.
+// Header value decoding, quoting and the header checks of the HTTP endpoint (server/transport/http_server.h).
 #include "server/transport/http_headers.h"
 
 #include <arpa/inet.h>
@@ -45,10 +45,10 @@ std::optional<std::string> mirror_mismatch(const MirrorHeaders& h, const MirrorB
   if (!h.protocol_version) return mismatch("the MCP-Protocol-Version header is required");
   const nlohmann::json& version_b = b.protocol_version;
   if (!version_b.is_string() || version_b.get_ref<const std::string&>() != *h.protocol_version)
-    return mismatch("MCP-Protocol-Version header value '" + clip(*h.protocol_version) +
-                    "' does not match body value " +
-                    clip(version_b.is_null() ? std::string("(absent)")
-                                             : version_b.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) +
+    return mismatch("MCP-Protocol-Version header value '" + clip(*h.protocol_version) + "' does not match body value " +
+                    clip(version_b.is_null()
+                             ? std::string("(absent)")
+                             : version_b.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) +
                     " of _meta[\"" + clip(b.version_key) + "\"]");
   // SEP-2243 names tools/call, resources/read and prompts/get; the tasks
   // extension adds its methods with their taskId (routing to the task's server).

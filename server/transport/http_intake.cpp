@@ -34,8 +34,8 @@ struct IntakeCounts {
 
 namespace {
 
-constexpr auto kLinger = std::chrono::seconds(1);  // a refused or cut connection: drained this long, then closed
-constexpr size_t kLingeringMax = 64;                // beyond: closed at once (a flood must not pile up descriptors)
+constexpr auto kLinger = std::chrono::seconds(1);       // a refused or cut connection: drained this long, then closed
+constexpr size_t kLingeringMax = 64;                    // beyond: closed at once (a flood must not pile up descriptors)
 constexpr auto kTick = std::chrono::milliseconds(100);  // deadline resolution
 constexpr auto kReportInterval = std::chrono::seconds(10);
 
@@ -47,8 +47,8 @@ std::string canned(int status, const char* reason, const char* retry_after, cons
 }
 
 const std::string& over_address_answer() {
-  static const std::string r =
-      canned(503, "Service Unavailable", "1", "Service Unavailable: too many connections from this address; retry shortly\n");
+  static const std::string r = canned(503, "Service Unavailable", "1",
+                                      "Service Unavailable: too many connections from this address; retry shortly\n");
   return r;
 }
 const std::string& over_total_answer() {
@@ -57,8 +57,8 @@ const std::string& over_total_answer() {
   return r;
 }
 const std::string& timeout_answer() {
-  static const std::string r = canned(408, "Request Timeout", nullptr,
-                                      "Request Timeout: the request did not arrive in time; send it at once\n");
+  static const std::string r =
+      canned(408, "Request Timeout", nullptr, "Request Timeout: the request did not arrive in time; send it at once\n");
   return r;
 }
 
@@ -68,7 +68,8 @@ std::string peer_address(int fd) {
   socklen_t len = sizeof ss;
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
   char host[NI_MAXHOST] = {};
-  if (::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0) return {};
+  if (::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0)
+    return {};
   std::string h = host;
   if (h.rfind("::ffff:", 0) == 0 && h.find('.') != std::string::npos) h = h.substr(7);
   return h;
@@ -114,7 +115,8 @@ Arrival classify_arrival(std::string_view bytes, size_t* request_bytes, bool* au
     const std::string_view head = bytes.substr(0, end);
     for (size_t pos = head.find("\r\n"); pos != std::string_view::npos;) {
       const size_t next = head.find("\r\n", pos + 2);
-      const std::string_view line = head.substr(pos + 2, next == std::string_view::npos ? std::string_view::npos : next - pos - 2);
+      const std::string_view line =
+          head.substr(pos + 2, next == std::string_view::npos ? std::string_view::npos : next - pos - 2);
       if (line.size() + 2 >= kHeaderLineMax && iequals_prefix(line, "authorization:")) *authorization_too_long = true;
       pos = next;
     }
@@ -127,15 +129,18 @@ Arrival classify_arrival(std::string_view bytes, size_t* request_bytes, bool* au
   size_t pos = headers.find("\r\n");  // past the request line
   while (pos != std::string_view::npos) {
     size_t next = headers.find("\r\n", pos + 2);
-    std::string_view line = headers.substr(pos + 2, next == std::string_view::npos ? std::string_view::npos : next - pos - 2);
+    std::string_view line =
+        headers.substr(pos + 2, next == std::string_view::npos ? std::string_view::npos : next - pos - 2);
     pos = next;
     if (iequals_prefix(line, "content-length:")) {
       std::string_view v = trim(line.substr(15));
       size_t n = 0;
       bool digits = !v.empty() && v.size() <= 19;
       for (char ch : v) {
-        if (ch < '0' || ch > '9') digits = false;
-        else n = n * 10 + static_cast<size_t>(ch - '0');
+        if (ch < '0' || ch > '9')
+          digits = false;
+        else
+          n = n * 10 + static_cast<size_t>(ch - '0');
       }
       if (!digits) return Arrival::kHeadersOnly;  // the worker refuses it (400)
       content_length = n;
@@ -179,7 +184,8 @@ bool DeadlineStream::wait_readable() const {
     deadline_passed_ = true;
     return false;
   }
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(c_.deadline - now) + std::chrono::milliseconds(1);
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(c_.deadline - now) + std::chrono::milliseconds(1);
   const bool deadline_first = left <= read_timeout_;
   pollfd p{c_.fd.get(), POLLIN, 0};
   int r;
@@ -224,8 +230,10 @@ ssize_t DeadlineStream::fill() {
       case TlsIo::kWantWrite:
         if (!wait_writable()) return -1;
         break;
-      case TlsIo::kClosed: return 0;
-      case TlsIo::kFailed: return -1;
+      case TlsIo::kClosed:
+        return 0;
+      case TlsIo::kFailed:
+        return -1;
     }
   }
 }
@@ -270,7 +278,8 @@ ssize_t DeadlineStream::write(const char* ptr, size_t size) {
   for (;;) {
     size_t n = 0;
     switch (c_.tls->write(ptr, size, &n)) {
-      case TlsIo::kOk: return static_cast<ssize_t>(n);
+      case TlsIo::kOk:
+        return static_cast<ssize_t>(n);
       case TlsIo::kWantWrite:
         if (!wait_writable()) return -1;
         break;
@@ -283,7 +292,8 @@ ssize_t DeadlineStream::write(const char* ptr, size_t size) {
         break;
       }
       case TlsIo::kClosed:
-      case TlsIo::kFailed: return -1;
+      case TlsIo::kFailed:
+        return -1;
     }
   }
 }
@@ -341,7 +351,7 @@ void Intake::watch(std::shared_ptr<Connection> c) {
   const int fd = c->fd.get();
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return;  // c closes
+    if (stopping_) return;                                    // c closes
     if (c->lingering && lingering_ >= kLingeringMax) return;  // closed now
     lingering_ += c->lingering;
     waiting_[fd] = std::move(c);
@@ -427,7 +437,8 @@ void Intake::park(std::shared_ptr<Connection> c) {
   if (c->tls && !tls_advance(*c) && c->buffered.empty()) return;  // the client ended it: closed
   c->waiting_first_byte = c->buffered.empty();
   // A pipelined request may already be whole in the buffer: no byte will come to say so.
-  if (classify_arrival(c->buffered, &c->request_bytes, &c->authorization_too_long) != Arrival::kPartial) return hand_over(std::move(c));
+  if (classify_arrival(c->buffered, &c->request_bytes, &c->authorization_too_long) != Arrival::kPartial)
+    return hand_over(std::move(c));
   watch(std::move(c));
 }
 
@@ -486,10 +497,13 @@ void Intake::check(const std::shared_ptr<Connection>& c) {
 bool Intake::tls_advance(Connection& c) {
   if (!c.tls->established()) {
     switch (c.tls->handshake()) {
-      case TlsIo::kOk: break;
+      case TlsIo::kOk:
+        break;
       case TlsIo::kWantRead:
-      case TlsIo::kWantWrite: return true;
-      case TlsIo::kClosed: return false;
+      case TlsIo::kWantWrite:
+        return true;
+      case TlsIo::kClosed:
+        return false;
       case TlsIo::kFailed:
         spdlog::debug("http: TLS handshake with {} failed: {}", c.address, c.tls->last_error());
         return false;
@@ -501,10 +515,14 @@ bool Intake::tls_advance(Connection& c) {
   while (c.buffered.size() < kPeekBytes) {
     size_t n = 0;
     switch (c.tls->read(chunk.data(), std::min(chunk.size(), kPeekBytes - c.buffered.size()), &n)) {
-      case TlsIo::kOk: c.buffered.append(chunk.data(), n); break;
+      case TlsIo::kOk:
+        c.buffered.append(chunk.data(), n);
+        break;
       case TlsIo::kWantRead:
-      case TlsIo::kWantWrite: return true;
-      case TlsIo::kClosed: return false;  // a request already buffered is still served (a half-close)
+      case TlsIo::kWantWrite:
+        return true;
+      case TlsIo::kClosed:
+        return false;  // a request already buffered is still served (a half-close)
       case TlsIo::kFailed:
         spdlog::debug("http: TLS read from {} failed: {}", c.address, c.tls->last_error());
         return false;
@@ -537,8 +555,7 @@ void Intake::run() {
       std::lock_guard lock(mu_);
       if (stopping_) return;
     }
-    int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()),
-                         static_cast<int>(kTick.count()));
+    int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), static_cast<int>(kTick.count()));
     if (n < 0 && errno != EINTR) {
       spdlog::error("http: epoll_wait: {}", std::strerror(errno));
       return;
@@ -559,10 +576,11 @@ void Intake::run() {
       const size_t a = counts_->over_address.exchange(0), t = counts_->over_total.exchange(0),
                    w = counts_->no_worker.exchange(0), d = counts_->timed_out.exchange(0);
       if (a + t + w + d > 0)
-        spdlog::warn("http: in the last {} s: {} connection(s) refused over the per-address cap ({}), {} over the "
-                     "total cap ({}), {} with no worker free; {} request(s) cut at the {} ms deadline",
-                     kReportInterval.count(), a, limits_.per_address_max, t, limits_.connections_max, w, d,
-                     limits_.request_deadline.count());
+        spdlog::warn(
+            "http: in the last {} s: {} connection(s) refused over the per-address cap ({}), {} over the "
+            "total cap ({}), {} with no worker free; {} request(s) cut at the {} ms deadline",
+            kReportInterval.count(), a, limits_.per_address_max, t, limits_.connections_max, w, d,
+            limits_.request_deadline.count());
     }
   }
 }

@@ -51,8 +51,8 @@ Arrival classify_arrival(std::string_view bytes, size_t* request_bytes = nullptr
                          bool* authorization_too_long = nullptr);
 
 struct IntakeLimits {
-  size_t connections_max = 512;       // open connections in all
-  size_t per_address_max = 128;       // open connections from one client address
+  size_t connections_max = 512;                        // open connections in all
+  size_t per_address_max = 128;                        // open connections from one client address
   std::chrono::milliseconds request_deadline{10'000};  // from accept or the previous response to fully read
   std::chrono::milliseconds keep_alive_idle{5'000};    // after a response: no byte by then, closed quietly
 };
@@ -63,14 +63,14 @@ struct IntakeCounts;
 // by a worker while that serves it; closing it (the destructor) frees its slot.
 struct Connection {
   util::UniqueFd fd;
-  std::unique_ptr<TlsChannel> tls;  // HTTPS: the session over fd (destroyed first)
-  std::string address;              // the peer's address without port: the per-address key
+  std::unique_ptr<TlsChannel> tls;     // HTTPS: the session over fd (destroyed first)
+  std::string address;                 // the peer's address without port: the per-address key
   IntakeClock::time_point deadline;    // the request must be fully read by then
   IntakeClock::time_point idle_until;  // after a response: a first byte must come by then
   bool waiting_first_byte = true;
-  bool lingering = false;           // answered (503/408) and shut for writing: drained, then closed
-  size_t requests = 0;              // answered on this connection
-  size_t request_bytes = 0;         // the next request's length as the intake saw it; 0: unknown
+  bool lingering = false;               // answered (503/408) and shut for writing: drained, then closed
+  size_t requests = 0;                  // answered on this connection
+  size_t request_bytes = 0;             // the next request's length as the intake saw it; 0: unknown
   bool authorization_too_long = false;  // its Authorization line is longer than cpp-httplib reads
   // Bytes read but not yet served: past the last request (pipelining), and
   // over TLS everything the intake decrypted of the next request.
@@ -147,7 +147,7 @@ class Intake {
   util::UniqueFd epoll_;
   std::mutex mu_;
   std::map<int, std::shared_ptr<Connection>> waiting_;  // by fd
-  size_t lingering_ = 0;  // of waiting_
+  size_t lingering_ = 0;                                // of waiting_
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -7,16 +7,16 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cmath>
 #include <memory>
 #include <spdlog/spdlog.h>
 
-#include "server/broker/audit.h"
-#include "server/broker/jobs.h"
+#include "server/broker/broker.h"
 #include "server/broker/metrics.h"
+#include "server/protocol/audit.h"
 #include "server/protocol/jsonrpc.h"
 #include "server/store/store.h"
 #include "server/util/text.h"
+#include "tools/job_request.h"
 #include "tools/registry.h"
 
 namespace transport::http {
@@ -27,11 +27,10 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kJsonType = "application/json";
 constexpr const char* kTextType = "text/plain; charset=utf-8";
-constexpr int kQueueFullRetryAfterS = 5;         // a slot frees when any running job ends
+constexpr int kQueueFullRetryAfterS = 5;              // a slot frees when any running job ends
 constexpr uint64_t kStateDirFreeMinBytes = 1u << 20;  // below this, ledger and store writes fail
-constexpr size_t kJobIdChars = 32;               // util::random_id(): 128 bits, hex
-constexpr const char* kUnknownJob =
-    "unknown job_id (it does not exist, has expired, or belongs to another tenant)";
+constexpr size_t kJobIdChars = 32;                    // util::random_id(): 128 bits, hex
+constexpr const char* kUnknownJob = "unknown job_id (it does not exist, has expired, or belongs to another tenant)";
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -72,7 +71,7 @@ bool is_job_id(const std::string& id) {
 // Why the server cannot take jobs, or "" when it can.
 std::string not_ready_reason(protocol::mcp::ServerContext& s) {
   if (s.policy.get()->available_runtimes().empty()) return "no runtime of the policy is available on this host";
-  if (::access(s.jobs.runner_exe().c_str(), X_OK) != 0) return "throwbox-runner is missing or not executable";
+  if (std::string why = s.broker.unready_reason(); !why.empty()) return why;
   const std::string& dir = s.store.state_dir();
   if (::access(dir.c_str(), W_OK | X_OK) != 0) return "the state directory is not writable";
   struct statvfs fs {};
@@ -89,17 +88,15 @@ class Ops {
 
   void readyz(const httplib::Request&, httplib::Response& res) {
     std::string why = not_ready_reason(ctx_.server);
-    if (why.empty()) send_text(res, 200, "ready");
-    else send_text(res, 503, "not ready: " + why);
+    if (why.empty())
+      send_text(res, 200, "ready");
+    else
+      send_text(res, 503, "not ready: " + why);
   }
 
   void metrics(const httplib::Request&, httplib::Response& res) {
-    broker::Jobs& jobs = ctx_.server.jobs;
-    broker::Admission::Load load = jobs.admission_load();
-    broker::PoolStats pool = jobs.pool_stats();
-    broker::Metrics::Live live{load.running, load.queued, pool.idle, pool.claimed,
-                               ctx_.sessions_open ? ctx_.sessions_open() : 0};
-    send_text(res, 200, jobs.metrics().render(live), broker::metrics::kContentType);
+    send_text(res, 200, ctx_.server.broker.metrics_text(ctx_.sessions_open ? ctx_.sessions_open() : 0),
+              broker::metrics::kContentType);
   }
 
   // POST /inputs?name=<file name>, the file's bytes as the body. The same
@@ -131,7 +128,7 @@ class Ops {
     const auto started = Clock::now();
     const std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
     std::optional<broker::LedgerRow> row;
-    if (is_job_id(id)) row = ctx_.server.jobs.find_record(*tenant, id);
+    if (is_job_id(id)) row = ctx_.server.broker.find_record(*tenant, id);
     json out = json::object();
     int status = 404;
     if (!row) {
@@ -172,7 +169,7 @@ class Ops {
       return 400;
     }
     store::Store& store = ctx_.server.store;
-    auto rec = store.put_input(tenant, name, req.body, ctx_.server.jobs.upload_media_type(name, req.body));
+    auto rec = store.put_input(tenant, name, req.body, ctx_.server.broker.upload_media_type(name, req.body));
     if (!rec) {
       if (rec.error().code == util::ErrorCode::kInvalidArgument) {
         send_error(res, 400, rec.error().message);
@@ -182,8 +179,11 @@ class Ops {
       send_error(res, 500, "internal error: the input could not be stored");
       return 500;
     }
-    out = {{"input_id", rec->input_id}, {"name", rec->name}, {"size", rec->size},
-           {"sha256", rec->sha256}, {"media_type", rec->media_type}};
+    out = {{"input_id", rec->input_id},
+           {"name", rec->name},
+           {"size", rec->size},
+           {"sha256", rec->sha256},
+           {"media_type", rec->media_type}};
     send_json(res, 201, out);
     return 201;
   }
@@ -206,42 +206,11 @@ class Ops {
     if (body.is_discarded()) return fail(400, "body: not valid JSON");
     if (!body.is_object())
       return fail(400, "body: must be a JSON object {runtime, code, input_ids?, timeout_s?, idempotency_key?}");
-    if (auto s = tools::reject_unknown_fields(body, {"runtime", "code", "input_ids", "timeout_s", "idempotency_key"});
-        !s)
-      return fail(400, s.error().message);
     args = std::move(body);
+    auto job = tools::parse_job_request(args, tenant, tools::kHttpJobFields);
+    if (!job) return fail(400, job.error().message);
 
-    broker::JobRequest job;
-    job.tenant = tenant;
-    if (!args.contains("runtime") || !args["runtime"].is_string())
-      return fail(400, "runtime: required, must be a string naming a runtime");
-    job.runtime = args["runtime"].get<std::string>();
-    if (!args.contains("code") || !args["code"].is_string())
-      return fail(400, "code: required, must be a string holding the program");
-    job.code = args["code"].get<std::string>();
-    if (args.contains("input_ids")) {
-      const json& ids = args["input_ids"];
-      if (!ids.is_array()) return fail(400, "input_ids: must be an array of input_id strings");
-      for (auto& id : ids) {
-        if (!id.is_string()) return fail(400, "input_ids: must be an array of input_id strings");
-        job.input_ids.push_back(id.get<std::string>());
-      }
-    }
-    if (args.contains("timeout_s")) {
-      const json& t = args["timeout_s"];
-      if (!t.is_number()) return fail(400, "timeout_s: must be a number of seconds");
-      double v = t.get<double>();
-      if (!std::isfinite(v) || v <= 0) return fail(400, "timeout_s: must be greater than 0");
-      job.timeout_s = v;
-    }
-    if (args.contains("idempotency_key")) {
-      const json& k = args["idempotency_key"];
-      if (!k.is_string() || k.get_ref<const std::string&>().empty() || k.get_ref<const std::string&>().size() > 128)
-        return fail(400, "idempotency_key: must be a string of 1-128 characters");
-      job.idempotency_key = k.get<std::string>();
-    }
-
-    auto result = ctx_.server.jobs.run(job);
+    auto result = ctx_.server.broker.run(*job);
     if (!result) {
       const util::Error& e = result.error();
       if (e.code == util::ErrorCode::kBusy) {
@@ -252,7 +221,8 @@ class Ops {
       }
       // A key reused for another request.
       if (e.code == util::ErrorCode::kConflict) return fail(409, e.message);
-      if (e.code == util::ErrorCode::kInvalidArgument || e.code == util::ErrorCode::kNotFound) return fail(400, e.message);
+      if (e.code == util::ErrorCode::kInvalidArgument || e.code == util::ErrorCode::kNotFound)
+        return fail(400, e.message);
       spdlog::error("http POST /jobs: tenant {}: {}", tenant, e.message);
       return fail(500, "internal error: the job could not be run");
     }
@@ -269,7 +239,7 @@ class Ops {
     if (!ctx_.server.audit) return nullptr;
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
     json wire{{"isError", status >= 400}, {"structuredContent", structured}};
-    json record = broker::audit_record(tenant, tool, args, wire, ms);
+    json record = protocol::audit_record(tenant, tool, args, wire, ms);
     record["route"] = route;
     record["http_status"] = status;
     return record;

@@ -1,5 +1,5 @@
 // The HTTP routes beside /mcp: liveness, readiness, Prometheus metrics, and
-// seed 001's job API (POST /inputs, POST /jobs, GET /jobs/{job_id}) on the same
+// the job API (POST /inputs, POST /jobs, GET /jobs/{job_id}) on the same
 // broker, store, audit log and bearer-token tenants. Handlers run on
 // cpp-httplib's pool; a tenant only ever comes from ctx.authenticate.
 #pragma once

@@ -91,10 +91,14 @@ util::Result<std::string> rsa_pem(const json& key, const std::string& name) {
 util::Result<std::string> ec_pem(const json& key, const std::string& name, const std::string& crv) {
   const char* group = nullptr;
   size_t coordinate_bytes = 0;
-  if (crv == "P-256") group = "prime256v1", coordinate_bytes = 32;
-  else if (crv == "P-384") group = "secp384r1", coordinate_bytes = 48;
-  else if (crv == "P-521") group = "secp521r1", coordinate_bytes = 66;
-  else return util::make_error(util::ErrorCode::kAuth, name + ": curve \"" + crv + "\" is not P-256, P-384 or P-521");
+  if (crv == "P-256")
+    group = "prime256v1", coordinate_bytes = 32;
+  else if (crv == "P-384")
+    group = "secp384r1", coordinate_bytes = 48;
+  else if (crv == "P-521")
+    group = "secp521r1", coordinate_bytes = 66;
+  else
+    return util::make_error(util::ErrorCode::kAuth, name + ": curve \"" + crv + "\" is not P-256, P-384 or P-521");
   auto x = member(key, "x"), y = member(key, "y");
   auto xb = x ? base64url_decode(*x) : std::nullopt, yb = y ? base64url_decode(*y) : std::nullopt;
   // RFC 7518 section 6.2.1.2: each coordinate is the full field size.
@@ -125,8 +129,10 @@ std::optional<std::string> base64url_decode(std::string_view text) {
   if (text.size() % 4 == 1) return std::nullopt;
   std::string standard(text);
   for (char& c : standard) {
-    if (c == '-') c = '+';
-    else if (c == '_') c = '/';
+    if (c == '-')
+      c = '+';
+    else if (c == '_')
+      c = '/';
   }
   standard.append((4 - standard.size() % 4) % 4, '=');
   return util::base64_decode(standard);
@@ -152,8 +158,8 @@ util::Result<std::vector<Jwk>> parse_jwks(std::string_view text) {
     if (jwk.kty != "RSA" && jwk.kty != "EC") continue;                  // "oct" and others: never
     // Private members: this document should never carry them; the key is not used.
     if (key.contains("d") || key.contains("p") || key.contains("q")) continue;
-    util::Result<std::string> pem = jwk.kty == "RSA" ? rsa_pem(key, name)
-                                                     : ec_pem(key, name, jwk.crv = member(key, "crv").value_or(""));
+    util::Result<std::string> pem =
+        jwk.kty == "RSA" ? rsa_pem(key, name) : ec_pem(key, name, jwk.crv = member(key, "crv").value_or(""));
     if (!pem) return pem.error();
     jwk.pem = std::move(*pem);
     // Only the members that make the key: whatever else the issuer put in it

@@ -17,11 +17,11 @@ namespace transport::oauth {
 std::optional<std::string> base64url_decode(std::string_view text);
 
 struct Jwk {
-  std::string kid;  // "" when the key has none
-  std::string kty;  // "RSA" or "EC"
-  std::string crv;  // EC: "P-256", "P-384" or "P-521"
-  std::string alg;  // "" when the key does not pin one
-  std::string pem;  // SubjectPublicKeyInfo, PEM: OpenSSL accepted the key
+  std::string kid;         // "" when the key has none
+  std::string kty;         // "RSA" or "EC"
+  std::string crv;         // EC: "P-256", "P-384" or "P-521"
+  std::string alg;         // "" when the key does not pin one
+  std::string pem;         // SubjectPublicKeyInfo, PEM: OpenSSL accepted the key
   std::string public_jwk;  // {"kty","n","e"} or {"kty","crv","x","y"}: the key and nothing else
 };
 

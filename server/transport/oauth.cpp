@@ -25,8 +25,8 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kTokenMaxBytes = 16 * 1024;
-constexpr size_t kLiteralClaimMax = 57;           // oauth- and 57: a tenant name's 64
-constexpr const char* kDigestTag = "sha256-";     // oauth-sha256-<hex>: a digest, never a claim
+constexpr size_t kLiteralClaimMax = 57;        // oauth- and 57: a tenant name's 64
+constexpr const char* kDigestTag = "sha256-";  // oauth-sha256-<hex>: a digest, never a claim
 constexpr size_t kHeaderMaxBytes = 2048;
 constexpr size_t kJwksMaxBytes = 1024 * 1024;
 constexpr time_t kFetchTimeoutS = 5;
@@ -126,7 +126,8 @@ std::string tenant_of(const std::string& claim) {
   const bool name = !claim.empty() && claim.size() <= kLiteralClaimMax &&
                     claim.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos &&
                     claim.rfind(kDigestTag, 0) != 0;
-  return name ? http::kOAuthTenantPrefix + claim : std::string(http::kOAuthTenantPrefix) + kDigestTag + util::sha256_hex(claim).substr(0, 40);
+  return name ? http::kOAuthTenantPrefix + claim
+              : std::string(http::kOAuthTenantPrefix) + kDigestTag + util::sha256_hex(claim).substr(0, 40);
 }
 
 util::Result<Config> parse_config(std::string_view text, const std::string& source) {
@@ -135,14 +136,15 @@ util::Result<Config> parse_config(std::string_view text, const std::string& sour
   };
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) return bad("(file)", "not a JSON object");
-  static const char* kKeys[] = {"issuer", "jwks_uri", "resource", "audience", "authorization_servers",
-                                "tenant_claim", "algorithms", "scopes", "leeway_s", "jwks_cache_s",
-                                "jwks_refetch_min_s", "$comment"};
+  static const char* kKeys[] = {
+      "issuer",     "jwks_uri", "resource", "audience",     "authorization_servers", "tenant_claim",
+      "algorithms", "scopes",   "leeway_s", "jwks_cache_s", "jwks_refetch_min_s",    "$comment"};
   for (auto& item : doc.items())
     if (const std::string& k = item.key();
         std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* x) { return k == x; }) == std::end(kKeys))
-      return bad(k, "unknown key (issuer, jwks_uri, resource, audience, authorization_servers, tenant_claim, "
-                    "algorithms, scopes, leeway_s, jwks_cache_s, jwks_refetch_min_s)");
+      return bad(k,
+                 "unknown key (issuer, jwks_uri, resource, audience, authorization_servers, tenant_claim, "
+                 "algorithms, scopes, leeway_s, jwks_cache_s, jwks_refetch_min_s)");
   Config c;
   c.source = source;
   auto url = [&](const char* key, std::string& out, bool required) -> std::optional<util::Error> {
@@ -190,8 +192,9 @@ util::Result<Config> parse_config(std::string_view text, const std::string& sour
     for (const auto& s : a) {
       const std::string alg = s.is_string() ? s.get<std::string>() : s.dump();
       if (std::find(std::begin(kAsymmetric), std::end(kAsymmetric), alg) == std::end(kAsymmetric))
-        return bad("algorithms", "\"" + alg + "\" is not one of RS256, RS384, RS512, ES256, ES384, ES512 "
-                                 "(none and HS* are never accepted)");
+        return bad("algorithms", "\"" + alg +
+                                     "\" is not one of RS256, RS384, RS512, ES256, ES384, ES512 "
+                                     "(none and HS* are never accepted)");
       c.algorithms.push_back(alg);
     }
   }
@@ -225,7 +228,8 @@ util::Result<Config> load_config(const std::string& path) {
   if (!in) return util::make_error(util::ErrorCode::kAuth, "--oauth " + path + ": cannot be read");
   std::ostringstream text;
   text << in.rdbuf();
-  if (text.str().size() > 64 * 1024) return util::make_error(util::ErrorCode::kAuth, "--oauth " + path + ": over 64 KiB");
+  if (text.str().size() > 64 * 1024)
+    return util::make_error(util::ErrorCode::kAuth, "--oauth " + path + ": over 64 KiB");
   return parse_config(text.str(), path);
 }
 
@@ -314,8 +318,9 @@ std::variant<Jwk, Rejection> Verifier::key_for(const std::string& kid, const std
   }
   if (auto k = find()) return *k;
   if (!fetched_at_s_) return Rejection{Failure::kKeysUnavailable, "the issuer's keys could not be read"};
-  return Rejection{Failure::kUnknownKey, kid.empty() ? "no single key of the issuer's JWKS fits alg " + alg
-                                                     : "no key of the issuer's JWKS has kid \"" + kid + "\" for " + alg};
+  return Rejection{Failure::kUnknownKey, kid.empty()
+                                             ? "no single key of the issuer's JWKS fits alg " + alg
+                                             : "no key of the issuer's JWKS has kid \"" + kid + "\" for " + alg};
 }
 
 std::variant<Identity, Rejection> Verifier::verify(std::string_view token, int64_t now_s) {
@@ -349,9 +354,9 @@ std::variant<Identity, Rejection> Verifier::verify(std::string_view token, int64
     std::string typ = header["typ"].is_string() ? header["typ"].get<std::string>() : "";
     for (auto& c : typ) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (typ != "jwt" && typ != "at+jwt" && typ != "application/at+jwt")
-      return reject(Failure::kMalformed, "typ \"" + challenge_text(header["typ"].is_string()
-                                                                     ? header["typ"].get<std::string>()
-                                                                     : header["typ"].dump()) +
+      return reject(Failure::kMalformed, "typ \"" +
+                                             challenge_text(header["typ"].is_string() ? header["typ"].get<std::string>()
+                                                                                      : header["typ"].dump()) +
                                              "\" is not an access token's (JWT or at+jwt)");
   }
   const std::string kid = header.contains("kid") && header["kid"].is_string() ? header["kid"].get<std::string>() : "";
@@ -365,7 +370,8 @@ std::variant<Identity, Rejection> Verifier::verify(std::string_view token, int64
   std::unique_ptr<cjose_jwk_t, decltype(release_jwk)> cjwk(
       cjose_jwk_import(jwk.public_jwk.data(), jwk.public_jwk.size(), &err), release_jwk);
   if (!cjwk) {
-    spdlog::error("oauth: cjose refused a key OpenSSL accepted (kid \"{}\"): {}", jwk.kid, err.message ? err.message : "");
+    spdlog::error("oauth: cjose refused a key OpenSSL accepted (kid \"{}\"): {}", jwk.kid,
+                  err.message ? err.message : "");
     return reject(Failure::kKeysUnavailable, "the issuer's key could not be used");
   }
   std::unique_ptr<cjose_jws_t, void (*)(cjose_jws_t*)> jws(cjose_jws_import(token.data(), token.size(), &err),
@@ -393,13 +399,10 @@ std::variant<Identity, Rejection> Verifier::verify(std::string_view token, int64
       for (const auto& a : aud) audience = audience || (a.is_string() && a == config_.audience);
   }
   if (!audience) return reject(Failure::kAudience, "aud does not name " + config_.audience);
-  if (!claims.contains("exp") || !claims["exp"].is_number())
-    return reject(Failure::kExpired, "the token has no exp");
+  if (!claims.contains("exp") || !claims["exp"].is_number()) return reject(Failure::kExpired, "the token has no exp");
   const double now = static_cast<double>(now_s), leeway = static_cast<double>(config_.leeway_s);
-  if (now >= claims["exp"].get<double>() + leeway)
-    return reject(Failure::kExpired, "the token has expired");
-  if (claims.contains("nbf") && (!claims["nbf"].is_number() ||
-                                 now + leeway < claims["nbf"].get<double>()))
+  if (now >= claims["exp"].get<double>() + leeway) return reject(Failure::kExpired, "the token has expired");
+  if (claims.contains("nbf") && (!claims["nbf"].is_number() || now + leeway < claims["nbf"].get<double>()))
     return reject(Failure::kNotYetValid, "the token is not valid yet (nbf)");
   if (!claims.contains(config_.tenant_claim) || !claims[config_.tenant_claim].is_string() ||
       claims[config_.tenant_claim].get<std::string>().empty() ||

@@ -22,10 +22,10 @@
 namespace transport::oauth {
 
 struct Config {
-  std::string issuer;         // the exact "iss" of every token
-  std::string jwks_uri;       // the issuer's keys (https, or http on loopback)
-  std::string resource;       // this server's canonical URI (the MCP endpoint)
-  std::string audience;       // the "aud" a token must name; default: resource
+  std::string issuer;                              // the exact "iss" of every token
+  std::string jwks_uri;                            // the issuer's keys (https, or http on loopback)
+  std::string resource;                            // this server's canonical URI (the MCP endpoint)
+  std::string audience;                            // the "aud" a token must name; default: resource
   std::vector<std::string> authorization_servers;  // for the metadata; default: {issuer}
   std::string tenant_claim = "sub";
   std::vector<std::string> algorithms{"RS256", "ES256"};
@@ -63,8 +63,8 @@ enum class Failure {
   kAudience,
   kExpired,
   kNotYetValid,
-  kTenant,           // the tenant claim is missing or not a string
-  kScope,            // neither the run nor the read scope
+  kTenant,  // the tenant claim is missing or not a string
+  kScope,   // neither the run nor the read scope
 };
 
 struct Rejection {

@@ -58,8 +58,10 @@ void LineFramer::feed(std::string_view bytes, const OnLine& on_line, const OnOve
 }
 
 void LineFramer::finish(const OnLine& on_line, const OnOversized& on_oversized) {
-  if (discarding_) end_discarding(discarded_, on_oversized);
-  else if (!line_.empty()) dispatch(on_line, on_oversized);
+  if (discarding_)
+    end_discarding(discarded_, on_oversized);
+  else if (!line_.empty())
+    dispatch(on_line, on_oversized);
   discarding_ = false;
   discarded_ = 0;
   line_.clear();

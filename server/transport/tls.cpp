@@ -43,7 +43,8 @@ util::Result<std::shared_ptr<const TlsContext>> TlsContext::load(const std::stri
   if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1)
     return util::make_error(util::ErrorCode::kHttp, what + "the key: " + openssl_errors());
   if (SSL_CTX_check_private_key(ctx) != 1)
-    return util::make_error(util::ErrorCode::kHttp, what + "the key does not match the certificate (" + openssl_errors() + ")");
+    return util::make_error(util::ErrorCode::kHttp,
+                            what + "the key does not match the certificate (" + openssl_errors() + ")");
   return owner;
 }
 
@@ -65,9 +66,12 @@ TlsChannel::~TlsChannel() { SSL_free(ssl_); }
 
 TlsIo TlsChannel::status(int ret) {
   switch (SSL_get_error(ssl_, ret)) {
-    case SSL_ERROR_WANT_READ: return TlsIo::kWantRead;
-    case SSL_ERROR_WANT_WRITE: return TlsIo::kWantWrite;
-    case SSL_ERROR_ZERO_RETURN: return TlsIo::kClosed;
+    case SSL_ERROR_WANT_READ:
+      return TlsIo::kWantRead;
+    case SSL_ERROR_WANT_WRITE:
+      return TlsIo::kWantWrite;
+    case SSL_ERROR_ZERO_RETURN:
+      return TlsIo::kClosed;
     case SSL_ERROR_SYSCALL:
       if (ERR_peek_error() == 0 && (ret == 0 || errno == 0 || errno == ECONNRESET)) return TlsIo::kClosed;  // EOF
       last_error_ = ERR_peek_error() ? openssl_errors() : util::call_error("recv/send", "TLS socket", errno);

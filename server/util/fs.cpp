@@ -46,8 +46,7 @@ Result<std::string> read_file(const std::string& path, size_t max_bytes) {
   return data;
 }
 
-Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode,
-                         bool sync) {
+Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode, bool sync) {
   std::string tmp = path + ".tmp-" + random_id();
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
   if (!fd.valid()) return make_error(util::ErrorCode::kIo, call_error("open", tmp, errno));

@@ -11,8 +11,7 @@ namespace util {
 // Reads a whole regular file, refusing one larger than max_bytes.
 Result<std::string> read_file(const std::string& path, size_t max_bytes);
 // Writes to a temporary name in the same directory, fsyncs if asked, renames.
-Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode,
-                         bool sync = false);
+Status write_file_atomic(const std::string& path, std::string_view data, unsigned mode, bool sync = false);
 // mkdir -p with the given mode for the directories it creates.
 Status make_dirs(const std::string& path, unsigned mode);
 // rm -rf without following symlinks; ENOENT is success.

@@ -1,5 +1,5 @@
 // Result<T>: a value or an Error{code, message}. Used by every fallible function;
-// expected failures are values, not exceptions (STYLE.md, Errors). The code is
+// expected failures are values, not exceptions. The code is
 // an enum inside the server; its string form is for the JSON/HTTP boundary.
 #pragma once
 #include <cstdint>
@@ -31,35 +31,49 @@ enum class ErrorCode {
 // "invalid_argument", "not_found", ...: the stable machine-readable names.
 constexpr std::string_view to_string(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInternal: return "internal";
-    case ErrorCode::kInvalidArgument: return "invalid_argument";
-    case ErrorCode::kNotFound: return "not_found";
-    case ErrorCode::kConflict: return "conflict";
-    case ErrorCode::kBusy: return "busy";
-    case ErrorCode::kCancelled: return "cancelled";
-    case ErrorCode::kTooLarge: return "too_large";
-    case ErrorCode::kIo: return "io";
-    case ErrorCode::kPolicy: return "policy";
-    case ErrorCode::kSandbox: return "sandbox";
-    case ErrorCode::kSpec: return "spec";
-    case ErrorCode::kAuth: return "auth";
-    case ErrorCode::kHttp: return "http";
-    case ErrorCode::kOutcome: return "outcome";
+    case ErrorCode::kInternal:
+      return "internal";
+    case ErrorCode::kInvalidArgument:
+      return "invalid_argument";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kConflict:
+      return "conflict";
+    case ErrorCode::kBusy:
+      return "busy";
+    case ErrorCode::kCancelled:
+      return "cancelled";
+    case ErrorCode::kTooLarge:
+      return "too_large";
+    case ErrorCode::kIo:
+      return "io";
+    case ErrorCode::kPolicy:
+      return "policy";
+    case ErrorCode::kSandbox:
+      return "sandbox";
+    case ErrorCode::kSpec:
+      return "spec";
+    case ErrorCode::kAuth:
+      return "auth";
+    case ErrorCode::kHttp:
+      return "http";
+    case ErrorCode::kOutcome:
+      return "outcome";
   }
   return "internal";
 }
 
 struct Error {
   ErrorCode code = ErrorCode::kInternal;
-  std::string message;                   // human text; names the call, its argument and errno
+  std::string message;                    // human text; names the call, its argument and errno
   std::optional<uint64_t> retry_after_s;  // kBusy: when a retry may succeed, when known
 };
 
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}            // NOLINT(implicit)
-  Result(Error error) : v_(std::move(error)) {}        // NOLINT(implicit)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(implicit)
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT(implicit)
   bool ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return ok(); }
   T& value() { return std::get<T>(v_); }

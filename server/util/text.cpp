@@ -20,12 +20,12 @@ size_t valid_sequence_length(std::string_view s, size_t i) {
     n = 2;
   } else if (c >= 0xE0 && c <= 0xEF) {
     n = 3;
-    if (c == 0xE0) lo = 0xA0;   // overlong
-    if (c == 0xED) hi = 0x9F;   // UTF-16 surrogates
+    if (c == 0xE0) lo = 0xA0;  // overlong
+    if (c == 0xED) hi = 0x9F;  // UTF-16 surrogates
   } else if (c >= 0xF0 && c <= 0xF4) {
     n = 4;
-    if (c == 0xF0) lo = 0x90;   // overlong
-    if (c == 0xF4) hi = 0x8F;   // above U+10FFFF
+    if (c == 0xF0) lo = 0x90;  // overlong
+    if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
   } else {
     return 0;
   }
@@ -160,9 +160,12 @@ std::string escape_for_log(std::string_view text) {
       i += n;
       continue;
     }
-    if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
     else {
       out += "\\x";
       out += kHex[c >> 4];

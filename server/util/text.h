@@ -17,7 +17,7 @@ size_t utf8_sequence_length(std::string_view bytes, size_t i);
 std::string_view utf8_prefix(std::string_view text, size_t max_bytes);
 // "EPERM", "ENOENT", ...; the number when the name is unknown.
 std::string errno_name(int err);
-// The STYLE.md error form: call("arg"): ENAME (message)
+// The one error form for a failed call: call("arg"): ENAME (message)
 std::string call_error(std::string_view call, std::string_view arg, int err);
 // "SIGKILL" etc.
 std::string signal_name(int sig);

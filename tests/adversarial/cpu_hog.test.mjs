@@ -4,7 +4,7 @@
 import test, { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import os from 'node:os';
-import { connect, REQUEST_TIMEOUT_MS } from '../integration/lib/client.mjs';
+import { connect, REQUEST_TIMEOUT_MS, SLOWDOWN } from '../integration/lib/client.mjs';
 import { runPy, loadPolicy } from './lib/sandbox.mjs';
 
 let conn;
@@ -45,7 +45,16 @@ while True:
   assert.ok(sc.duration_ms < 6_000, `duration_ms ${sc.duration_ms}`);
   assert.ok(sc.cpu_ms > 0.5 * sc.duration_ms, `the spinners ran (cpu_ms ${sc.cpu_ms})`);
   if (cgroups) {
-    assert.ok(coresUsed <= CORES * 1.15 + 0.05, `the job used ${coresUsed.toFixed(2)} cores > cpu_max_cores ${CORES}`);
+    // The kernel charges CPU time at scheduler ticks. On real hardware a job
+    // overruns its quota by a few percent; in an emulated guest (the host
+    // matrix, SLOWDOWN > 1) ticks arrive late and a period is overrun by
+    // more. The bound still tells a capped job (about cpu_max_cores) from an
+    // uncapped one (every spinner on every core), as long as it stays below
+    // the host's cores.
+    const slack = SLOWDOWN > 1.5 ? 0.35 : 0.15;
+    const bound = CORES * (1 + slack) + 0.05;
+    if (bound >= hostCores) t.diagnostic(`cap ${CORES} on ${hostCores} host cores: only the host bounds the job`);
+    assert.ok(coresUsed <= Math.min(bound, hostCores + 0.1), `the job used ${coresUsed.toFixed(2)} cores > cpu_max_cores ${CORES} (slack ${slack})`);
   } else {
     t.diagnostic('no cgroups: the CPU cap is not enforced, only the deadline bounds the job');
     assert.ok(coresUsed <= hostCores + 0.1, `${coresUsed} cores`);

@@ -73,10 +73,10 @@ bool digits(std::string_view s, size_t& i) {
 size_t strip_length(std::string_view v) {
   if (v.empty()) return 0;
   if (v[0] == ' ' || v[0] == '\n' || v[0] == '\v' || v[0] == '\f' || v[0] == '"') return 1;
-  static const std::string_view kSpaces[] = {
-      "\u00A0", "\xC2\x85", "\u1680", "\u180E", "\u2000", "\u2001", "\u2002", "\u2003",
-      "\u2004", "\u2005", "\u2006", "\u2007", "\u2008", "\u2009", "\u200A", "\u200B",
-      "\u200C", "\u200D", "\u2028", "\u2029", "\u202F", "\u205F", "\u2060", "\u3000", "\uFEFF"};
+  static const std::string_view kSpaces[] = {"\u00A0", "\xC2\x85", "\u1680", "\u180E", "\u2000", "\u2001", "\u2002",
+                                             "\u2003", "\u2004",   "\u2005", "\u2006", "\u2007", "\u2008", "\u2009",
+                                             "\u200A", "\u200B",   "\u200C", "\u200D", "\u2028", "\u2029", "\u202F",
+                                             "\u205F", "\u2060",   "\u3000", "\uFEFF"};
   for (std::string_view sp : kSpaces)
     if (v.starts_with(sp)) return sp.size();
   return 0;
@@ -94,9 +94,12 @@ std::string_view strip(std::string_view v) {
 // ends an element ("-1'<TAB>").
 std::string_view strip_end(std::string_view v) {
   for (;;) {
-    if (v.starts_with('\'')) v.remove_prefix(1);
-    else if (size_t k = strip_length(v)) v.remove_prefix(k);
-    else return v;
+    if (v.starts_with('\''))
+      v.remove_prefix(1);
+    else if (size_t k = strip_length(v))
+      v.remove_prefix(k);
+    else
+      return v;
   }
 }
 
@@ -147,14 +150,20 @@ bool is_number_list(std::string_view s, std::string_view delimiters) {
 bool is_formula(std::string_view v, std::string_view delimiters) {
   v = strip(v);
   if (v.empty()) return false;
-  for (std::string_view u : {"\uFF1D", "\uFF0B", "\uFF0D", "\uFF20", "\uFE66", "\uFE62", "\uFE63",
-                             "\uFE6B", "\u207A", "\u207B", "\u207C", "\u208A", "\u208B", "\u208C",
-                             "\u2212"})
+  for (std::string_view u : {"\uFF1D", "\uFF0B", "\uFF0D", "\uFF20", "\uFE66", "\uFE62", "\uFE63", "\uFE6B", "\u207A",
+                             "\u207B", "\u207C", "\u208A", "\u208B", "\u208C", "\u2212"})
     if (v.starts_with(u)) return true;
   switch (v[0]) {
-    case '=': case '@': case '\t': case '\r': return true;
-    case '+': case '-': return !is_number_list(v, delimiters);
-    default: return false;
+    case '=':
+    case '@':
+    case '\t':
+    case '\r':
+      return true;
+    case '+':
+    case '-':
+      return !is_number_list(v, delimiters);
+    default:
+      return false;
   }
 }
 
@@ -187,8 +196,10 @@ std::string readers_of(std::string_view file) {
 bool only_apostrophes_added(std::string_view a, std::string_view b) {
   size_t i = 0;
   for (char c : b) {
-    if (i < a.size() && a[i] == c) ++i;
-    else if (c != '\'') return false;
+    if (i < a.size() && a[i] == c)
+      ++i;
+    else if (c != '\'')
+      return false;
   }
   return i == a.size();
 }
@@ -207,7 +218,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!n.ok) {
     FUZZ_CHECK(!n.reason.empty() && n.output.empty());
     FUZZ_CHECK(!n.reason.starts_with("internal check"));  // process's own re-check never fires
-    FUZZ_CHECK(n.reason == r.reason);  // a file refused as unreadable is so in both modes
+    FUZZ_CHECK(n.reason == r.reason);                     // a file refused as unreadable is so in both modes
     return 0;
   }
   FUZZ_CHECK(only_apostrophes_added(file, n.output));

@@ -40,7 +40,7 @@ bool minted_shape(const std::string& id) {
 bool mirrors(const http::MirrorHeaders& h, const std::string& method, const json& params, const json& version) {
   if (!h.method || *h.method != method) return false;
   if (!h.protocol_version || !version.is_string() || version.get<std::string>() != *h.protocol_version) return false;
-  const char* field = method == "resources/read" ? "uri"
+  const char* field = method == "resources/read"                          ? "uri"
                       : method == "tools/call" || method == "prompts/get" ? "name"
                                                                           : nullptr;
   if (!field) return true;
@@ -75,8 +75,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Mcp-Session-Id.
   const std::optional<std::string> sid = field(0);
   const http::SessionIdCheck check = http::check_session_id(sid);
-  if (!sid) FUZZ_CHECK(check == http::SessionIdCheck::kMissing);
-  else FUZZ_CHECK(check == (minted_shape(*sid) ? http::SessionIdCheck::kWellFormed : http::SessionIdCheck::kMalformed));
+  if (!sid)
+    FUZZ_CHECK(check == http::SessionIdCheck::kMissing);
+  else
+    FUZZ_CHECK(check == (minted_shape(*sid) ? http::SessionIdCheck::kWellFormed : http::SessionIdCheck::kMalformed));
   FUZZ_CHECK(http::check_session_id(util::random_id()) == http::SessionIdCheck::kWellFormed);
 
   // The 2026-07-28 mirroring.

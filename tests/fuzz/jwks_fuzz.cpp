@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto jwk = nlohmann::json::parse(k.public_jwk, nullptr, false);
     FUZZ_CHECK(jwk.is_object());
     for (auto& [member, _] : jwk.items())
-      FUZZ_CHECK(member == "kty" || member == "n" || member == "e" || member == "crv" || member == "x" || member == "y");
+      FUZZ_CHECK(member == "kty" || member == "n" || member == "e" || member == "crv" || member == "x" ||
+                 member == "y");
   }
   return 0;
 }

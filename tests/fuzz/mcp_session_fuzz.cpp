@@ -1,6 +1,6 @@
 // A protocol::mcp::Session fed the input's lines as client messages, with the
 // real tools, store, gate and tasks registry and a broker that starts no
-// sandbox (tests/fuzz/fakes/server/broker/jobs.h). It never throws; each
+// sandbox (tests/fakes/fake_broker.h). It never throws; each
 // request id is answered once (or not at all once cancelled); every message
 // out is JSON-RPC 2.0, strict UTF-8, with a documented error code; no job
 // starts before initialize but for a stateless 2026-07-28 request.
@@ -22,15 +22,16 @@
 #include <spdlog/spdlog.h>
 #include <stdlib.h>  // mkdtemp
 
-#include "server/broker/jobs.h"  // the fake, ahead on this target's include path
+#include "server/artifacts/inspect.h"
 #include "server/broker/ledger.h"
-#include "server/broker/tasks.h"
+#include "server/protocol/tasks.h"
 #include "server/policy/live.h"
 #include "server/policy/policy.h"
 #include "server/protocol/jsonrpc.h"
 #include "server/protocol/mcp.h"
 #include "server/store/store.h"
 #include "server/util/worker_pool.h"
+#include "tests/fakes/fake_broker.h"
 #include "tests/fuzz/check.h"
 #include "tools/registry.h"
 
@@ -88,10 +89,10 @@ struct JobWatch {
 };
 
 artifacts::InProcessGate make_gate(const policy::Policy& p) {
-  auto gate = artifacts::InProcessGate::create({p.artifacts.allowed_media_types, p.artifacts.file_max_bytes,
-                                       p.artifacts.csv_reject ? artifacts::csv::Mode::kReject
-                                                              : artifacts::csv::Mode::kNeutralise,
-                                       p.artifacts.active_content_as_text});
+  auto gate = artifacts::InProcessGate::create(
+      {p.artifacts.allowed_media_types, p.artifacts.file_max_bytes,
+       p.artifacts.csv_reject ? artifacts::csv::Mode::kReject : artifacts::csv::Mode::kNeutralise,
+       p.artifacts.active_content_as_text});
   FUZZ_CHECK(gate.ok());
   return std::move(*gate);
 }
@@ -131,12 +132,13 @@ struct Env {
   policy::Policy policy;
   policy::Live live;
   JobWatch watch;
-  broker::Jobs jobs;
+  artifacts::InProcessGate gate;
+  fakes::FakeBroker jobs;
   tools::Registry registry;
   util::CallPool calls;
   uint64_t inputs = 0;
   std::unique_ptr<store::Store> store;
-  std::unique_ptr<broker::Tasks> tasks;
+  std::unique_ptr<protocol::Tasks> tasks;
   std::unique_ptr<broker::Ledger> ws_ledger;
   std::unique_ptr<broker::Workspaces> workspaces;
   std::unique_ptr<mcp::ServerContext> ctx;
@@ -145,7 +147,12 @@ struct Env {
       : dir(make_dir()),
         policy(std::move(p)),
         live(std::make_shared<const policy::Policy>(policy)),
-        jobs(make_gate(policy), [this](const broker::JobRequest& r) { return fake_run(watch, policy, r); }),
+        gate(make_gate(policy)),
+        jobs([this](const broker::JobRequest& r) { return fake_run(watch, policy, r); },
+             [this](const std::string& name, const std::string& content) {
+               return artifacts::upload_media_type(name, content, gate.sniffer(),
+                                                   gate.gate().policy().allowed_media_types);
+             }),
         registry(tools::make_registry(policy)),
         calls(static_cast<size_t>(policy.server.concurrent_calls_max)) {
     new_epoch();
@@ -181,7 +188,7 @@ struct Env {
     store = std::make_unique<store::Store>(dir + "/state");
     auto ledger = broker::Ledger::open(dir + "/state/tasks.sqlite3");
     FUZZ_CHECK(ledger.ok());
-    tasks = std::make_unique<broker::Tasks>(std::move(*ledger), broker::tasks_options(policy));
+    tasks = std::make_unique<protocol::Tasks>(std::move(*ledger), protocol::tasks_options(policy));
     auto wl = broker::Ledger::open(dir + "/state/workspaces.sqlite3");
     FUZZ_CHECK(wl.ok());
     ws_ledger = std::move(*wl);
@@ -372,7 +379,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (auto& [id, _] : answered) ids.insert(id);
   for (const std::string& id : ids) {
     const int want = expected[id], got = answered[id];
-    if (cancelled.count(id)) FUZZ_CHECK(got <= want);
+    if (cancelled.count(id))
+      FUZZ_CHECK(got <= want);
     else if (got != want) {
       std::fprintf(stderr, "id %s: %d request(s), %d response(s)\n", id.c_str(), want, got);
       FUZZ_CHECK(got == want);

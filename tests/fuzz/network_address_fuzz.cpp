@@ -105,7 +105,8 @@ void check_allow(std::string_view text) {
   } else {
     check_name(rule->host);
   }
-  const std::string host = rule->literal && rule->host.find(':') != std::string::npos ? "[" + rule->host + "]" : rule->host;
+  const std::string host =
+      rule->literal && rule->host.find(':') != std::string::npos ? "[" + rule->host + "]" : rule->host;
   auto itself = network::parse_authority(host + port, std::nullopt);
   FUZZ_CHECK(itself.ok());
   FUZZ_CHECK(network::allows({*rule}, *itself) == !rule->wildcard);
@@ -113,7 +114,8 @@ void check_allow(std::string_view text) {
     // One label more is under the suffix, unless the name grows too long.
     auto under = network::parse_authority("a." + rule->host + port, std::nullopt);
     if (under) FUZZ_CHECK(network::allows({*rule}, *under));
-    auto other_port = network::parse_authority("a." + rule->host + ":" + std::to_string(rule->port % 65535 + 1), std::nullopt);
+    auto other_port =
+        network::parse_authority("a." + rule->host + ":" + std::to_string(rule->port % 65535 + 1), std::nullopt);
     if (other_port) FUZZ_CHECK(!network::allows({*rule}, *other_port));
   }
 }
@@ -130,7 +132,8 @@ void check_cidr(std::string_view text) {
     FUZZ_CHECK((c->base.bytes[static_cast<size_t>(bit / 8)] & (0x80 >> (bit % 8))) == 0);
   FUZZ_CHECK(c->contains(c->base));
   Address last = c->base;
-  for (int bit = c->prefix; bit < bits; ++bit) last.bytes[static_cast<size_t>(bit / 8)] |= static_cast<uint8_t>(0x80 >> (bit % 8));
+  for (int bit = c->prefix; bit < bits; ++bit)
+    last.bytes[static_cast<size_t>(bit / 8)] |= static_cast<uint8_t>(0x80 >> (bit % 8));
   FUZZ_CHECK(c->contains(last));
   if (!c->base.v6) FUZZ_CHECK(!c->contains(mapped(c->base)));
   auto again = network::parse_cidr(c->text());
@@ -162,10 +165,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
     switch (op & 3) {
-      case 0: check_authority(text, op & 4 ? std::optional<uint16_t>(80) : std::nullopt); break;
-      case 1: check_allow(text); break;
-      case 2: check_cidr(text); break;
-      case 3: check_parse_address(text); break;
+      case 0:
+        check_authority(text, op & 4 ? std::optional<uint16_t>(80) : std::nullopt);
+        break;
+      case 1:
+        check_allow(text);
+        break;
+      case 2:
+        check_cidr(text);
+        break;
+      case 3:
+        check_parse_address(text);
+        break;
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "threw: %s\n", e.what());

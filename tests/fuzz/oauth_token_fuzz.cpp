@@ -23,9 +23,8 @@ transport::oauth::Verifier& verifier() {
           "resource": "https://tb.example/mcp", "algorithms": ["RS256", "ES256"]})",
       "fuzz");
   FUZZ_CHECK(config.ok());
-  static transport::oauth::Verifier v(*config, [](const std::string&) -> util::Result<std::string> {
-    return std::string(kJwks);
-  });
+  static transport::oauth::Verifier v(
+      *config, [](const std::string&) -> util::Result<std::string> { return std::string(kJwks); });
   return v;
 }
 

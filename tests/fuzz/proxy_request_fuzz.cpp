@@ -1,7 +1,7 @@
 // The proxy's request path for a job's bytes, end to end as the server and
 // its parser helper run it: the server finds where the head ends (within
 // 16 KiB), the request goes over the helper's wire, the child parses it
-// (helper::answer_for, the code a child runs), its answer comes back over
+// (parser::answer_for, the code a child runs), its answer comes back over
 // the wire and the server checks it (network::head_from_json). Whatever the
 // bytes: nothing throws out, and what the server accepts is one request for
 // one checked destination, the body after it relayed as it came.
@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/helper/answers.h"
+#include "server/parser/answers.h"
 #include "server/helper/wire.h"
 #include "server/network/head.h"
 #include "tests/fuzz/check.h"
@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   request.bytes = head;
   helper::Message answer;
   try {
-    answer = helper::answer_for(through_wire(request, helper::kRequestBytesMax), sniffer());
+    answer = parser::answer_for(through_wire(request, helper::kRequestBytesMax), sniffer());
   } catch (const std::exception&) {
     return 0;  // the child answers kFailure: the job's request is refused
   }

@@ -53,8 +53,10 @@ std::vector<Event> model(std::string_view s, size_t max) {
     size_t nl = s.find('\n', start);
     std::string_view seg = s.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
     if (!seg.empty() && seg.back() == '\r') seg.remove_suffix(1);
-    if (seg.size() > max) out.push_back({true, "", whole_line_id(seg)});
-    else if (seg.find_first_not_of(" \t\r") != std::string_view::npos) out.push_back({false, std::string(seg)});
+    if (seg.size() > max)
+      out.push_back({true, "", whole_line_id(seg)});
+    else if (seg.find_first_not_of(" \t\r") != std::string_view::npos)
+      out.push_back({false, std::string(seg)});
     if (nl == std::string_view::npos) break;
     start = nl + 1;
   }

@@ -29,8 +29,8 @@ const types::Sniffer& sniffer() {
   return s;
 }
 
-const std::vector<std::string> kAllowed = {"text/plain", "text/csv", "application/json", "image/png",
-                                           "image/jpeg", "image/svg+xml", "text/html", "application/pdf"};
+const std::vector<std::string> kAllowed = {"text/plain", "text/csv",      "application/json", "image/png",
+                                           "image/jpeg", "image/svg+xml", "text/html",        "application/pdf"};
 
 }  // namespace
 

@@ -143,10 +143,11 @@ check_leftovers() {
 t_start=$(date +%s)
 case $host in
   v2)
-    # 50 timeouts + 50 cancels as root: the "100 of 100" of issue 14.
+    # 50 timeouts + 50 cancels as root: each of the 100 must end timed_out or
+    # cancelled with its outputs back, none as a sandbox error.
     mode_root v2 50
     check_leftovers root
-    # Hostile HTTP clients (issue 16) on a stock systemd host: the intake's
+    # Hostile HTTP clients on a stock systemd host: the intake's
     # deadline and caps, plain and TLS; sessions never deleted; batches and
     # bad header bytes; one server per address.
     for t in http_hostile http_listen http_sessions http_slow_clients http_tls_intake; do
@@ -154,7 +155,7 @@ case $host in
         node "integration/$t.test.mjs"
     done
     check_leftovers "root http"
-    # Egress by policy (issue 18) against the fake internet in two network
+    # Egress by policy against the fake internet in two network
     # namespaces: the server as root (pool on and off) and as throwbox-test.
     # 3-6 min under TCG: with it the v2 guest ran past its 1500 s budget, so
     # CI leaves it to THROWBOX_MATRIX_FULL=1 (as in v1).

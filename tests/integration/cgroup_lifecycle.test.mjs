@@ -1,4 +1,4 @@
-// Issue 14: a server removes every cgroup it made when it exits (clean exit,
+// A server removes every cgroup it made when it exits (clean exit,
 // SIGTERM), warm sandboxes' included; after a SIGKILL the next server on the
 // host removes what it left, whatever state directory either had. Skipped (77)
 // where jobs get no cgroup at all, unless the host matrix expects one.

@@ -1,5 +1,6 @@
-// Seed 000's chart job end to end: messy CSV in, figures and a PNG out; the
-// PNG passes the gate and comes back from fetch_artifact as image content.
+// The chart example (examples/chart) end to end: messy CSV in, figures and a
+// PNG out; the PNG passes the gate and comes back from fetch_artifact as image
+// content.
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

@@ -3,8 +3,10 @@
 // on stdout (scripts pipe stdout; MCP clients read it as the protocol).
 import test from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
-import { throwboxBin, mkStateDir } from './lib/client.mjs';
+import { throwboxBin, mkStateDir, connect, readRepoFile } from './lib/client.mjs';
 
 function run(...args) {
   const r = spawnSync(throwboxBin(), args, { encoding: 'utf8', timeout: 20_000, input: '' });
@@ -74,6 +76,26 @@ test('each command has its own --help listing its options', () => {
   assert.equal(run('serve', '--policy', 'x.json', '-h').stdout, serve);
 });
 
+// The man page is made from serve --help and the package's description is
+// written by hand: each names every tool a client is offered.
+test('serve --help and the package description name every tool tools/list offers', async () => {
+  const { client, close } = await connect({ validateOutput: false });
+  let names;
+  try {
+    names = (await client.listTools()).tools.map((t) => t.name);
+  } finally {
+    await close();
+  }
+  assert.ok(names.length >= 5, `tools/list: ${names}`);
+  const serve = run('serve', '--help').stdout.replace(/\s+/g, ' ');
+  const install = readRepoFile('packaging/install.cmake');
+  const description = install.match(/CPACK_DEBIAN_PACKAGE_DESCRIPTION "([^"]*)"/)[1].replace(/\s+/g, ' ');
+  for (const name of names) {
+    assert.ok(new RegExp(`\\b${name}\\b`).test(serve), `serve --help names ${name}`);
+    assert.ok(new RegExp(`\\b${name}\\b`).test(description), `the package description names ${name}`);
+  }
+});
+
 test('serve --help does not start a server', () => {
   const r = run('serve', '--help');
   assert.doesNotMatch(r.stdout + r.stderr, /serving MCP/);
@@ -97,7 +119,36 @@ test('a command with an unknown option or a missing value: stderr naming it, exi
   expectUsageError(['policy', 'check', '--frobnicate'], /unexpected argument "--frobnicate"/);
 });
 
-// Issue 21: spdlog reads an unknown level name as "off", so a typo used to
+// A usage error is the caller's mistake, not the server's: the message and
+// where the help is, with no log prefix (timestamp, "critical").
+test('a usage error is "throwbox: <message>" and a pointer to --help, no log line', () => {
+  const cases = [
+    [['serve', '--frobnicate'], 'unknown option for serve: --frobnicate', 'serve'],
+    [['doctor', '--frobnicate'], 'unknown option for doctor: --frobnicate', 'doctor'],
+    [['serve', '--policy'], '--policy needs a value', 'serve'],
+    [['doctor', '--log-level', 'loud'], '--log-level loud: not a level (trace, debug, info, warn, error, critical or off)',
+      'doctor'],
+    [['serve', '--http', 'nonsense'], '--http: expected HOST:PORT, got "nonsense"', 'serve'],
+    [['serve', '--tokens', 'tokens'],
+      '--tokens, --oauth, --tls-cert, --tls-key, --allow-origin and --allow-host need --http HOST:PORT', 'serve'],
+    [['policy', 'check', '--tokens'], 'policy check: --tokens needs a value', 'policy'],
+    [['policy', 'check', 'a.json', 'b.json'], 'policy check: unexpected argument "b.json"', 'policy'],
+    [['version', 'extra'], 'version: unexpected argument "extra"', 'version'],
+  ];
+  for (const [args, message, command] of cases) {
+    const err = expectUsageError(args, /./);
+    assert.equal(err, `throwbox: ${message}\nRun 'throwbox ${command} --help' for usage.\n`, args.join(' '));
+  }
+  assert.equal(expectUsageError(['policy'], /./), 'throwbox: policy: missing subcommand\n'
+    + 'Usage: throwbox policy check [FILE] [--tokens FILE] [--oauth FILE] [--tls-cert FILE --tls-key FILE]\n'
+    + "Run 'throwbox policy --help' for usage.\n");
+  // A start-up error (here the policy) is the server's to report: a log line, exit 2.
+  const r = run('serve', '--state-dir', mkStateDir(), '--policy', '/nonexistent/policy.json');
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /^\d{4}-\d\d-\d\dT[\d:.]+Z critical cannot read policy: .*\/nonexistent\/policy\.json/);
+});
+
+// spdlog reads an unknown level name as "off", so a typo used to
 // silence every log line (refusals and sandbox errors included) without a word.
 test('--log-level with a word that is not a level: exit 2 naming the valid levels', () => {
   for (const cmd of ['serve', 'doctor']) {
@@ -117,7 +168,35 @@ test('--log-level with each valid level starts serve, which exits 0 when stdin c
   }
 });
 
-// The exit status table of the README: SIGTERM and SIGINT end a stdio server
+// Log lines carry UTC with a Z. Under systemd with stderr on the journal
+// ($JOURNAL_STREAM names stderr's device and inode) each line starts with its
+// sd-daemon priority, so journald files it at its level; a stderr that is not
+// that stream (the variable inherited, the output redirected) gets none.
+test('log lines: UTC with a Z; <N> priorities first only when stderr is the journal stream', () => {
+  const priorities = { trace: 7, debug: 7, info: 6, warning: 4, error: 3, critical: 2 };
+  const file = path.join(mkStateDir(), 'stderr.log');
+  for (const mode of ['none', 'journal', 'other stream']) {
+    const fd = fs.openSync(file, 'w');
+    const st = fs.fstatSync(fd, { bigint: true });
+    const env = { ...process.env };
+    delete env.JOURNAL_STREAM;
+    if (mode === 'journal') env.JOURNAL_STREAM = `${st.dev}:${st.ino}`;
+    if (mode === 'other stream') env.JOURNAL_STREAM = `${st.dev}:${st.ino + 1n}`;
+    const r = spawnSync(throwboxBin(), ['serve', '--state-dir', mkStateDir(), '--log-level', 'debug'],
+      { input: '', stdio: ['pipe', 'pipe', fd], env, timeout: 20_000 });
+    fs.closeSync(fd);
+    const lines = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean);
+    assert.equal(r.status, 0, `${mode}: exit ${r.status}, stderr ${lines.join('\n')}`);
+    assert.ok(lines.some((l) => /serving MCP on stdio/.test(l)), `${mode}: ${lines.join('\n')}`);
+    for (const l of lines) {
+      const m = l.match(/^(<\d>)?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (\w+) /);
+      assert.ok(m, `${mode}: not a log line in UTC: ${l}`);
+      assert.equal(m[1], mode === 'journal' ? `<${priorities[m[2]]}>` : undefined, `${mode}: ${l}`);
+    }
+  }
+});
+
+// The exit status table (docs/operations.md): SIGTERM and SIGINT end a stdio server
 // through its normal exit, status 0 (a running job is cancelled: cgroup_lifecycle).
 for (const sig of ['SIGTERM', 'SIGINT']) {
   test(`serve on stdio exits 0 on ${sig}`, async () => {

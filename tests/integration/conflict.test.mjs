@@ -1,5 +1,6 @@
-// Seed 001's rule: the same transaction id with a different payload is an
-// error, so the job fails with the reason on stderr instead of guessing.
+// The reconciliation example's rule (examples/reconcile): the same
+// transaction id with a different payload is an error, so the job fails with
+// the reason on stderr instead of guessing.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, upload, runCode, readRepoFile, textOf } from './lib/client.mjs';

@@ -1,4 +1,4 @@
-// Issue 14: `throwbox doctor` runs the same cgroup set-up as `serve` (a
+// `throwbox doctor` runs the same cgroup set-up as `serve` (a
 // delegated cgroup's leaf move included) and says exactly what a job of
 // `serve` here gets; without cgroups it says so loudly, and exits non-zero
 // when the policy requires them. Checked against a real job of `serve`.

@@ -65,7 +65,7 @@ for (const scenario of SCENARIOS) {
   test(scenario, { timeout: 70_000 }, (t) => expectPass(t, scenario));
 }
 
-// Issue 21: the server declares logging; the suite's scenario sets a level.
+// The server declares logging; the suite's scenario sets a level.
 test('logging-set-level', { timeout: 70_000 }, async (t) => {
   const { result } = await rawSession(server.url, undefined);
   assert.deepEqual(result?.capabilities?.logging, {}, `initialize declares logging: ${JSON.stringify(result)}`);

@@ -105,7 +105,7 @@ test('2026-07-28 requirements and the tasks extension: every applicable check pa
     '--expected-failures', path.join(TESTS, 'conformance', 'expected-failures-2026-07-28.yaml')]);
   assertSuite(t, r, listed);
   // The tasks checks ran against throwbox's tasks (fixture calls renamed),
-  // and the ones the issue names passed.
+  // and the ones listed below passed.
   assert.ok(proxy.rewritten >= 10, `fixture calls renamed: ${proxy.rewritten}`);
   const want = {
     'server-stateless': ['sep-2575-request-meta-invalid-missing-meta', 'sep-2575-http-server-meta-invalid-400',

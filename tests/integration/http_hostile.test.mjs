@@ -1,4 +1,4 @@
-// Hostile requests answered at once and with clean JSON-RPC errors (issue 16):
+// Hostile requests answered at once and with clean JSON-RPC errors:
 // a JSON-RPC batch on a session whose version has no batching (before: the
 // refusal went out with id null, nobody waited for it, and the POST got 504
 // after 90 s, holding a worker), and header text that is not UTF-8 (before:

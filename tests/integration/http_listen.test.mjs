@@ -1,4 +1,4 @@
-// One server per address (issue 16): a second `serve --http` on an address in
+// One server per address: a second `serve --http` on an address in
 // use exits non-zero naming it, instead of sharing the port through
 // SO_REUSEPORT (where a server without tokens answered requests meant for one
 // with them); and the listen backlog has room for every worker and queue slot,

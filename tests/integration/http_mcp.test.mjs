@@ -9,6 +9,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import {
   upload, runCode, fetchArtifact, artifactText, findArtifact, readRepoFile, textOf, mkStateDir, REQUEST_TIMEOUT_MS,
@@ -231,15 +233,23 @@ test('bad requests get their exact status', { timeout: 45_000 }, async (t) => {
   const session = await rawSession(server.url, ALICE, '2025-06-18');
   const ping = { jsonrpc: '2.0', id: 2, method: 'ping' };
 
-  await t.test('no token: 401 with WWW-Authenticate', async () => {
+  // Tokens without OAuth: the challenge and the body say a bearer token is
+  // what this server takes (a client would otherwise look for OAuth and
+  // report only that registration failed).
+  const NEEDED = 'this server needs a bearer token (Authorization: Bearer <token>); it has no OAuth';
+  await t.test('no token: 401 with WWW-Authenticate saying a bearer token is needed', async () => {
     const r = await post(server.url, INIT);
     assert.equal(r.status, 401, r.text);
-    assert.match(r.headers.get('www-authenticate') ?? '', /^Bearer\b/);
+    assert.equal(r.headers.get('www-authenticate'),
+      `Bearer realm="throwbox", error="invalid_token", error_description="${NEEDED}"`);
+    assert.equal(r.body?.error?.message, `Unauthorized: ${NEEDED}`);
   });
   await t.test('wrong token: 401 with WWW-Authenticate', async () => {
     const r = await post(server.url, INIT, { token: WRONG });
     assert.equal(r.status, 401, r.text);
-    assert.match(r.headers.get('www-authenticate') ?? '', /^Bearer\b.*invalid_token/);
+    assert.equal(r.headers.get('www-authenticate'), 'Bearer realm="throwbox", error="invalid_token", '
+      + `error_description="the bearer token is not valid; ${NEEDED}"`);
+    assert.equal(r.body?.error?.message, `Unauthorized: the bearer token is not valid; ${NEEDED}`);
     // The same for a request on a live session.
     const s = await post(server.url, ping, { token: WRONG, sessionId: session.sessionId });
     assert.equal(s.status, 401);
@@ -251,6 +261,20 @@ test('bad requests get their exact status', { timeout: 45_000 }, async (t) => {
       assert.equal(r.status, 401, `Authorization: ${value.replace(ALICE, '<token>')} -> ${r.status} ${r.text}`);
       assert.ok(r.headers.get('www-authenticate'));
     }
+  });
+  await t.test('no OAuth: its discovery, registration and token paths are 404 with an OAuth error body', async () => {
+    for (const [method, p] of [['GET', '/.well-known/oauth-protected-resource'],
+      ['GET', '/.well-known/oauth-protected-resource/mcp'], ['GET', '/.well-known/oauth-authorization-server'],
+      ['GET', '/.well-known/openid-configuration'], ['GET', '/mcp/.well-known/openid-configuration'],
+      ['POST', '/register'], ['GET', '/authorize'], ['POST', '/token']]) {
+      const r = await fetch(`${server.base}${p}`, { method, body: method === 'POST' ? '{}' : undefined,
+        headers: method === 'POST' ? { 'Content-Type': 'application/json' } : {} });
+      assert.equal(r.status, 404, `${method} ${p}`);
+      assert.deepEqual(await r.json(), { error: 'invalid_request', error_description: NEEDED }, `${method} ${p}`);
+    }
+    const other = await fetch(`${server.base}/.well-known/security.txt`);
+    assert.equal(other.status, 404);
+    assert.equal(await other.text(), '');
   });
   await t.test('bad Origin: 403', async () => {
     for (const origin of ['http://evil.example.com', `http://127.0.0.1:${server.port + 1}`, 'null',
@@ -315,6 +339,32 @@ test('bad requests get their exact status', { timeout: 45_000 }, async (t) => {
   });
   // The session survived all of it.
   assert.equal((await session.call('ping')).status, 200);
+});
+
+// An MCP client with an OAuth provider and no token: after its 401 it looks
+// for OAuth, finds none, tries dynamic registration, and reports what the
+// server said there: that it takes a bearer token.
+test('an OAuth client without a token is told that the server needs a bearer token', { timeout: 30_000 }, async () => {
+  const redirect = 'http://127.0.0.1:9/callback';
+  const authProvider = {
+    get redirectUrl() { return redirect; },
+    get clientMetadata() { return { client_name: 'no-token', redirect_uris: [redirect] }; },
+    clientInformation: () => undefined,
+    saveClientInformation: () => {},
+    tokens: () => undefined,
+    saveTokens: () => {},
+    redirectToAuthorization: () => { throw new Error('no authorization page was expected'); },
+    saveCodeVerifier: () => {},
+    codeVerifier: () => '',
+  };
+  const transport = new StreamableHTTPClientTransport(new URL(server.url), { authProvider });
+  const client = new Client({ name: 'no-token', version: '1' });
+  try {
+    await assert.rejects(client.connect(transport, { timeout: REQUEST_TIMEOUT_MS }),
+      (e) => e.message.includes('this server needs a bearer token'));
+  } finally {
+    await client.close().catch(() => {});
+  }
 });
 
 test('start-up refusals: non-loopback without --tokens, a group-readable tokens file', { timeout: 30_000 }, () => {

@@ -1,11 +1,11 @@
-// Issue 21: the HTTP transport as an OAuth 2.1 resource server (MCP
-// authorization). A test issuer on loopback (lib/test_issuer.mjs) publishes
-// RS256 and ES256 keys and signs tokens; `serve --http --oauth FILE` must
-// publish its Protected Resource Metadata (RFC 9728), answer 401 with
-// resource_metadata, accept good tokens as tenant "oauth-<sub>", refuse
-// every bad one (expired, not yet valid, wrong audience or issuer, alg none,
-// HS256 made with the public key, unknown kid, a changed payload), follow a
-// key rotation, map scopes to what a caller may do, and keep static tokens.
+// The HTTP transport as an OAuth 2.1 resource server (MCP authorization). A
+// test issuer on loopback (lib/test_issuer.mjs) publishes RS256 and ES256 keys
+// and signs tokens; `serve --http --oauth FILE` must publish its Protected
+// Resource Metadata (RFC 9728), answer 401 with resource_metadata, accept good
+// tokens as tenant "oauth-<sub>", refuse every bad one (expired, not yet valid,
+// wrong audience or issuer, alg none, HS256 made with the public key, unknown
+// kid, a changed payload), follow a key rotation, map scopes to what a caller
+// may do, and keep static tokens.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
@@ -74,6 +74,11 @@ test('no token: 401 naming the metadata, no error code', async () => {
   const r = await ping(undefined);
   assert.equal(r.status, 401);
   assert.equal(challenge(r), `Bearer resource_metadata="${metadataUrl}"`);
+  assert.equal(r.body?.error?.message, 'Unauthorized: a bearer token is required');
+  // The issuer registers clients, not this server: nothing here says otherwise.
+  const register = await fetch(`http://127.0.0.1:${port}/register`, { method: 'POST', body: '{}' });
+  assert.equal(register.status, 404);
+  assert.doesNotMatch(await register.text(), /no OAuth/);
 });
 
 test('RS256 and ES256 tokens are accepted; a job runs as tenant oauth-<sub>', { timeout: 60_000 }, async () => {

@@ -1,7 +1,7 @@
 // The HTTP routes beside /mcp, driven with fetch against `throwbox serve
-// --http`: /healthz, /readyz, /metrics (Prometheus text 0.0.4) and seed 001's
-// job API (POST /inputs, POST /jobs, GET /jobs/{job_id}) with bearer tokens,
-// tenant isolation, field-naming 400s and the audit log.
+// --http`: /healthz, /readyz, /metrics (Prometheus text 0.0.4) and the job API
+// (POST /inputs, POST /jobs, GET /jobs/{job_id}) with bearer tokens, tenant
+// isolation, field-naming 400s and the audit log.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';

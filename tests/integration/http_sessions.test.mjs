@@ -1,11 +1,11 @@
-// Sessions against clients that never DELETE and callers without a token
-// (issue 16). A tenant's sessions are bounded (64), but a new one takes the
-// place of the least recently used idle one instead of a 503 (before: the
-// 65th initialize got 503 for 30 minutes, until the janitor ended the idle
-// ones); an evicted session answers 404 like an unknown one; a busy one (a
-// request in flight, a GET stream open) is never evicted. And the bearer
-// token is checked before any session is made: unauthenticated initializes
-// cannot fill the server's bound and push a tenant's session out.
+// Sessions against clients that never DELETE and callers without a token. A
+// tenant's sessions are bounded (64), but a new one takes the place of the
+// least recently used idle one instead of a 503 (before: the 65th initialize
+// got 503 for 30 minutes, until the janitor ended the idle ones); an evicted
+// session answers 404 like an unknown one; a busy one (a request in flight, a
+// GET stream open) is never evicted. And the bearer token is checked before any
+// session is made: unauthenticated initializes cannot fill the server's bound
+// and push a tenant's session out.
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import { skipWithoutHttp, startHttpServer, rawSession, post } from './lib/http.mjs';

@@ -1,4 +1,4 @@
-// Slow and greedy clients (issue 16): a request has 10 s from accept (or from
+// Slow and greedy clients: a request has 10 s from accept (or from
 // the previous response) to arrive whole, headers and body, and a connection
 // holds no worker until it has; one client address holds at most 128
 // connections. Before, the 10 s was per read (a byte every few seconds kept a

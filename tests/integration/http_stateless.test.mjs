@@ -171,7 +171,7 @@ test('header rules and their errors', async (t) => {
       assertError(await call(m), 404, -32601);
     }
   });
-  // Issue 21, found by the conformance suite 0.2.0-alpha.12 (server-stateless):
+  // Found by the conformance suite 0.2.0-alpha.12 (server-stateless):
   // _meta's required keys are Invalid params, HTTP 400, before any header
   // check (a request without _meta used to get -32020 "(absent)"; one without
   // clientCapabilities 200), with the request's id; initialize is 404 -32601.

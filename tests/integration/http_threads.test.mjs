@@ -1,4 +1,4 @@
-// Threads do not grow with sessions (issue 15): tools/call runs on one pool
+// Threads do not grow with sessions: tools/call runs on one pool
 // shared by every HTTP session, started on demand, so 20 sessions add about
 // no thread (it was 8 per session, started at initialize: 128 -> 288), and a
 // call on each of them adds about one.

@@ -1,4 +1,4 @@
-// HTTPS through the intake (issue 16): the TLS handshake and each request are
+// HTTPS through the intake: the TLS handshake and each request are
 // read on the intake's thread, so slow TLS clients hold no worker either and
 // are cut at the same 10 s deadline as plain ones; one address holds at most
 // 128 connections. Before, `serve --tls-cert` used cpp-httplib's SSLServer:

@@ -85,7 +85,7 @@ test('kill -9 mid-job: no process left; after restart the job is failed and old 
   assert.equal(again.status, 'completed');
 });
 
-// SIGTERM (the README's exit status table: running calls are cancelled) is
+// SIGTERM (the exit status table of docs/operations.md: running calls are cancelled) is
 // not a crash: the ledger records the job as cancelled, and the key replays
 // that after a restart, not "server stopped while the job ran".
 test('SIGTERM mid-job: the job is answered and recorded cancelled; after restart the key replays it', { timeout: 60_000 }, async () => {

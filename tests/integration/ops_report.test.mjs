@@ -1,9 +1,9 @@
-// Seed 001's operations report end to end: two logs in different formats and
-// time zones go in, the program normalises them to UTC, matches requests by id
-// and lists the exceptions. This test parses both logs itself (its own rules,
-// written from the example's README, in JavaScript) and compares every figure
-// and exception with the program's report; then it checks the two artifacts
-// passed the gate and come back as text.
+// The operations report example (examples/ops-report) end to end: two logs in
+// different formats and time zones go in, the program normalises them to UTC,
+// matches requests by id and lists the exceptions. This test parses both logs
+// itself (its own rules, written from the example's README, in JavaScript) and
+// compares every figure and exception with the program's report; then it checks
+// the two artifacts passed the gate and come back as text.
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

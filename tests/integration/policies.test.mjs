@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { REPO_ROOT, connect, upload, runCode, textOf, findArtifact, throwboxBin } from './lib/client.mjs';
+import { testCertificate } from './lib/http.mjs';
 
 const policyFile = (name) => path.join(REPO_ROOT, 'policies', `${name}.json`);
 const conns = [];
@@ -57,9 +58,87 @@ test('policy check: an invalid policy is exit 2 with the file and key on stderr,
     assert.equal(r.status, 2);
     assert.match(r.stderr, /sandbox\.network: unknown key/);
 
+    // A syntax error: where it is, and why.
+    fs.writeFileSync(bad, '{\n  "version": 1,\n  "limits": {"pids_max": 5,}\n}\n');
+    r = policyCheck(bad);
+    assert.equal(r.status, 2);
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, /bad\.json: not valid JSON at line 3, column 28: syntax error while parsing object key - unexpected '\}'/);
+
     r = policyCheck(path.join(dir, 'missing.json'));
     assert.equal(r.status, 2);
     assert.match(r.stderr, /cannot read policy.*missing\.json/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// An operator checks what serve --http will read before starting it: the
+// policy (by its real path), the tokens file, the OAuth settings and the TLS
+// certificate and key, each read by the code serve uses at start.
+test('policy check names the file it read and checks the tokens, OAuth and TLS files given', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'throwbox-policy-files-'));
+  const check = (args, opts = {}) => spawnSync(throwboxBin(), ['policy', 'check', ...args],
+    { encoding: 'utf8', timeout: 20_000, ...opts });
+  const valid = (r, label) => {
+    assert.equal(r.status, 0, `${label}: ${r.stderr}`);
+    assert.equal(JSON.parse(r.stdout).version, 1, label);
+  };
+  const invalid = (r, pattern, label) => {
+    assert.equal(r.status, 2, `${label}: exit ${r.status}; ${r.stderr}`);
+    assert.equal(r.stdout, '', label);
+    assert.match(r.stderr, pattern, label);
+  };
+  try {
+    // The real path of what was read, from a relative name.
+    let r = check(['../policies/./strict.json'], { cwd: path.join(REPO_ROOT, 'examples') });
+    valid(r, 'relative');
+    assert.equal(r.stderr.split('\n')[0], `throwbox: policy file ${fs.realpathSync(policyFile('strict'))}`);
+    r = check([]);
+    assert.match(r.stderr.split('\n')[0], /^throwbox: policy file \/\S+ \(the default\)$/);
+
+    const tokens = path.join(dir, 'tokens');
+    fs.writeFileSync(tokens, `# ops\nalice ${'ab'.repeat(32)}\nbob ${'cd'.repeat(32)}\n`, { mode: 0o600 });
+    const oauth = path.join(dir, 'oauth.json');
+    fs.writeFileSync(oauth, JSON.stringify({ issuer: 'https://issuer.example/', jwks_uri: 'https://issuer.example/jwks',
+      resource: 'https://tb.example/mcp' }));
+    // (Without the openssl command to make certificates, TLS is left out.)
+    const tls = spawnSync('openssl', ['version']).status === 0;
+    const one = tls ? testCertificate() : null;
+    const other = tls ? testCertificate() : null;
+    const strict = policyFile('strict');
+    r = check([strict, '--tokens', tokens, '--oauth', oauth, ...(tls ? ['--tls-cert', one.cert, '--tls-key', one.key] : [])]);
+    valid(r, 'every file good');
+    assert.ok(r.stderr.includes(`throwbox: tokens file ${tokens}: 2 token(s)\n`), r.stderr);
+    assert.ok(r.stderr.includes(`throwbox: --oauth ${oauth}: issuer https://issuer.example/, audience https://tb.example/mcp`), r.stderr);
+    if (tls) {
+      assert.ok(r.stderr.includes(`throwbox: TLS certificate ${one.cert} and key ${one.key}: loaded, and they match\n`),
+        r.stderr);
+    }
+
+    invalid(check([strict, '--tokens', path.join(dir, 'missing')]), /throwbox: tokens file: .*missing/, 'no tokens file');
+    fs.chmodSync(tokens, 0o644);
+    invalid(check([strict, '--tokens', tokens]), /readable or writable by group or others \(mode 644\); chmod 600 it/,
+      'tokens file readable by others');
+    fs.writeFileSync(tokens, 'alice abc\n', { mode: 0o600 });
+    fs.chmodSync(tokens, 0o600);
+    invalid(check([strict, '--tokens', tokens]), /tokens:1: the digest must be 64 hex digits/, 'a bad tokens line');
+    invalid(check([strict, '--oauth', path.join(dir, 'none.json')]), /--oauth .*none\.json: cannot be read/, 'no OAuth file');
+    fs.writeFileSync(oauth, JSON.stringify({ issuer: 'https://issuer.example/' }));
+    invalid(check([strict, '--oauth', oauth]), /oauth\.json: jwks_uri: required/, 'OAuth settings without jwks_uri');
+    if (tls) {
+      // (OpenSSL 3 finds the mismatch as it loads the key; older ones when asked.)
+      invalid(check([strict, '--tls-cert', one.cert, '--tls-key', other.key]),
+        /TLS: cannot use certificate .* with key .*: the key(: .*mismatch| does not match the certificate)/,
+        'a key of another certificate');
+      invalid(check([strict, '--tls-cert', one.key, '--tls-key', one.key]),
+        /TLS: cannot use certificate .*: the certificate: /, 'a key as the certificate');
+    }
+    invalid(check([strict, '--tls-cert', path.join(dir, 'cert.pem')]), /--tls-cert and --tls-key go together/,
+      'a certificate alone');
+    invalid(check([strict, '--tokens']), /--tokens needs a value/, 'a flag without its value');
+    // The policy comes first: an invalid one is reported before any file.
+    invalid(check([path.join(dir, 'missing.json'), '--tokens', tokens]), /cannot read policy.*missing\.json/, 'no policy');
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -1,4 +1,4 @@
-// The python-data runtime (issue 20): warm sandboxes that imported numpy,
+// The python-data runtime: warm sandboxes that imported numpy,
 // pandas and matplotlib before their claim, and matplotlib's font cache built
 // once per server into a read-only copy each sandbox gets. What a job sees:
 // the modules already loaded but nothing in its globals, nothing carried from

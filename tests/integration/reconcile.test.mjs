@@ -1,4 +1,4 @@
-// Seed 001's canonical job end to end: upload the two exports, run
+// The canonical job, reconciliation, end to end: upload the two exports, run
 // examples/reconcile/reconcile.py in the sandbox, check the figures and the
 // exceptions artifact.
 import test from 'node:test';

@@ -1,8 +1,9 @@
-// Seed 001's staffing job end to end: handle times and a scenario go in, agents
-// needed per arrival rate come out, with a PNG chart. The test checks the
-// program against figures it computes itself: the handle-time sample (its own
-// CSV rules), Erlang C (its own evaluation), and a queue simulation of its own
-// (different code, different random numbers) at the staff the program reports.
+// The staffing example (examples/staffing) end to end: handle times and a
+// scenario go in, agents needed per arrival rate come out, with a PNG chart.
+// The test checks the program against figures it computes itself: the
+// handle-time sample (its own CSV rules), Erlang C (its own evaluation), and a
+// queue simulation of its own (different code, different random numbers) at the
+// staff the program reports.
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

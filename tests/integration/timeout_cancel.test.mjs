@@ -1,4 +1,4 @@
-// Issue 14: a job that hits its deadline is timed_out, one the client cancels
+// A job that hits its deadline is timed_out, one the client cancels
 // is cancelled, every time, and what it wrote to /outputs before that comes
 // back. On cgroup v2 hosts the whole-tree kill (cgroup.kill) used to end pid 1
 // before the harvest: "collecting /outputs: open("/proc/N/root"): ENOENT" as a

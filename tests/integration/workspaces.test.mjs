@@ -1,14 +1,15 @@
 // Workspaces: a tenant's /work kept between the run_code calls that name it.
 // open_workspace / close_workspace, run_code's workspace_id and artifact_ids:
-// seed 001's loop as an agent runs it (a wrong first program, a fix that reads
-// the first run's intermediate file, a plain job checking the artifact), what
-// persists (files, directories, symlinks, a venv, a --target style package
-// dir) and what does not (/tmp, /outputs, processes), the size cap (ENOSPC,
-// then usable again), tenants (a foreign id reads like a made-up one), expiry
-// while idle and refresh on use, two calls on one workspace at once (busy),
-// a restart on the same state directory, warm and cold sandboxes, the
-// per-tenant cap, bad arguments, and the tool list and instructions. Closing
-// or expiring leaves no byte of the workspace under the state directory.
+// the reconciliation example's loop as an agent runs it (a wrong first program,
+// a fix that reads the first run's intermediate file, a plain job checking the
+// artifact), what persists (files, directories, symlinks, a venv, a --target
+// style package dir) and what does not (/tmp, /outputs, processes), the size
+// cap (ENOSPC, then usable again), tenants (a foreign id reads like a made-up
+// one), expiry while idle and refresh on use, two calls on one workspace at
+// once (busy), a restart on the same state directory, warm and cold sandboxes,
+// the per-tenant cap, bad arguments, and the tool list and instructions.
+// Closing or expiring leaves no byte of the workspace under the state
+// directory.
 // Every server here gets its own policy (from $THROWBOX_POLICY) with a
 // `workspaces` section of small values.
 //
@@ -239,7 +240,7 @@ async function pollGone(stateDir, id, marker, ms) {
   }
 }
 
-// ---------------------------------------------------------------- seed 001
+// ---------------------------------------------------------------- the reconciliation example
 
 // The figures, from the example's inputs, in cents.
 function parseCsv(text) {
@@ -300,7 +301,7 @@ function expectedReconciliation(ordersCsv, paymentsCsv) {
 // Run 1, as a first attempt would be: normalise the payments into
 // /work/normalized.csv and sum the payment column (duplicates and unknown
 // orders included). It also leaves marker bytes the test can look for.
-const seedRun1 = (token) => PY`
+const reconcileRun1 = (token) => PY`
 import csv, hashlib, json, os
 from decimal import Decimal
 CENT = Decimal("0.01")
@@ -322,7 +323,7 @@ print(json.dumps({"rows": len(rows), "payments_total": str(paid.quantize(CENT)),
 
 // Run 2, the fix: the payments come only from run 1's /work/normalized.csv;
 // identical repeated transactions count once, unknown orders are reported.
-const SEED_RUN2 = PY`
+const RECONCILE_RUN2 = PY`
 import csv, json, os
 from decimal import Decimal
 CENT = Decimal("0.01")
@@ -358,7 +359,7 @@ print(json.dumps({"normalized_rows": n, "work": sorted(os.listdir("/work")),
 `;
 
 // Run 3, a plain job: the artifact of run 2 at /inputs/<name>, read-only.
-const seedRun3 = (name) => PY`
+const reconcileRun3 = (name) => PY`
 import csv, errno, json, os
 p = "/inputs/${name}"
 def attempt(f):
@@ -408,7 +409,7 @@ test('the tools are listed with their schemas; the instructions tell of workspac
     assert.match(instructions, /\bclos(e|ed|ing)\b|close_workspace/i);
   });
 
-test('seed 001 in a workspace: a wrong first run, a fix reading its intermediate file, a plain job checking the artifact',
+test('the reconciliation example in a workspace: a wrong first run, a fix reading its intermediate file, a plain job checking the artifact',
   { timeout: scaled(60_000) }, async (t) => {
     const srv = await mainServer();
     const { client, stateDir } = srv;
@@ -425,11 +426,11 @@ test('seed 001 in a workspace: a wrong first run, a fix reading its intermediate
     const payments = await upload(client, 'payments.csv', paymentsCsv);
     const ws = await openWs(srv);
     const id = ws.workspace_id;
-    const token = `seed-${crypto.randomUUID()}`;
+    const token = `reconcile-${crypto.randomUUID()}`;
     const marker = Buffer.from(crypto.createHash('sha256').update(token).digest('hex'));
 
     // Run 1: wrong, and it says the total is covered.
-    const r1 = completed(await run(client, seedRun1(token),
+    const r1 = completed(await run(client, reconcileRun1(token),
       { workspace_id: id, input_ids: [orders.input_id, payments.input_id], timeout_s: 20 }));
     const o1 = lastJson(r1);
     assert.equal(o1.rows, want.rows);
@@ -444,7 +445,7 @@ test('seed 001 in a workspace: a wrong first run, a fix reading its intermediate
     assertPresent(t, stateDir, id, marker);
 
     // Run 2: the fix, from /work/normalized.csv; the payments input is not even mounted.
-    const r2 = completed(await run(client, SEED_RUN2,
+    const r2 = completed(await run(client, RECONCILE_RUN2,
       { workspace_id: id, input_ids: [orders.input_id], timeout_s: 20 }));
     const o2 = lastJson(r2);
     assert.equal(o2.payments_input, false);
@@ -467,7 +468,7 @@ test('seed 001 in a workspace: a wrong first run, a fix reading its intermediate
 
     // Run 3: a plain job takes the artifact through artifact_ids.
     const name = path.posix.basename(art.name);
-    const r3 = completed(await run(client, seedRun3(name), { artifact_ids: [art.artifact_id] }));
+    const r3 = completed(await run(client, reconcileRun3(name), { artifact_ids: [art.artifact_id] }));
     assert.equal(r3.workspace, undefined, 'a plain job has no workspace');
     const o3 = lastJson(r3);
     assert.deepEqual(o3.rows[0], ['order_id', 'expected', 'paid', 'short', 'status']);

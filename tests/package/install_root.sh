@@ -17,10 +17,13 @@ deb=${2:-}
 t0=$(date +%s)
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || { echo "skip: needs root"; exit 77; }
+# CI runs this beside the host matrix, which installs qemu: apt-get of the
+# two waits for the other's (one lock for throwbox's scripts, and dpkg's own).
+apt_locked() { flock -w 900 /run/lock/throwbox-apt.lock apt-get -o DPkg::Lock::Timeout=600 "$@"; }
 if ! command -v mmdebstrap >/dev/null || ! command -v bwrap >/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap bubblewrap >/dev/null 2>&1 ||
-    { apt-get update -q >/dev/null 2>&1 &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap bubblewrap >/dev/null; } ||
+  DEBIAN_FRONTEND=noninteractive apt_locked install -y -q --no-install-recommends mmdebstrap bubblewrap >/dev/null 2>&1 ||
+    { apt_locked update -q >/dev/null 2>&1 &&
+      DEBIAN_FRONTEND=noninteractive apt_locked install -y -q --no-install-recommends mmdebstrap bubblewrap >/dev/null; } ||
     fail "cannot install mmdebstrap and bubblewrap"
 fi
 

@@ -253,8 +253,12 @@ TEST_CASE("script URLs: entity-encoded, control-split and NUL-split schemes") {
       "<IMG SRC=\"jav&#x0A;ascript:alert('XSS');\">",
       "<IMG SRC=\"jav&#x0D;ascript:alert('XSS');\">",
       "<IMG SRC=\" &#14;  javascript:alert('XSS');\">",
-      "<IMG SRC=&#106;&#97;&#118;&#97;&#115;&#99;&#114;&#105;&#112;&#116;&#58;&#97;&#108;&#101;&#114;&#116;&#40;&#39;&#88;&#83;&#83;&#39;&#41;>",
-      "<IMG SRC=&#0000106&#0000097&#0000118&#0000097&#0000115&#0000099&#0000114&#0000105&#0000112&#0000116&#0000058&#0000097>",
+      "<IMG "
+      "SRC=&#106;&#97;&#118;&#97;&#115;&#99;&#114;&#105;&#112;&#116;&#58;&#97;&#108;&#101;&#114;&#116;&#40;&#39;&#88;&#"
+      "83;&#83;&#39;&#41;>",
+      "<IMG "
+      "SRC=&#0000106&#0000097&#0000118&#0000097&#0000115&#0000099&#0000114&#0000105&#0000112&#0000116&#0000058&#"
+      "0000097>",
       "<IMG SRC=&#x6A&#x61&#x76&#x61&#x73&#x63&#x72&#x69&#x70&#x74&#x3A&#x61&#x6C&#x65&#x72&#x74>",
       "<a href=\"javascript&colon;alert(1)\">named colon</a>",
       "<a href=\"java&Tab;script:alert(1)\">named tab</a>",
@@ -357,8 +361,7 @@ TEST_CASE("parser desync: a quote hidden in a comment or raw text does not hide 
 
 TEST_CASE("reasons name what was found and where") {
   CHECK(scan_markup("<p>hi</p>\n<script>alert(1)</script>").reason == "<script> element at line 2, byte 10");
-  CHECK(scan_markup("<svg/onload=alert(1)>").reason ==
-        "event handler attribute \"onload\" of <svg> at line 1, byte 0");
+  CHECK(scan_markup("<svg/onload=alert(1)>").reason == "event handler attribute \"onload\" of <svg> at line 1, byte 0");
   CHECK(scan_markup("<p>x</p><a href=\"jav&#x61;script:alert(1)\">x</a>").reason ==
         "javascript: URL in attribute \"href\" of <a> at line 1, byte 8");
   CHECK(scan_markup("<meta http-equiv=\"refresh\" content=\"0;url=https://evil/\">").reason ==
@@ -375,9 +378,9 @@ TEST_CASE("reasons name what was found and where") {
 // the generous bound holds even in sanitizer builds.
 TEST_CASE("hostile shapes: unterminated tags, quotes and comments do not hang or throw") {
   using Clock = std::chrono::steady_clock;
-  const std::vector<std::string> shapes{"<a title=\"", "<<<<", "<!--", "<a ", "<style>", "&#", "<svg><style>",
-                                        "<textarea>", "<!doctype x [", "<![cdata[", "on",
-                                        "<a onx", "<x y='1'", "</"};
+  const std::vector<std::string> shapes{"<a title=\"",  "<<<<",       "<!--",          "<a ",       "<style>", "&#",
+                                        "<svg><style>", "<textarea>", "<!doctype x [", "<![cdata[", "on",      "<a onx",
+                                        "<x y='1'",     "</"};
   for (const std::string& unit : shapes) {
     std::string big;
     while (big.size() < 1'000'000) big += unit;
@@ -392,7 +395,7 @@ TEST_CASE("hostile shapes: unterminated tags, quotes and comments do not hang or
   CHECK(scan_markup("<a href=\"javascript:alert(1)").active);
 }
 
-// Found building tests/gate_corpus/html from the OWASP cheat sheet (issue 17):
+// Found building tests/gate_corpus/html from the OWASP cheat sheet:
 // the scanner accepted each of these before.
 TEST_CASE("OWASP entries once missed: Netscape entities and JSSS, CSS strings and comments, IE data islands") {
   check_all_detected({
@@ -436,9 +439,9 @@ TEST_CASE("ends_inside_tag: text after a fragment that leaves a tag open becomes
                            // The tag open state: the next letter starts a tag name.
                            "<? x ?> <", "a </"})
     CHECK_MESSAGE(ends_inside_tag(open), open);
-  for (const char* closed : {"", "text", "<div>", "<div title='x'>\n", "<img src=a.png/>", "<!-- <a b -->",
-                             "<textarea><a title=x></textarea>", "<!-- unterminated comment", "a < b", "<? x ?>",
-                             "a <= b"})
+  for (const char* closed :
+       {"", "text", "<div>", "<div title='x'>\n", "<img src=a.png/>", "<!-- <a b -->",
+        "<textarea><a title=x></textarea>", "<!-- unterminated comment", "a < b", "<? x ?>", "a <= b"})
     CHECK_MESSAGE(!ends_inside_tag(closed), closed);
 }
 

@@ -1,4 +1,4 @@
-// broker::Admission (issue 15): queued jobs are admitted in arrival order, the
+// broker::Admission: queued jobs are admitted in arrival order, the
 // first whose tenant has room; a release wakes the waiter it hands the slot
 // to; a cancellation wakes a queued job at once; the busy texts are unchanged.
 // Bounds are generous (a hang fails, a slow machine does not).
@@ -144,6 +144,7 @@ TEST_CASE("the busy answers keep their texts") {
   const std::string prefix = "busy: this tenant's CPU budget of 1 CPU seconds per hour is spent; retry in ";
   CHECK(spent.error().message.starts_with(prefix));
   CHECK(spent.error().message.ends_with(" s"));
-  const std::string seconds = spent.error().message.substr(prefix.size(), spent.error().message.size() - prefix.size() - 2);
+  const std::string seconds =
+      spent.error().message.substr(prefix.size(), spent.error().message.size() - prefix.size() - 2);
   CHECK((seconds == "3600" || seconds == "3601"));
 }

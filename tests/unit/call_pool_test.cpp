@@ -1,4 +1,4 @@
-// util::CallPool (issue 15): threads start on demand up to the pool's
+// util::CallPool: threads start on demand up to the pool's
 // maximum, whatever the number of lanes; a lane's quota refuses calls beyond
 // it; a lane's waiting calls queue behind other lanes' ready ones; drain waits.
 #include <doctest/doctest.h>
@@ -74,9 +74,9 @@ TEST_CASE("a lane refuses calls beyond running_max + queued_max and takes them a
   REQUIRE(lane->submit([&] { gate.pass(); }));
   REQUIRE(lane->submit([&] { gate.pass(); }));
   REQUIRE(gate.await_waiting(2));
-  CHECK(lane->submit([&] { gate.pass(); }));   // waits in the lane
-  CHECK_FALSE(lane->submit([] {}));            // beyond the quota
-  CHECK(pool.threads() == 2);                  // the lane's running_max, not the pool's maximum
+  CHECK(lane->submit([&] { gate.pass(); }));  // waits in the lane
+  CHECK_FALSE(lane->submit([] {}));           // beyond the quota
+  CHECK(pool.threads() == 2);                 // the lane's running_max, not the pool's maximum
   gate.release();
   lane->drain();
   CHECK(gate.waiting == 3);

@@ -216,8 +216,8 @@ TEST_CASE("any chunking of feed() gives the same text, cut count and last line")
   std::string data;
   std::mt19937 rng(20260801);
   // Lines of random length, some multi-byte characters and some invalid bytes.
-  const std::string pieces[] = {"a", "bc", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xC3\xA9", "\xff", "\n", "xyz ",
-                                "\xC3", "\x80"};
+  const std::string pieces[] = {"a",    "bc",   "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xC3\xA9", "\xff", "\n",
+                                "xyz ", "\xC3", "\x80"};
   while (data.size() < 40000) data += pieces[rng() % 10];
   for (uint64_t cap : {256u, 300u, 1000u, 4096u, 39999u, 40000u, 65536u}) {
     CAPTURE(cap);
@@ -268,8 +268,8 @@ TEST_CASE("cut count: every byte the program wrote is either cut or shown (inval
   // Without a newline near either cut the cuts fall where the budget ends.
   const uint64_t cap = 512;
   std::string data(3000, 'a');
-  data[10] = '\xff';     // in the head: shown as U+FFFD, counts as one byte kept
-  data[2990] = '\xfe';   // in the tail
+  data[10] = '\xff';    // in the head: shown as U+FFFD, counts as one byte kept
+  data[2990] = '\xfe';  // in the tail
   Stream s(cap, "stdout");
   feed(s, data);
   Parts p = split_at_marker(s.text());

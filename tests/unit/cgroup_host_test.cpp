@@ -65,8 +65,8 @@ TEST_CASE("another pid namespace's server is never judged from here") {
 TEST_CASE("names that are not server-<pidns>-<pid>-<start> are left alone") {
   const uint64_t ns = pidns();
   const std::string p = std::to_string(ns);
-  for (const char* bad : {"", "-", "--", "1-2", "1-2-3-4", "x-1-2", "1-x-2", "1-2-x", "1--2", "-1-2",
-                          "99999999999999999999999-1-2"})
+  for (const char* bad :
+       {"", "-", "--", "1-2", "1-2-3-4", "x-1-2", "1-x-2", "1-2-x", "1--2", "-1-2", "99999999999999999999999-1-2"})
     CHECK_MESSAGE(owner_of(bad, ns) == Owner::unknown, bad);
   CHECK(owner_of(p + "-0-1", ns) == Owner::unknown);
   CHECK(owner_of(p + "-1-2 ", ns) == Owner::unknown);

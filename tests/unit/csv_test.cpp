@@ -25,19 +25,14 @@ const std::string kReaders = "for a reader splitting on ',', ';', tab or '|'";
 const std::string kTsvReaders = "for a reader splitting on tab, ',', ';' or '|'";
 const std::string kTriggers = "(=, +, -, @, tab, CR or a Unicode form of them) ";
 
-std::string sanitized_reason(const std::string& cells, const std::string& apostrophes,
-                             const std::string& first, const std::string& readers = kReaders) {
-  return cells + " a formula " + kTriggers + readers + "; " + apostrophes + " inserted; the first is at " +
-         first;
+std::string sanitized_reason(const std::string& cells, const std::string& apostrophes, const std::string& first,
+                             const std::string& readers = kReaders) {
+  return cells + " a formula " + kTriggers + readers + "; " + apostrophes + " inserted; the first is at " + first;
 }
 
-Result neutralise(std::string_view in, char delimiter = ',') {
-  return process(in, delimiter, Mode::kNeutralise);
-}
+Result neutralise(std::string_view in, char delimiter = ',') { return process(in, delimiter, Mode::kNeutralise); }
 
-Result reject(std::string_view in, char delimiter = ',') {
-  return process(in, delimiter, Mode::kReject);
-}
+Result reject(std::string_view in, char delimiter = ',') { return process(in, delimiter, Mode::kReject); }
 
 // Asserts the file passes untouched.
 void check_unchanged(std::string_view in, char delimiter = ',') {
@@ -51,27 +46,27 @@ void check_unchanged(std::string_view in, char delimiter = ',') {
 
 }  // namespace
 
-TEST_CASE("the seed exceptions CSV passes unchanged with 0 cells changed") {
-  const std::string seed =
+TEST_CASE("the reconciliation example's exceptions CSV passes unchanged with 0 cells changed") {
+  const std::string exceptions =
       "kind,transaction_id,order_id,amount,detail\n"
       "duplicate,tx1,A101,120.00,\"repeated export row, counted once\"\n"
       "unmatched,tx4,A999,30.00,order not in orders export\n"
       "shortfall,,A103,50.00,expected 150.00 paid 100.00\n";
-  check_unchanged(seed);
-  const Result r = reject(seed);
+  check_unchanged(exceptions);
+  const Result r = reject(exceptions);
   CHECK(r.ok);
-  CHECK(r.output == seed);
+  CHECK(r.output == exceptions);
 }
 
 TEST_CASE("quoted fields with embedded commas, quotes, LF and CRLF are parsed as one cell") {
-  check_unchanged("a,\"x, y\",b\n");                         // a comma inside quotes
-  // ... though a reader splitting on it sees " =1+1" (issue 16): the apostrophe
+  check_unchanged("a,\"x, y\",b\n");  // a comma inside quotes
+  // ... though a reader splitting on it sees " =1+1": the apostrophe
   // goes right before the trigger, after what that reader may trim.
   CHECK(neutralise("a,\"x, =1+1\",b\n").output == "a,\"x, '=1+1\",b\n");
-  check_unchanged("a,\"say \"\"=hi\"\"\",b\n");             // value: say "=hi"
-  check_unchanged("a,\"line1\nline2\",b\n");                // an embedded LF
-  check_unchanged("\"line1\r\nline2\",b\r\n");              // an embedded CRLF
-  check_unchanged("\"\",\"\"\"\"\n");                       // empty quoted, a lone quote
+  check_unchanged("a,\"say \"\"=hi\"\"\",b\n");  // value: say "=hi"
+  check_unchanged("a,\"line1\nline2\",b\n");     // an embedded LF
+  check_unchanged("\"line1\r\nline2\",b\r\n");   // an embedded CRLF
+  check_unchanged("\"\",\"\"\"\"\n");            // empty quoted, a lone quote
 
   // A dangerous quoted cell keeps its quotes and everything inside them.
   const Result r = neutralise("a,\"=HYPERLINK(\"\"http://x\"\",\"\"a,b\"\")\nmore\",c\n");
@@ -116,9 +111,8 @@ TEST_CASE("CRLF files stay CRLF and LF files stay LF") {
 }
 
 TEST_CASE("plain numbers with a sign are not formulas and stay untouched") {
-  for (const char* v : {"-80.00", "+3", "-0.5", "1e-5", "-.5", "-1e5", "+1E+10", "-5.", "-0",
-                        "+.25e-3", "-12345678901234567890", "-1,5", "+1.234,56", "-1.2.3", "-1 ",
-                        " -1", "-1\""}) {
+  for (const char* v : {"-80.00", "+3", "-0.5", "1e-5", "-.5", "-1e5", "+1E+10", "-5.", "-0", "+.25e-3",
+                        "-12345678901234567890", "-1,5", "+1.234,56", "-1.2.3", "-1 ", " -1", "-1\""}) {
     CAPTURE(v);
     CHECK_FALSE(is_dangerous_cell(v));
   }
@@ -145,16 +139,15 @@ TEST_CASE("numbers joined by reader delimiters are a number list, not a formula"
 }
 
 TEST_CASE("signs that do not form a plain number are formula triggers") {
-  for (const char* v : {"-", "+", "-1+2", "-A1", "+A1", "-1e", "-1e+", "-.", "+-1", "--1",
-                        "-1 2", "-,5", "-1e5+cmd|' /C calc'!A0", "-1+cmd", "-1,5x", "-1;a"}) {
+  for (const char* v : {"-", "+", "-1+2", "-A1", "+A1", "-1e", "-1e+", "-.", "+-1", "--1", "-1 2", "-,5",
+                        "-1e5+cmd|' /C calc'!A0", "-1+cmd", "-1,5x", "-1;a"}) {
     CAPTURE(v);
     CHECK(is_dangerous_cell(v));
   }
 }
 
 TEST_CASE("each ASCII trigger character is neutralised") {
-  for (const char* v : {"=1+1", "+1+1", "-1+1", "@SUM(A1)", "\t=cmd", "\r=cmd",
-                        "=cmd|' /C calc'!A0"}) {
+  for (const char* v : {"=1+1", "+1+1", "-1+1", "@SUM(A1)", "\t=cmd", "\r=cmd", "=cmd|' /C calc'!A0"}) {
     CAPTURE(v);
     CHECK(is_dangerous_cell(v));
   }
@@ -167,8 +160,7 @@ TEST_CASE("each ASCII trigger character is neutralised") {
 }
 
 TEST_CASE("each full-width trigger (U+FF1D, U+FF0B, U+FF0D, U+FF20) is neutralised") {
-  const std::string eq = "\xEF\xBC\x9D", plus = "\xEF\xBC\x8B", minus = "\xEF\xBC\x8D",
-                    at = "\xEF\xBC\xA0";
+  const std::string eq = "\xEF\xBC\x9D", plus = "\xEF\xBC\x8B", minus = "\xEF\xBC\x8D", at = "\xEF\xBC\xA0";
   for (const std::string& t : {eq, plus, minus, at}) {
     CAPTURE(t);
     CHECK(is_dangerous_cell(t + "1+1"));
@@ -177,24 +169,23 @@ TEST_CASE("each full-width trigger (U+FF1D, U+FF0B, U+FF0D, U+FF20) is neutralis
   CHECK(is_dangerous_cell(minus + "1"));  // a full-width sign never makes a plain number
   const Result r = neutralise(eq + "1+1," + plus + "A1,\"" + minus + "1+1\"," + at + "SUM(A1)\n");
   CHECK(r.ok);
-  CHECK(r.output ==
-        "'" + eq + "1+1,'" + plus + "A1,\"'" + minus + "1+1\",'" + at + "SUM(A1)\n");
+  CHECK(r.output == "'" + eq + "1+1,'" + plus + "A1,\"'" + minus + "1+1\",'" + at + "SUM(A1)\n");
   CHECK(r.cells_changed == 4);
   // Other full-width characters in the same block are harmless.
   CHECK_FALSE(is_dangerous_cell("\xEF\xBC\xA1"));  // U+FF21 Ａ
 }
 
 TEST_CASE("small, superscript and subscript forms and U+2212 are triggers: NFKC folds them") {
-  for (const char* t : {"\xEF\xB9\xA6",   // U+FE66 small =
-                        "\xEF\xB9\xA2",   // U+FE62 small +
-                        "\xEF\xB9\xA3",   // U+FE63 small -
-                        "\xEF\xB9\xAB",   // U+FE6B small @
-                        "\xE2\x81\xBA",   // U+207A superscript +
-                        "\xE2\x81\xBB",   // U+207B superscript minus
-                        "\xE2\x81\xBC",   // U+207C superscript =
-                        "\xE2\x82\x8A",   // U+208A subscript +
-                        "\xE2\x82\x8B",   // U+208B subscript minus
-                        "\xE2\x82\x8C",   // U+208C subscript =
+  for (const char* t : {"\xEF\xB9\xA6",     // U+FE66 small =
+                        "\xEF\xB9\xA2",     // U+FE62 small +
+                        "\xEF\xB9\xA3",     // U+FE63 small -
+                        "\xEF\xB9\xAB",     // U+FE6B small @
+                        "\xE2\x81\xBA",     // U+207A superscript +
+                        "\xE2\x81\xBB",     // U+207B superscript minus
+                        "\xE2\x81\xBC",     // U+207C superscript =
+                        "\xE2\x82\x8A",     // U+208A subscript +
+                        "\xE2\x82\x8B",     // U+208B subscript minus
+                        "\xE2\x82\x8C",     // U+208C subscript =
                         "\xE2\x88\x92"}) {  // U+2212 minus sign
     CAPTURE(t);
     CHECK(is_dangerous_cell(std::string(t) + "1"));
@@ -207,11 +198,9 @@ TEST_CASE("small, superscript and subscript forms and U+2212 are triggers: NFKC 
 
 TEST_CASE("a header row with =HYPERLINK(...) is neutralised like any other row") {
   {
-    const Result r = neutralise(
-        "\"=HYPERLINK(\"\"http://evil.example\"\",\"\"click\"\")\",name\n1,alice\n");
+    const Result r = neutralise("\"=HYPERLINK(\"\"http://evil.example\"\",\"\"click\"\")\",name\n1,alice\n");
     CHECK(r.ok);
-    CHECK(r.output ==
-          "\"'=HYPERLINK(\"\"http://evil.example\"\",\"\"click\"\")\",name\n1,alice\n");
+    CHECK(r.output == "\"'=HYPERLINK(\"\"http://evil.example\"\",\"\"click\"\")\",name\n1,alice\n");
     CHECK(r.cells_changed == 1);
   }
   {
@@ -249,7 +238,7 @@ TEST_CASE("leading spaces do not hide a trigger") {
   CHECK(is_dangerous_cell(" \t=1"));
   CHECK(is_dangerous_cell("\n=1+1"));
   CHECK(is_dangerous_cell(" \"=1+1\""));  // some importers trim then honour the quote
-  CHECK_FALSE(is_dangerous_cell(" -1"));   // still a plain number
+  CHECK_FALSE(is_dangerous_cell(" -1"));  // still a plain number
   CHECK_FALSE(is_dangerous_cell("   "));
   CHECK_FALSE(is_dangerous_cell("a =1"));
   const Result r = neutralise("x, =1+1\n");
@@ -258,14 +247,14 @@ TEST_CASE("leading spaces do not hide a trigger") {
 }
 
 TEST_CASE("Unicode spaces before a trigger are skipped as importers trim them") {
-  for (const char* sp : {"\xC2\xA0",        // U+00A0 no-break space
-                         "\xE3\x80\x80",    // U+3000 ideographic space
-                         "\xE2\x80\x80",    // U+2000 en quad
-                         "\xE2\x80\x8A",    // U+200A hair space
-                         "\xE2\x80\x8B",    // U+200B zero width space
-                         "\xE2\x80\xAF",    // U+202F narrow no-break space
-                         "\xE2\x81\x9F",    // U+205F medium mathematical space
-                         "\xE2\x81\xA0",    // U+2060 word joiner
+  for (const char* sp : {"\xC2\xA0",         // U+00A0 no-break space
+                         "\xE3\x80\x80",     // U+3000 ideographic space
+                         "\xE2\x80\x80",     // U+2000 en quad
+                         "\xE2\x80\x8A",     // U+200A hair space
+                         "\xE2\x80\x8B",     // U+200B zero width space
+                         "\xE2\x80\xAF",     // U+202F narrow no-break space
+                         "\xE2\x81\x9F",     // U+205F medium mathematical space
+                         "\xE2\x81\xA0",     // U+2060 word joiner
                          "\xC2\x85",         // U+0085 next line
                          "\xEF\xBB\xBF"}) {  // U+FEFF inside a cell
     CAPTURE(sp);
@@ -279,8 +268,9 @@ TEST_CASE("Unicode spaces before a trigger are skipped as importers trim them") 
 }
 
 TEST_CASE("harmless values are not triggers") {
-  for (const char* v : {"", "abc", "1+1", "a=b", "'=1+1", "A1", ".5", "100%", "#REF!", "%", "e=mc2",
-                        "' =1", "\xE2\x80\x90" "1"}) {  // U+2010 HYPHEN: NFKC keeps it
+  for (const char* v : {"", "abc", "1+1", "a=b", "'=1+1", "A1", ".5", "100%", "#REF!", "%", "e=mc2", "' =1",
+                        "\xE2\x80\x90"
+                        "1"}) {  // U+2010 HYPHEN: NFKC keeps it
     CAPTURE(v);
     CHECK_FALSE(is_dangerous_cell(v));
   }
@@ -300,7 +290,9 @@ TEST_CASE("counts are exact across rows, columns and quoting") {
 }
 
 TEST_CASE("neutralising is idempotent: the output needs no further change") {
-  const std::string in = "=1,\"+2\",\t-x, =y,@z\r\n\"\r=cmd\",-1+1,\"\xEF\xBC\x9D" "1\"\n";
+  const std::string in =
+      "=1,\"+2\",\t-x, =y,@z\r\n\"\r=cmd\",-1+1,\"\xEF\xBC\x9D"
+      "1\"\n";
   const Result first = neutralise(in);
   REQUIRE(first.ok);
   CHECK(first.cells_changed == 8);  // "\t-x" twice: the cell and "-x" after its TAB
@@ -315,8 +307,8 @@ TEST_CASE("TSV: tab is the delimiter, and a cell starts with TAB only when quote
     CHECK(r.output == "name\tformula\nalice\t'=1+1\nbob\t-3\n");
     CHECK(r.cells_changed == 1);
   }
-  check_unchanged("a\t\tb\n", '\t');       // an empty cell between two tabs
-  check_unchanged("a,b\tc\n", '\t');       // a comma is not a delimiter in TSV
+  check_unchanged("a\t\tb\n", '\t');  // an empty cell between two tabs
+  check_unchanged("a,b\tc\n", '\t');  // a comma is not a delimiter in TSV
   {
     const Result r = neutralise("a\t\"\t=cmd\"\n", '\t');
     CHECK(r.output == "a\t\"'\t'=cmd\"\n");
@@ -324,10 +316,10 @@ TEST_CASE("TSV: tab is the delimiter, and a cell starts with TAB only when quote
   }
 }
 
-// Issue 16 (found by tests/fuzz/csv_fuzz): a reader splitting on another
+// Found by tests/fuzz/csv_fuzz: a reader splitting on another
 // separator than the file's (a ';' locale opening a comma file, a TSV opened
 // as CSV) sees the pieces of a value as cells, so "x;=cmd()" held a formula.
-TEST_CASE("issue 16: a formula after ',', ';' or TAB inside a value is neutralised") {
+TEST_CASE("a formula after ',', ';' or TAB inside a value is neutralised") {
   {
     const Result r = neutralise("a,\"x;=cmd()\"\n");
     CHECK(r.ok);
@@ -351,25 +343,25 @@ TEST_CASE("issue 16: a formula after ',', ';' or TAB inside a value is neutralis
     const Result r = neutralise("\"\"\"q\"\";@x\"\n");
     CHECK(r.output == "\"\"\"q\"\";'@x\"\n");
   }
-  check_unchanged("\"1;-5;+3;2e5\"\n");   // numbers after a separator are numbers
+  check_unchanged("\"1;-5;+3;2e5\"\n");  // numbers after a separator are numbers
   check_unchanged("\"a; b, c\"\n");
   CHECK_FALSE(reject("\"x;=cmd()\"\n").ok);
 }
 
-// Issue 17: a ';'-separated .csv with DDE and HYPERLINK cells was accepted ("no
-// formula cells") because only ',' split it; Excel in de-DE, fr-FR or nl-NL
-// locales splits a double-clicked .csv on ';'.
-TEST_CASE("issue 17: the reported file is refused as a CSV and neutralised as a TSV") {
-  const std::string reported =
-      "a;b\n1;=cmd|' /C calc'!A0\n2;=HYPERLINK(\"http://x\",\"y\")\n";
+// A reported bypass: a ';'-separated .csv with DDE and HYPERLINK cells was
+// accepted ("no formula cells") because only ',' split it; Excel in de-DE,
+// fr-FR or nl-NL locales splits a double-clicked .csv on ';'.
+TEST_CASE("the reported ';' bypass is refused as a CSV and neutralised as a TSV") {
+  const std::string reported = "a;b\n1;=cmd|' /C calc'!A0\n2;=HYPERLINK(\"http://x\",\"y\")\n";
   {
     // For a ',' reader the third row's second field is "\"y\")": text after a
     // closing quote, on which readers disagree. Refused in both modes.
     const Result r = neutralise(reported);
     CHECK_FALSE(r.ok);
     CHECK(r.output.empty());
-    CHECK(r.reason == "unexpected text after the closing quote of a quoted field on line 3 "
-                      "(row 3, column 2)");
+    CHECK(r.reason ==
+          "unexpected text after the closing quote of a quoted field on line 3 "
+          "(row 3, column 2)");
     CHECK(reject(reported).reason == r.reason);
   }
   {
@@ -426,8 +418,7 @@ TEST_CASE("a reader on another delimiter may start a cell inside the writer's qu
   {
     // '|' inside a quoted comma field, and ',' inside a quoted TSV field.
     CHECK(neutralise("1,\"x|@SUM(1)\"\n").output == "1,\"x|'@SUM(1)\"\n");
-    CHECK(neutralise("1\t\"x,-2+" + kCmd + "\"\n", '\t').output ==
-          "1\t\"x,'-2+" + kCmd + "\"\n");
+    CHECK(neutralise("1\t\"x,-2+" + kCmd + "\"\n", '\t').output == "1\t\"x,'-2+" + kCmd + "\"\n");
   }
 }
 
@@ -437,9 +428,10 @@ TEST_CASE("an apostrophe that would follow a closing quote cannot be placed: ref
   const Result r = neutralise("\"a,\"\"\"\tb\n", '\t');
   CHECK_FALSE(r.ok);
   CHECK(r.output.empty());
-  CHECK(r.reason == "a reader splitting on ',' sees a cell starting with tab right after the "
-                    "closing quote of the field on line 1 (row 1, column 1), where no "
-                    "apostrophe can go");
+  CHECK(r.reason ==
+        "a reader splitting on ',' sees a cell starting with tab right after the "
+        "closing quote of the field on line 1 (row 1, column 1), where no "
+        "apostrophe can go");
   CHECK(reject("\"a,\"\"\"\tb\n", '\t').reason == r.reason);
 }
 
@@ -474,7 +466,7 @@ TEST_CASE("an apostrophe inside another reader's number list leaves it a number 
   CHECK_FALSE(is_dangerous_cell("-1'"));
   CHECK_FALSE(is_dangerous_cell("-1,'-2"));
   CHECK_FALSE(is_dangerous_cell("-1;'"));
-  CHECK(is_dangerous_cell("-1,'-'2"));    // apostrophes only around an element
+  CHECK(is_dangerous_cell("-1,'-'2"));  // apostrophes only around an element
   CHECK(is_dangerous_cell("-1,'A1"));
   CHECK(is_dangerous_cell("-1,'x'!A1"));  // a sheet reference
 }
@@ -527,8 +519,9 @@ TEST_CASE("text after a closing quote is refused: readers disagree on its value"
   const Result r = neutralise("a\n\"\"=1+1,b\n");  // some readers see the cell "=1+1"
   CHECK_FALSE(r.ok);
   CHECK(r.output.empty());
-  CHECK(r.reason == "unexpected text after the closing quote of a quoted field on line 2 "
-                    "(row 2, column 1)");
+  CHECK(r.reason ==
+        "unexpected text after the closing quote of a quoted field on line 2 "
+        "(row 2, column 1)");
   CHECK_FALSE(neutralise("\"a\" ,b\n").ok);
 }
 
@@ -586,20 +579,20 @@ TEST_CASE("a sep= directive that cannot be modelled is refused") {
   const Result quote = neutralise("sep=\"\na\"=1\n");
   CHECK_FALSE(quote.ok);
   CHECK(quote.output.empty());
-  CHECK(quote.reason == "first line is a \"sep=\" directive naming the delimiter 0x22; Excel "
-                        "would split cells in a way this check cannot follow");
-  CHECK(neutralise("sep='\na'=1\n").reason.starts_with(
-      "first line is a \"sep=\" directive naming the delimiter 0x27"));
-  CHECK(neutralise("sep=\xC3\xA9\na\n").reason.starts_with(
-      "first line is a \"sep=\" directive naming the delimiter 0xC3"));
-  CHECK(neutralise("sep=\x01\na\n").reason.starts_with(
-      "first line is a \"sep=\" directive naming the delimiter 0x01"));
+  CHECK(quote.reason ==
+        "first line is a \"sep=\" directive naming the delimiter 0x22; Excel "
+        "would split cells in a way this check cannot follow");
+  CHECK(neutralise("sep='\na'=1\n").reason.starts_with("first line is a \"sep=\" directive naming the delimiter 0x27"));
+  CHECK(neutralise("sep=\xC3\xA9\na\n")
+            .reason.starts_with("first line is a \"sep=\" directive naming the delimiter 0xC3"));
+  CHECK(neutralise("sep=\x01\na\n").reason.starts_with("first line is a \"sep=\" directive naming the delimiter 0x01"));
   for (const char* in : {"sep=", "sep=\n", "sep=\r\na\n"}) {
     CAPTURE(in);
     const Result r = reject(in);
     CHECK_FALSE(r.ok);
-    CHECK(r.reason == "first line is a \"sep=\" directive naming no delimiter; Excel would "
-                      "split cells in a way this check cannot follow");
+    CHECK(r.reason ==
+          "first line is a \"sep=\" directive naming no delimiter; Excel would "
+          "split cells in a way this check cannot follow");
   }
 }
 
@@ -701,7 +694,7 @@ TEST_CASE("random inputs: neutralised output is stable, only adds apostrophes, a
       CHECK(again.ok);
       CHECK(again.cells_changed == 0);
       CHECK(again.output == n.output);
-          // Dropping the inserted apostrophes gives back the input exactly.
+      // Dropping the inserted apostrophes gives back the input exactly.
       std::string restored;
       size_t j = 0;
       for (char c : n.output) {

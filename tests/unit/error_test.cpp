@@ -12,13 +12,13 @@ using util::ErrorCode;
 
 TEST_CASE("every code has its stable name") {
   const std::pair<ErrorCode, const char*> names[] = {
-      {ErrorCode::kInternal, "internal"},   {ErrorCode::kInvalidArgument, "invalid_argument"},
-      {ErrorCode::kNotFound, "not_found"},  {ErrorCode::kConflict, "conflict"}, {ErrorCode::kBusy, "busy"},
-      {ErrorCode::kCancelled, "cancelled"}, {ErrorCode::kTooLarge, "too_large"},
-      {ErrorCode::kIo, "io"},               {ErrorCode::kPolicy, "policy"},
-      {ErrorCode::kSandbox, "sandbox"},     {ErrorCode::kSpec, "spec"},
-      {ErrorCode::kAuth, "auth"},           {ErrorCode::kHttp, "http"},
-      {ErrorCode::kOutcome, "outcome"}};
+      {ErrorCode::kInternal, "internal"},  {ErrorCode::kInvalidArgument, "invalid_argument"},
+      {ErrorCode::kNotFound, "not_found"}, {ErrorCode::kConflict, "conflict"},
+      {ErrorCode::kBusy, "busy"},          {ErrorCode::kCancelled, "cancelled"},
+      {ErrorCode::kTooLarge, "too_large"}, {ErrorCode::kIo, "io"},
+      {ErrorCode::kPolicy, "policy"},      {ErrorCode::kSandbox, "sandbox"},
+      {ErrorCode::kSpec, "spec"},          {ErrorCode::kAuth, "auth"},
+      {ErrorCode::kHttp, "http"},          {ErrorCode::kOutcome, "outcome"}};
   for (auto [code, name] : names) {
     CHECK(util::to_string(code) == name);
   }
@@ -48,8 +48,8 @@ TEST_CASE("a spent CPU budget is busy with the seconds until it frees") {
   const uint64_t after = *refused.error().retry_after_s;
   CHECK(after >= 3599);
   CHECK(after <= 3600);
-  CHECK(refused.error().message == "busy: this tenant's CPU budget of 1 CPU seconds per hour is spent; retry in " +
-                                       std::to_string(after) + " s");
+  CHECK(refused.error().message ==
+        "busy: this tenant's CPU budget of 1 CPU seconds per hour is spent; retry in " + std::to_string(after) + " s");
   // Another tenant's budget is its own.
   CHECK(admission.acquire("bob", nullptr).ok());
 }

@@ -22,9 +22,9 @@ namespace {
 
 constexpr uint64_t kFileMax = 16u << 20;
 
-const std::vector<std::string> kDefaultAllowed{
-    "text/plain", "text/csv",   "text/tab-separated-values", "application/json", "text/markdown",
-    "image/png",  "image/jpeg", "image/gif",                 "application/pdf"};
+const std::vector<std::string> kDefaultAllowed{"text/plain",       "text/csv",      "text/tab-separated-values",
+                                               "application/json", "text/markdown", "image/png",
+                                               "image/jpeg",       "image/gif",     "application/pdf"};
 
 std::vector<std::string> allowed_plus(const std::vector<std::string>& extra) {
   std::vector<std::string> all = kDefaultAllowed;
@@ -71,7 +71,9 @@ std::string elf_prefix() {
   f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   bytes.resize(static_cast<size_t>(f.gcount()));
   REQUIRE(bytes.size() > 64);
-  REQUIRE(bytes.substr(0, 4) == "\x7f" "ELF");
+  REQUIRE(bytes.substr(0, 4) ==
+          "\x7f"
+          "ELF");
   return bytes;
 }
 
@@ -242,9 +244,9 @@ TEST_CASE("Markdown with raw <script> is rejected; clean Markdown is accepted as
 // the autolink <javascript:...>). Found by this test: the scan only looks at
 // tags, so these leave as text/markdown.
 TEST_CASE("Markdown links and link definitions to javascript: URLs are rejected as active content") {
-  for (const std::string& md : {"# Notes\n\n[click](javascript:alert(document.domain))\n"s,
-                                "# Notes\n\n[click][r]\n\n[r]: javascript:alert(1)\n"s,
-                                "# Notes\n\n![x](javascript:alert(1))\n"s}) {
+  for (const std::string& md :
+       {"# Notes\n\n[click](javascript:alert(document.domain))\n"s,
+        "# Notes\n\n[click][r]\n\n[r]: javascript:alert(1)\n"s, "# Notes\n\n![x](javascript:alert(1))\n"s}) {
     Verdict v = default_gate().check("notes.md", md);
     CHECK_MESSAGE(v.verdict == artifacts::VerdictKind::kRejected, "accepted: " << md);
     CHECK_MESSAGE(contains(v.reason, "active content"), v.reason);
@@ -254,7 +256,8 @@ TEST_CASE("Markdown links and link definitions to javascript: URLs are rejected 
                  "active content");
   check_rejected(default_gate().check("notes.md", "# Notes\n\n<javascript:alert(1)>\n"), "active content");
   // An ordinary link stays fine.
-  CHECK(default_gate().check("notes.md", "[docs](https://example.org/a_(b))\n").verdict == artifacts::VerdictKind::kAccepted);
+  CHECK(default_gate().check("notes.md", "[docs](https://example.org/a_(b))\n").verdict ==
+        artifacts::VerdictKind::kAccepted);
 }
 
 TEST_CASE("a file over file_max_bytes is rejected before sniffing") {
@@ -296,9 +299,9 @@ TEST_CASE("upload_media_type: orders.csv is text/csv") {
 
 TEST_CASE("Markdown links hiding javascript: behind character references or spaces are rejected") {
   Gate gate = make_gate();
-  for (const char* md : {"[x](&#106;avascript:alert(1))\n", "[x]( <JaVaScRiPt:alert(1)>)\n",
-                         "[r]:\n  &#x6a;avascript:alert(1)\n", "![i](vbscript:msgbox)\n",
-                         "[d](data:text/html;base64,PHNjcmlwdD4=)\n"}) {
+  for (const char* md :
+       {"[x](&#106;avascript:alert(1))\n", "[x]( <JaVaScRiPt:alert(1)>)\n", "[r]:\n  &#x6a;avascript:alert(1)\n",
+        "![i](vbscript:msgbox)\n", "[d](data:text/html;base64,PHNjcmlwdD4=)\n"}) {
     CAPTURE(std::string(md));
     Verdict v = gate.check("notes.md", std::string("# Notes\n\n") + md);
     CHECK(v.verdict == artifacts::VerdictKind::kRejected);
@@ -318,8 +321,8 @@ TEST_CASE("with active_content as text, clean markup outside the allowlist is de
   CHECK(v.media_type == "text/plain");
 }
 
-// Issue 17: names that run, or show as something they are not, or that
-// Windows changes on save, were accepted as text/plain.
+// Names that run, or show as something they are not, or that Windows
+// changes on save, were once accepted as text/plain.
 TEST_CASE("names: scripts, desktop entries, bidi overrides, trailing dots and spaces are rejected") {
   const std::string text = "echo hello\r\n";
   for (const char* runs : {"update.cmd", "x.ps1", "y.vbs", "z.js", "report.desktop", "run.BAT"})
@@ -332,7 +335,8 @@ TEST_CASE("names: scripts, desktop entries, bidi overrides, trailing dots and sp
 }
 
 TEST_CASE("names: an extension the policy does not list for the file's type is rejected, naming both") {
-  check_rejected(default_gate().check("notes.log", "just text\n"), "the extension .log is not allowed for text/plain files; allowed: .txt");
+  check_rejected(default_gate().check("notes.log", "just text\n"),
+                 "the extension .log is not allowed for text/plain files; allowed: .txt");
   check_rejected(default_gate().check("README", "just text\n"), "no extension is not allowed for text/plain");
   check_rejected(default_gate().check("chart.jpe", "x"), "");  // unknown extension: decided by content, then refused
   // The policy may add one.
@@ -346,8 +350,9 @@ TEST_CASE("names: an extension the policy does not list for the file's type is r
 // The verdict names results, records and metrics use; an unknown name fails closed.
 TEST_CASE("verdict names") {
   using artifacts::VerdictKind;
-  for (auto [kind, name] : {std::pair{VerdictKind::kAccepted, "accepted"}, std::pair{VerdictKind::kSanitized, "sanitized"},
-                            std::pair{VerdictKind::kRejected, "rejected"}}) {
+  for (auto [kind, name] :
+       {std::pair{VerdictKind::kAccepted, "accepted"}, std::pair{VerdictKind::kSanitized, "sanitized"},
+        std::pair{VerdictKind::kRejected, "rejected"}}) {
     CHECK(artifacts::to_string(kind) == name);
     CHECK(artifacts::verdict_from_string(name) == kind);
   }

@@ -63,8 +63,7 @@ struct Fixture {
   Fixture(const Fixture&) = delete;
   Fixture& operator=(const Fixture&) = delete;
 
-  LaunchSpec spec(uint64_t max_files = 64, uint64_t max_bytes = 32 * kMiB,
-                  uint64_t artifact_max = 16 * kMiB) const {
+  LaunchSpec spec(uint64_t max_files = 64, uint64_t max_bytes = 32 * kMiB, uint64_t artifact_max = 16 * kMiB) const {
     LaunchSpec s;
     s.outputs_max_files = max_files;
     s.outputs_max_bytes = max_bytes;
@@ -148,8 +147,7 @@ void check_copies_consistent(const Fixture& fx, const std::vector<HarvestedFile>
     }
     REQUIRE_MESSAGE(f.host_path.rfind(fx.harvest + "/", 0) == 0, f.host_path);
     std::string leaf = f.host_path.substr(fx.harvest.size() + 1);
-    CHECK_MESSAGE((!leaf.empty() && leaf.find_first_not_of("0123456789") == std::string::npos),
-                  "copy named " << leaf);
+    CHECK_MESSAGE((!leaf.empty() && leaf.find_first_not_of("0123456789") == std::string::npos), "copy named " << leaf);
     CHECK_MESSAGE(expected.insert(leaf).second, "two entries share the copy " << leaf);
   }
   CHECK(fx.harvested_names() == expected);
@@ -364,8 +362,10 @@ TEST_CASE("10,000 files with outputs_max_files 64: at most 64 copied and one ove
   check_copies_consistent(fx, files);
   size_t overflow = 0;
   for (const HarvestedFile& f : files) {
-    if (contains(f.rejected, "more than 64")) ++overflow;
-    else CHECK_MESSAGE(f.rejected == "", f.name << ": " << f.rejected);
+    if (contains(f.rejected, "more than 64"))
+      ++overflow;
+    else
+      CHECK_MESSAGE(f.rejected == "", f.name << ": " << f.rejected);
   }
   CHECK(overflow == 1);
   CHECK(count_copied(files) <= 64);

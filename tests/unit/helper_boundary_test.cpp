@@ -125,7 +125,8 @@ TEST_CASE("request heads: what the helper parses, and the server's checks of its
   REQUIRE(c_back);
   CHECK(c_back->dest.text() == "api.example.com:443");
 
-  Head a = network::parse_head("GET http://data.test/x?y=1#frag HTTP/1.1\r\nHost: evil.test\r\nProxy-Authorization: k\r\n\r\n");
+  Head a = network::parse_head(
+      "GET http://data.test/x?y=1#frag HTTP/1.1\r\nHost: evil.test\r\nProxy-Authorization: k\r\n\r\n");
   REQUIRE(a.kind == Head::Kind::kAbsolute);
   CHECK(a.forward.rfind("GET /x?y=1 HTTP/1.1\r\n", 0) == 0);
   CHECK(a.forward.find("Host: data.test\r\n") != std::string::npos);
@@ -166,7 +167,8 @@ TEST_CASE("inspections: the server serves only what its policy allows, whatever 
   auto html = verdict(inspection("accepted", "text/html", "text/html"));
   CHECK(html.verdict == artifacts::VerdictKind::kRejected);
   CHECK(html.reason.find("a type the policy does not serve (text/html)") != std::string::npos);
-  CHECK(verdict(inspection("accepted", "application/x-sharedlib", "text/csv")).verdict == artifacts::VerdictKind::kRejected);
+  CHECK(verdict(inspection("accepted", "application/x-sharedlib", "text/csv")).verdict ==
+        artifacts::VerdictKind::kRejected);
   // Rewritten content: only with a sanitized verdict, within the size cap.
   CHECK(verdict(inspection("accepted", "text/csv", "text/csv", true), "a,b\n", "x").verdict ==
         artifacts::VerdictKind::kRejected);

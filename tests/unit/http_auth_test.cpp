@@ -17,8 +17,8 @@
 using transport::http::Auth;
 
 TEST_CASE("tokens file: tenant by the token's sha256; comments and blanks ignored") {
-  std::string text = "# team tokens\n\nalpha " + util::sha256_hex("secret-a") + "\nbeta " +
-                     util::sha256_hex("secret-b") + "  # ops\n";
+  std::string text =
+      "# team tokens\n\nalpha " + util::sha256_hex("secret-a") + "\nbeta " + util::sha256_hex("secret-b") + "  # ops\n";
   auto a = Auth::parse(text, "tokens");
   REQUIRE(a.ok());
   CHECK(a->size() == 2);
@@ -100,4 +100,15 @@ TEST_CASE("listen addresses and loopback") {
   CHECK_FALSE(is_loopback("0.0.0.0"));
   CHECK_FALSE(is_loopback("10.0.0.1"));
   CHECK_FALSE(is_loopback("::"));
+}
+
+TEST_CASE("the challenge of a server without OAuth says a bearer token is needed, header-safe") {
+  CHECK(transport::http::bearer_challenge(transport::http::kBearerTokenNeeded) ==
+        "Bearer realm=\"throwbox\", error=\"invalid_token\", error_description=\"this server needs a bearer token "
+        "(Authorization: Bearer <token>); it has no OAuth\"");
+  // No quote, backslash or control character can end the value or the header.
+  CHECK(transport::http::bearer_challenge("a \"b\" \\c\r\nd\x7f\xc3\xa9") ==
+        "Bearer realm=\"throwbox\", error=\"invalid_token\", error_description=\"a b cd\"");
+  CHECK(transport::http::bearer_challenge(std::string(500, 'x')).size() ==
+        std::string(R"(Bearer realm="throwbox", error="invalid_token", error_description="")").size() + 300);
 }

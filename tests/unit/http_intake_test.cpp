@@ -39,7 +39,8 @@ TEST_CASE("bodies the worker reads: chunked (length unknown), 100-continue, abov
   const std::string expect = "POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n";
   CHECK(classify_arrival(expect, &n) == Arrival::kHeadersOnly);
   CHECK(n == expect.size() + 10);
-  const std::string big = "POST / HTTP/1.1\r\nContent-Length: " + std::to_string(transport::http::kBodyInIntakeMax) + "\r\n\r\n";
+  const std::string big =
+      "POST / HTTP/1.1\r\nContent-Length: " + std::to_string(transport::http::kBodyInIntakeMax) + "\r\n\r\n";
   CHECK(classify_arrival(big, &n) == Arrival::kHeadersOnly);
   CHECK(n == big.size() + transport::http::kBodyInIntakeMax);
   // Not a number: cpp-httplib refuses it; the intake only hands it over.

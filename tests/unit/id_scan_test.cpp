@@ -15,7 +15,8 @@ namespace {
 
 json scan(const std::string& text, size_t chunk = 0) {
   IdScanner s;
-  if (chunk == 0) s.feed(text);
+  if (chunk == 0)
+    s.feed(text);
   else
     for (size_t i = 0; i < text.size(); i += chunk) s.feed(std::string_view(text).substr(i, chunk));
   return s.finish();
@@ -50,37 +51,37 @@ TEST_CASE("an id inside params or inside a string never counts") {
   CHECK(id_of(R"({"jsonrpc":"2.0","method":"x","params":{"id":42,"pad":")" + kPad + "\"}}").is_null());
   CHECK(id_of(R"({"jsonrpc":"2.0","method":"x","params":[{"id":42}]})").is_null());
   CHECK(id_of(R"({"note":"\"id\":42","method":"x"})").is_null());
-  CHECK(id_of(R"({"note":"\\","id":5})") == 5);           // an escaped backslash ends before the quote
+  CHECK(id_of(R"({"note":"\\","id":5})") == 5);             // an escaped backslash ends before the quote
   CHECK(id_of(R"({"note":"\\\",\"id\":6","id":5})") == 5);  // escaped quotes stay inside the string
   CHECK(id_of(R"({"idx":1,"xid":2,"i":3})").is_null());
 }
 
 TEST_CASE("every doubt is null") {
   for (const char* text : {
-           "",                                  // nothing
-           "[{\"id\":1}]",                      // a batch
-           "\"id\"",                            // a scalar
-           "{\"id\":1",                         // unclosed object
-           "{\"id\":1}{\"id\":2}",              // two objects
-           "{\"id\":1} x",                      // bytes after it
-           "{\"id\":1,\"id\":2}",               // two ids
-           "{\"id\":1,\"params\":{},\"id\":1}", // two ids, even equal
-           "{\"\\u0069d\":1}",                  // a key with an escape
-           "{\"id\":1.5}",                      // not an integer
-           "{\"id\":1e3}",                      // not an integer
-           "{\"id\":01}",                       // not JSON
-           "{\"id\":99999999999999999999999}",  // beyond 64 bits
-           "{\"id\":true}",                     // not a string or integer
-           "{\"id\":null}",                     // null is null
-           "{\"id\":{\"a\":1}}",                // an object
-           "{\"id\":[1]}",                      // an array
-           "{\"id\":\"a\nb\"}",                 // a raw control character in the string
-           "{\"id\":\"abc}",                    // an unclosed string
-           "{\"id\":1,}",                       // a trailing comma
-           "{\"id\" 1}",                        // no colon
-           "{\"p\":{\"a\":1],\"id\":1}",        // mismatched brackets
-           "{\"p\":[}\"id\":1}",                // mismatched brackets
-           "{,\"id\":1}",                       // a comma first
+           "",                                   // nothing
+           "[{\"id\":1}]",                       // a batch
+           "\"id\"",                             // a scalar
+           "{\"id\":1",                          // unclosed object
+           "{\"id\":1}{\"id\":2}",               // two objects
+           "{\"id\":1} x",                       // bytes after it
+           "{\"id\":1,\"id\":2}",                // two ids
+           "{\"id\":1,\"params\":{},\"id\":1}",  // two ids, even equal
+           "{\"\\u0069d\":1}",                   // a key with an escape
+           "{\"id\":1.5}",                       // not an integer
+           "{\"id\":1e3}",                       // not an integer
+           "{\"id\":01}",                        // not JSON
+           "{\"id\":99999999999999999999999}",   // beyond 64 bits
+           "{\"id\":true}",                      // not a string or integer
+           "{\"id\":null}",                      // null is null
+           "{\"id\":{\"a\":1}}",                 // an object
+           "{\"id\":[1]}",                       // an array
+           "{\"id\":\"a\nb\"}",                  // a raw control character in the string
+           "{\"id\":\"abc}",                     // an unclosed string
+           "{\"id\":1,}",                        // a trailing comma
+           "{\"id\" 1}",                         // no colon
+           "{\"p\":{\"a\":1],\"id\":1}",         // mismatched brackets
+           "{\"p\":[}\"id\":1}",                 // mismatched brackets
+           "{,\"id\":1}",                        // a comma first
        }) {
     CAPTURE(std::string(text));
     CHECK(id_of(text).is_null());
@@ -107,7 +108,8 @@ TEST_CASE("LineFramer: an over-cap line is reported with its id, in any chunking
       CHECK(bytes > 1000);
       ids.push_back(id);
     };
-    if (chunk == 0) framer.feed(lines, on_line, on_oversized);
+    if (chunk == 0)
+      framer.feed(lines, on_line, on_oversized);
     else
       for (size_t i = 0; i < lines.size(); i += chunk)
         framer.feed(std::string_view(lines).substr(i, chunk), on_line, on_oversized);
@@ -120,8 +122,8 @@ TEST_CASE("LineFramer: an over-cap line is reported with its id, in any chunking
   REQUIRE(just_over.size() == 1001);
   transport::stdio::LineFramer framer(1000);
   json got = "unset";
-  framer.feed(just_over + "\n", [](std::string_view) { FAIL("not a line"); },
-              [&](size_t, const json& id) { got = id; });
+  framer.feed(
+      just_over + "\n", [](std::string_view) { FAIL("not a line"); }, [&](size_t, const json& id) { got = id; });
   CHECK(got == 8);
 }
 

@@ -70,12 +70,11 @@ TEST_CASE("request_sha256: everything that changes what runs, nothing else") {
   b.idempotency_key = "other";
   CHECK(broker::request_sha256(a) == broker::request_sha256(b));
   CHECK(broker::request_sha256(a).size() == 64);
-  for (auto change : {+[](broker::JobRequest& r) { r.runtime = "sh"; }, +[](broker::JobRequest& r) { r.code += " "; },
-                      +[](broker::JobRequest& r) { r.input_ids = {"i"}; },
-                      +[](broker::JobRequest& r) { r.timeout_s = 5; },
-                      +[](broker::JobRequest& r) { r.network = "web"; },
-                      +[](broker::JobRequest& r) { r.workspace_id = "w"; },
-                      +[](broker::JobRequest& r) { r.artifact_ids = {"a"}; }}) {
+  for (auto change :
+       {+[](broker::JobRequest& r) { r.runtime = "sh"; }, +[](broker::JobRequest& r) { r.code += " "; },
+        +[](broker::JobRequest& r) { r.input_ids = {"i"}; }, +[](broker::JobRequest& r) { r.timeout_s = 5; },
+        +[](broker::JobRequest& r) { r.network = "web"; }, +[](broker::JobRequest& r) { r.workspace_id = "w"; },
+        +[](broker::JobRequest& r) { r.artifact_ids = {"a"}; }}) {
     broker::JobRequest c = a;
     change(c);
     CHECK(broker::request_sha256(c) != broker::request_sha256(a));
@@ -98,7 +97,10 @@ TEST_CASE("same key, same request, after it ended: the recorded result, not a se
   ledger.put("alice", "k", "sha1", "first");
   broker::Idempotency keys(ledger.finder());
   int runs = 0;
-  auto got = keys.run("alice", "k", "sha1", [&] { ++runs; return util::Result<broker::JobResult>(ran("x")); });
+  auto got = keys.run("alice", "k", "sha1", [&] {
+    ++runs;
+    return util::Result<broker::JobResult>(ran("x"));
+  });
   REQUIRE(got.ok());
   CHECK(runs == 0);
   CHECK(got->job_id == "first");
@@ -111,7 +113,10 @@ TEST_CASE("same key, different request, after it ended: a conflict") {
   ledger.put("alice", "k", "sha1", "first");
   broker::Idempotency keys(ledger.finder());
   int runs = 0;
-  auto got = keys.run("alice", "k", "sha2", [&] { ++runs; return util::Result<broker::JobResult>(ran("x")); });
+  auto got = keys.run("alice", "k", "sha2", [&] {
+    ++runs;
+    return util::Result<broker::JobResult>(ran("x"));
+  });
   REQUIRE_FALSE(got.ok());
   CHECK(runs == 0);
   CHECK(got.error().code == util::ErrorCode::kConflict);
@@ -156,10 +161,16 @@ TEST_CASE("concurrent repeats: the same request shares the first run, a differen
   });
   running.get_future().wait();
   auto same = std::async(std::launch::async, [&] {
-    return keys.run("alice", "k", "sha1", [&] { ++runs; return util::Result<broker::JobResult>(ran("second")); });
+    return keys.run("alice", "k", "sha1", [&] {
+      ++runs;
+      return util::Result<broker::JobResult>(ran("second"));
+    });
   });
   // A different request is refused while the first still runs.
-  auto other = keys.run("alice", "k", "sha2", [&] { ++runs; return util::Result<broker::JobResult>(ran("third")); });
+  auto other = keys.run("alice", "k", "sha2", [&] {
+    ++runs;
+    return util::Result<broker::JobResult>(ran("third"));
+  });
   REQUIRE_FALSE(other.ok());
   CHECK(other.error().code == util::ErrorCode::kConflict);
   CHECK(other.error().message == kConflict);
@@ -202,9 +213,8 @@ TEST_CASE("no lock is held across the ledger read: another key proceeds meanwhil
 TEST_CASE("a first call that throws releases its repeats with an error and frees the key") {
   FakeLedger ledger;
   broker::Idempotency keys(ledger.finder());
-  CHECK_THROWS(keys.run("alice", "k", "sha1", []() -> util::Result<broker::JobResult> {
-    throw std::runtime_error("boom");
-  }));
+  CHECK_THROWS(
+      keys.run("alice", "k", "sha1", []() -> util::Result<broker::JobResult> { throw std::runtime_error("boom"); }));
   auto again = keys.run("alice", "k", "sha1", [] { return util::Result<broker::JobResult>(ran("again")); });
   REQUIRE(again.ok());
   CHECK(again->job_id == "again");

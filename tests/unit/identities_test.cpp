@@ -1,4 +1,4 @@
-// Per-sandbox host identities (issue 16): the range check against the
+// Per-sandbox host identities: the range check against the
 // account files, and leases that never give one uid to two live sandboxes.
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -32,8 +32,8 @@ struct EtcDir {
 }  // namespace
 
 TEST_CASE("an account or a subordinate range inside the range is reported with its line") {
-  CHECK(broker::range_conflict("passwd", "root:x:0:0::/root:/bin/sh\nsvc:x:70005:70005::/:/bin/false\n", false,
-                               70000, 10) == std::optional<std::string>("passwd: svc:x:70005:70005::/:/bin/false"));
+  CHECK(broker::range_conflict("passwd", "root:x:0:0::/root:/bin/sh\nsvc:x:70005:70005::/:/bin/false\n", false, 70000,
+                               10) == std::optional<std::string>("passwd: svc:x:70005:70005::/:/bin/false"));
   CHECK_FALSE(broker::range_conflict("passwd", "svc:x:70010:70010::/:/bin/false\n", false, 70000, 10));
   CHECK_FALSE(broker::range_conflict("passwd", "svc:x:69999:1::/:/bin/false\n", false, 70000, 10));
   // subuid: name:start:count overlaps [first, first + count) at either end.

@@ -66,8 +66,8 @@ std::string sof(uint32_t w, uint32_t h, uint8_t marker = 0xC0) {
   return seg(marker, "\x08"s + be16(h) + be16(w) + "\x01\x01\x11\x00"s);
 }
 const std::string kDqt = seg(0xDB, "\0"s + std::string(64, '\1'));
-const std::string kDht = seg(0xC4, "\x00\x01"s + std::string(15, '\0') + "\0"s) +
-                         seg(0xC4, "\x10\x01"s + std::string(15, '\0') + "\0"s);
+const std::string kDht =
+    seg(0xC4, "\x00\x01"s + std::string(15, '\0') + "\0"s) + seg(0xC4, "\x10\x01"s + std::string(15, '\0') + "\0"s);
 const std::string kSos = seg(0xDA, "\x01\x01\x00\x00\x3F\x00"s);
 std::string jpeg(uint32_t w, uint32_t h, const std::string& before_dqt = "") {
   return "\xFF\xD8"s + before_dqt + kDqt + sof(w, h) + kDht + kSos + "\x0F\xFF\x00\x3F"s + "\xFF\xD9"s;
@@ -134,10 +134,13 @@ TEST_CASE("a PNG whose IHDR CRC is wrong is rejected: readers disagree on such a
 }
 
 TEST_CASE("PNG bit depth and colour type must be a combination PNG defines") {
-  struct Combo { uint8_t depth, colour; bool valid; };
-  const Combo combos[] = {{1, 0, true},  {16, 0, true}, {3, 0, false}, {8, 2, true},  {4, 2, false},
+  struct Combo {
+    uint8_t depth, colour;
+    bool valid;
+  };
+  const Combo combos[] = {{1, 0, true},  {16, 0, true},  {3, 0, false}, {8, 2, true},  {4, 2, false},
                           {8, 3, true},  {16, 3, false}, {16, 4, true}, {2, 4, false}, {8, 6, true},
-                          {1, 6, false}, {8, 1, false}, {8, 5, false}, {8, 7, false}};
+                          {1, 6, false}, {8, 1, false},  {8, 5, false}, {8, 7, false}};
   for (const Combo& c : combos) {
     CAPTURE(int{c.depth});
     CAPTURE(int{c.colour});
@@ -156,8 +159,9 @@ TEST_CASE("PNG chunk walk: IHDR first, bounded lengths, IDAT and IEND required")
                  "image: PNG: file ends at byte 54 inside the chunk header at byte 54 (no IEND)");
   check_rejected(images::check(kSig + ihdr(1, 1) + kIend, "image/png", kCap),
                  "image: PNG: IEND at byte 33 before any IDAT chunk");
-  check_rejected(images::check(kSig + ihdr(1, 1) + be32(0xFFFFFFF0u) + "IDAT" + std::string(8, '\0'), "image/png", kCap),
-                 "image: PNG: IDAT chunk length 4294967280 at byte 33 is above 2^31-1");
+  check_rejected(
+      images::check(kSig + ihdr(1, 1) + be32(0xFFFFFFF0u) + "IDAT" + std::string(8, '\0'), "image/png", kCap),
+      "image: PNG: IDAT chunk length 4294967280 at byte 33 is above 2^31-1");
   check_rejected(images::check(kSig + ihdr(1, 1) + be32(100) + "IDAT" + std::string(8, '\0'), "image/png", kCap),
                  "image: PNG: IDAT chunk of 100 bytes at byte 33 runs past the end of the file (49 bytes)");
   check_rejected(images::check(kSig + ihdr(1, 1) + ihdr(9, 9) + kIdat + kIend, "image/png", kCap),
@@ -203,8 +207,9 @@ TEST_CASE("APNG animation bomb: frames x canvas above 8 x the cap is rejected, a
   };
   CHECK(images::check(animation(16), "image/png", kCap).ok);  // 16 x 25 M = 400 M
   images::Result r = images::check(animation(17), "image/png", kCap);
-  check_rejected(r, "image: 17 frames of 5000 x 5000 pixels (425000000 in all) are above 8 x the policy's 50000000 "
-                    "(400000000)");
+  check_rejected(r,
+                 "image: 17 frames of 5000 x 5000 pixels (425000000 in all) are above 8 x the policy's 50000000 "
+                 "(400000000)");
   CHECK(r.frames == 17);
 }
 
@@ -228,19 +233,21 @@ TEST_CASE("JPEG: the SOF size is taken after APPn segments, skipped by their len
 TEST_CASE("JPEG: the largest of several frame headers counts, whatever its SOF type") {
   for (uint8_t m : {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}) {
     CAPTURE(int{m});
-    const std::string file = "\xFF\xD8"s + kDqt + sof(8, 8) + sof(20000, 20000, m) + sof(16, 16) + kDht + kSos +
-                             "\x00"s + "\xFF\xD9"s;
+    const std::string file =
+        "\xFF\xD8"s + kDqt + sof(8, 8) + sof(20000, 20000, m) + sof(16, 16) + kDht + kSos + "\x00"s + "\xFF\xD9"s;
     images::Result r = images::check(file, "image/jpeg", kCap);
     check_rejected(r, "image: 20000 x 20000 pixels (400000000) is above the policy's 50000000");
   }
   // DHT (C4), DAC (CC) are not frame headers: a "size" in them is not read.
   CHECK(images::check("\xFF\xD8"s + seg(0xCC, "\x00\xFF\xFF\xFF\xFF\x01\x01\x11\x00"s) + jpeg(8, 8).substr(2),
-                      "image/jpeg", kCap).ok);
+                      "image/jpeg", kCap)
+            .ok);
 }
 
 TEST_CASE("JPEG: DNL height, a scan before any frame, bad segments and unknown markers are rejected") {
-  check_rejected(images::check(jpeg(1000, 0), "image/jpeg", kCap),
-                 "image: JPEG: frame header marker 0xFFC0 at byte 71 declares height 0 (set later by DNL): unverifiable");
+  check_rejected(
+      images::check(jpeg(1000, 0), "image/jpeg", kCap),
+      "image: JPEG: frame header marker 0xFFC0 at byte 71 declares height 0 (set later by DNL): unverifiable");
   check_rejected(images::check("\xFF\xD8"s + kDqt + kDht + kSos + "\x00"s + "\xFF\xD9"s, "image/jpeg", kCap),
                  "image: JPEG: scan (SOS) marker 0xFFDA at byte 115 before any frame header (SOFn)");
   check_rejected(images::check("\xFF\xD8\xFF\xD9"s, "image/jpeg", kCap),
@@ -250,9 +257,9 @@ TEST_CASE("JPEG: DNL height, a scan before any frame, bad segments and unknown m
                  "image: JPEG: unknown marker 0xFFF7 at byte 2");
   check_rejected(images::check("\xFF\xD8\xFF\xE0\x00\x01"s + jpeg(8, 8).substr(2), "image/jpeg", kCap),
                  "image: JPEG: length 1 of marker 0xFFE0 at byte 2 is below 2");
-  check_rejected(images::check("\xFF\xD8"s + seg(0xC0, "\x08\x00\x08\x00\x08\x02\x01\x11\x00"s) + "\xFF\xD9"s,
-                               "image/jpeg", kCap),
-                 "image: JPEG: frame header marker 0xFFC0 at byte 2 has length 11 for 2 components");
+  check_rejected(
+      images::check("\xFF\xD8"s + seg(0xC0, "\x08\x00\x08\x00\x08\x02\x01\x11\x00"s) + "\xFF\xD9"s, "image/jpeg", kCap),
+      "image: JPEG: frame header marker 0xFFC0 at byte 2 has length 11 for 2 components");
   check_rejected(images::check("\xFF\xD8\x00"s, "image/jpeg", kCap),
                  "image: JPEG: byte 0x00 at byte 2 where a marker is expected");
   check_rejected(images::check("\xFF\xD8\xFF\xD8"s, "image/jpeg", kCap),
@@ -268,8 +275,8 @@ TEST_CASE("JPEG: fill bytes, RST and stuffed bytes in a scan are walked over") {
   CHECK(r.width == 16);
   CHECK(r.height == 8);
   // A huge SOF hidden after a scan is still found: the walk goes on to EOI.
-  const std::string later = "\xFF\xD8"s + kDqt + sof(8, 8) + kDht + kSos + "\x0F\xFF\x00"s + sof(30000, 30000) +
-                            kSos + "\x0F"s + "\xFF\xD9"s;
+  const std::string later =
+      "\xFF\xD8"s + kDqt + sof(8, 8) + kDht + kSos + "\x0F\xFF\x00"s + sof(30000, 30000) + kSos + "\x0F"s + "\xFF\xD9"s;
   check_rejected(images::check(later, "image/jpeg", kCap),
                  "image: 30000 x 30000 pixels (900000000) is above the policy's 50000000");
 }
@@ -301,8 +308,9 @@ TEST_CASE("GIF animation bomb: frames x canvas above 8 x the cap is rejected, at
   CHECK(ok.ok);
   CHECK(ok.frames == 100);
   images::Result bomb = images::check(gif(2000, 2000, frames + gif_frame(0, 0, 1, 1)), "image/gif", kCap);
-  check_rejected(bomb, "image: 101 frames of 2000 x 2000 pixels (404000000 in all) are above 8 x the policy's "
-                       "50000000 (400000000)");
+  check_rejected(bomb,
+                 "image: 101 frames of 2000 x 2000 pixels (404000000 in all) are above 8 x the policy's "
+                 "50000000 (400000000)");
   CHECK(bomb.frames == 101);
   // The budget saturates instead of wrapping.
   CHECK(images::check(gif(2000, 2000, frames), "image/gif", UINT64_MAX).ok);
@@ -322,9 +330,9 @@ TEST_CASE("GIF block walk: extensions, local colour tables, the trailer required
 TEST_CASE("every truncation of a valid file is rejected with a reason, never read past") {
   const std::string apng = kSig + ihdr(4, 4) + actl(2) + fctl(0, 4, 4) + kIdat + fctl(1, 2, 2, 2, 2) + kIend;
   const std::string exif_jpeg = jpeg(8, 8, seg(0xE1, "Exif\0\0"s + jpeg(16, 16)));
-  const struct { std::string type, file; } files[] = {{"image/png", apng},
-                                                      {"image/jpeg", exif_jpeg},
-                                                      {"image/gif", gif(4, 4, gif_frame(0, 0, 4, 4))}};
+  const struct {
+    std::string type, file;
+  } files[] = {{"image/png", apng}, {"image/jpeg", exif_jpeg}, {"image/gif", gif(4, 4, gif_frame(0, 0, 4, 4))}};
   for (const auto& f : files) {
     REQUIRE(images::check(f.file, f.type, kCap).ok);
     for (size_t n = 0; n < f.file.size(); ++n) {

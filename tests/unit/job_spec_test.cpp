@@ -102,7 +102,7 @@ TEST_CASE("no timeout_s: the policy's default") {
   CHECK(spec->timeout_ms == 10000);
 }
 
-TEST_CASE("issue 16: a timeout_s under half a millisecond is 1 ms, a spec the runner takes") {
+TEST_CASE("a timeout_s under half a millisecond is 1 ms, a spec the runner takes") {
   const policy::Policy p = test_policy();
   broker::JobRequest r = request();
   r.timeout_s = 0.0004;
@@ -176,15 +176,17 @@ TEST_CASE("a request cannot go past the policy") {
   }
   r = request();
   r.input_ids = {"a", "b", "c"};
-  CHECK(error_of(p, r, {input("a", "a"), input("b", "b"), input("c", "c")}) == "input_ids: more than 2 inputs (input_ids and artifact_ids together)");
+  CHECK(error_of(p, r, {input("a", "a"), input("b", "b"), input("c", "c")}) ==
+        "input_ids: more than 2 inputs (input_ids and artifact_ids together)");
 }
 
 TEST_CASE("inputs: a failed lookup keeps its code; two of one name are refused") {
   const policy::Policy p = test_policy();
   broker::JobRequest r = request();
   r.input_ids = {"i1", "nope"};
-  auto spec = broker::build_job_spec(p, test_host(p), r,
-                                     {input("i1", "a.csv"), util::make_error(util::ErrorCode::kNotFound, "unknown input_id")}, "j");
+  auto spec = broker::build_job_spec(
+      p, test_host(p), r, {input("i1", "a.csv"), util::make_error(util::ErrorCode::kNotFound, "unknown input_id")},
+      "j");
   REQUIRE_FALSE(spec.ok());
   CHECK(spec.error().code == util::ErrorCode::kNotFound);
   CHECK(spec.error().message == "input_ids: \"nope\": unknown input_id");

@@ -176,8 +176,7 @@ TEST_CASE("nesting_depth handles escaped quotes and backslashes inside strings")
 
 TEST_CASE("escaped quote cannot hide deep nesting from the depth check") {
   // If "\"" ended the string, the brackets below would be counted as text.
-  std::string line = R"({"jsonrpc":"2.0","id":1,"method":"x","params":{"s":"\"", "d":)" +
-                     nested_arrays(64) + "}}";
+  std::string line = R"({"jsonrpc":"2.0","id":1,"method":"x","params":{"s":"\"", "d":)" + nested_arrays(64) + "}}";
   rpc::Parsed p = rpc::parse_line(line, kLimits);
   CHECK(p.whole_line_failed);
   CHECK(only_failure(p).code == -32600);
@@ -239,10 +238,9 @@ TEST_CASE("params that are not structured are -32602") {
     CHECK(f.message.find("params") != std::string::npos);
   }
   // Objects and arrays are fine.
-  CHECK(classify_message({{"jsonrpc", "2.0"}, {"id", 9}, {"method", "m"}, {"params", json::array({1})}})
-            .params == json::array({1}));
-  CHECK(classify_message({{"jsonrpc", "2.0"}, {"id", 9}, {"method", "m"}, {"params", {{"a", 1}}}})
-            .params["a"] == 1);
+  CHECK(classify_message({{"jsonrpc", "2.0"}, {"id", 9}, {"method", "m"}, {"params", json::array({1})}}).params ==
+        json::array({1}));
+  CHECK(classify_message({{"jsonrpc", "2.0"}, {"id", 9}, {"method", "m"}, {"params", {{"a", 1}}}}).params["a"] == 1);
 }
 
 TEST_CASE("request, notification and response kinds") {
@@ -262,15 +260,14 @@ TEST_CASE("request, notification and response kinds") {
   CHECK(res.id == 4);
   CHECK(res.body["result"]["ok"] == true);
 
-  rpc::Message err = classify_message(
-      {{"jsonrpc", "2.0"}, {"id", "x"}, {"error", {{"code", -1}, {"message", "m"}}}});
+  rpc::Message err = classify_message({{"jsonrpc", "2.0"}, {"id", "x"}, {"error", {{"code", -1}, {"message", "m"}}}});
   CHECK(err.kind == rpc::Message::Kind::kResponse);
   CHECK(err.id == "x");
 }
 
 TEST_CASE("a response needs exactly one of result and error, and an id") {
-  rpc::Failure both = classify_failure(
-      {{"jsonrpc", "2.0"}, {"id", 4}, {"result", 1}, {"error", {{"code", 1}, {"message", "m"}}}});
+  rpc::Failure both =
+      classify_failure({{"jsonrpc", "2.0"}, {"id", 4}, {"result", 1}, {"error", {{"code", 1}, {"message", "m"}}}});
   CHECK(both.code == -32600);
   CHECK(both.id == 4);
   CHECK(both.message == "Invalid Request: missing method");

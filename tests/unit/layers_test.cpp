@@ -38,8 +38,8 @@ TEST_CASE("every step reported: the same list clients have always seen") {
 }
 
 TEST_CASE("a layer no step reported is not listed") {
-  auto names = sandbox::layer_names(all_but({Layer::landlock, Layer::cgroups, Layer::net_ns}), 0,
-                                    sandbox::cgroups::Mode::none);
+  auto names =
+      sandbox::layer_names(all_but({Layer::landlock, Layer::cgroups, Layer::net_ns}), 0, sandbox::cgroups::Mode::none);
   CHECK(names == std::vector<std::string>{"namespaces:user,pid,mount,ipc,uts,cgroup", "pivot_root", "readonly_root",
                                           "fd_hygiene", "rlimits", "no_new_privs", "capabilities_dropped", "seccomp",
                                           "host_uid:shared"});

@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "server/broker/audit.h"
+#include "server/protocol/audit.h"
 #include "server/broker/job_records.h"
 #include "server/broker/ledger.h"
 
@@ -132,7 +132,7 @@ TEST_CASE("jobs left running by a crash become failed on recovery, and the ledge
 
 TEST_CASE("the audit log rotates at its size bound and keeps one previous file") {
   TempDir d;
-  broker::Audit audit(d.path + "/audit.log", 400);
+  protocol::Audit audit(d.path + "/audit.log", 400);
   for (int i = 0; i < 20; ++i) audit.append({{"tool", "run_code"}, {"n", i}});
   CHECK(std::filesystem::exists(d.path + "/audit.log.1"));
   CHECK(std::filesystem::file_size(d.path + "/audit.log") <= 400);
@@ -150,9 +150,10 @@ TEST_CASE("the audit log rotates at its size bound and keeps one previous file")
 
 TEST_CASE("audit records hash code and never carry its text") {
   nlohmann::json args{{"runtime", "python"}, {"code", "print('secret-code')"}, {"input_ids", {"x"}}};
-  nlohmann::json result{{"isError", false},
-                        {"structuredContent", {{"job_id", "j"}, {"status", "completed"}, {"artifacts", nlohmann::json::array()}}}};
-  auto r = broker::audit_record("t1", "run_code", args, result, 12);
+  nlohmann::json result{
+      {"isError", false},
+      {"structuredContent", {{"job_id", "j"}, {"status", "completed"}, {"artifacts", nlohmann::json::array()}}}};
+  auto r = protocol::audit_record("t1", "run_code", args, result, 12);
   CHECK(r.dump().find("secret-code") == std::string::npos);
   CHECK(r["code_sha256"].get<std::string>().size() == 64);
   CHECK(r["job_status"] == "completed");
@@ -160,7 +161,7 @@ TEST_CASE("audit records hash code and never carry its text") {
   CHECK_FALSE(r.contains("job_stdout_cut_bytes"));
   result["structuredContent"]["stdout_truncated"] = true;
   result["structuredContent"]["stdout_cut_bytes"] = 4096;
-  r = broker::audit_record("t1", "run_code", args, result, 12);
+  r = protocol::audit_record("t1", "run_code", args, result, 12);
   CHECK(r["job_stdout_truncated"] == true);
   CHECK(r["job_stdout_cut_bytes"] == 4096);
 }
@@ -171,7 +172,7 @@ TEST_CASE("task rows: tenant-scoped reads, one terminal transition, recovery and
   REQUIRE(ledger.ok());
   auto& l = **ledger;
   auto task = [](const std::string& id, const std::string& tenant, int64_t created) {
-    broker::TaskRow r;
+    store::TaskRow r;
     r.task_id = id;
     r.tenant = tenant;
     r.tool = "run_code";
@@ -192,7 +193,7 @@ TEST_CASE("task rows: tenant-scoped reads, one terminal transition, recovery and
   REQUIRE(page.size() == 1);
   CHECK(page[0].task_id == "b");
 
-  broker::TaskRow done = task("a", "t1", 100);
+  store::TaskRow done = task("a", "t1", 100);
   done.status = "completed";
   done.updated_ms = 150;
   done.expires_ms = 1100;
@@ -216,7 +217,7 @@ TEST_CASE("task rows: tenant-scoped reads, one terminal transition, recovery and
   CHECK(l.task_count("t1", 0) == 1);
 }
 
-TEST_CASE("a read does not wait behind a write in progress (issue 15)") {
+TEST_CASE("a read does not wait behind a write in progress") {
   TempDir d;
   const std::string path = d.path + "/ledger.sqlite3";
   auto ledger = broker::Ledger::open(path);

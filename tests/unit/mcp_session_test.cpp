@@ -23,7 +23,7 @@
 
 #include "server/broker/jobs.h"
 #include "server/broker/ledger.h"
-#include "server/broker/tasks.h"
+#include "server/protocol/tasks.h"
 #include "server/policy/policy.h"
 #include "server/protocol/mcp.h"
 #include "server/store/store.h"
@@ -64,9 +64,7 @@ struct Gate {
     open = true;
   }
   tools::Tool tool() {
-    json def{{"name", "gated"},
-             {"description", "test tool"},
-             {"inputSchema", {{"type", "object"}}}};
+    json def{{"name", "gated"}, {"description", "test tool"}, {"inputSchema", {{"type", "object"}}}};
     auto call = [this](const json&, tools::CallContext& ctx) -> tools::ToolResult {
       if (ctx.progress) ctx.progress({{"elapsed_ms", 1000}, {"stdout_bytes", 3}, {"last_line", "hi"}});
       ++started;
@@ -89,7 +87,7 @@ struct Fixture {
   std::unique_ptr<store::Store> store;
   std::unique_ptr<broker::Jobs> jobs;
   std::unique_ptr<tools::Registry> registry;
-  std::unique_ptr<broker::Tasks> tasks;
+  std::unique_ptr<protocol::Tasks> tasks;
   std::unique_ptr<mcp::ServerContext> ctx;
   FakeOutbox out;
   std::unique_ptr<mcp::Session> session;
@@ -111,15 +109,15 @@ struct Fixture {
     if (with_gated_tool) registry->add(gate.tool());
     auto ledger = broker::Ledger::open(dir + "/ledger.sqlite3");
     REQUIRE(ledger.ok());
-    tasks = std::make_unique<broker::Tasks>(std::move(*ledger), broker::tasks_options(*policy));
-    ctx = std::make_unique<mcp::ServerContext>(
-        mcp::ServerContext{*live, *store, *jobs, *registry, nullptr, tasks.get()});
+    tasks = std::make_unique<protocol::Tasks>(std::move(*ledger), protocol::tasks_options(*policy));
+    ctx =
+        std::make_unique<mcp::ServerContext>(mcp::ServerContext{*live, *store, *jobs, *registry, nullptr, tasks.get()});
     session = std::make_unique<mcp::Session>(*ctx, out, "alice");
   }
   ~Fixture() {
     session.reset();  // joins the worker pool before the store goes away
     gate.release();
-    tasks.reset();    // waits for running tasks before the registry and jobs go away
+    tasks.reset();  // waits for running tasks before the registry and jobs go away
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
   }
@@ -226,7 +224,8 @@ TEST_CASE("initialize answers version, server info and capabilities") {
   REQUIRE(list.contains("result"));
   std::vector<std::string> names;
   for (auto& t : list["result"]["tools"]) names.push_back(t["name"].get<std::string>());
-  CHECK(names == std::vector<std::string>{"close_workspace", "fetch_artifact", "open_workspace", "run_code", "upload_input"});
+  CHECK(names ==
+        std::vector<std::string>{"close_workspace", "fetch_artifact", "open_workspace", "run_code", "upload_input"});
 }
 
 TEST_CASE("initialize with an unknown version gets the latest") {
@@ -295,8 +294,7 @@ TEST_CASE("upload_input with an unknown argument or bad base64 is an isError res
   CHECK(extra["result"]["isError"] == true);
   CHECK(extra["result"]["content"][0]["text"] == "path: unknown argument");
 
-  json b64 = f.one(tools_call(13, "upload_input",
-                              {{"name", "a.bin"}, {"content", "QR=="}, {"encoding", "base64"}}));
+  json b64 = f.one(tools_call(13, "upload_input", {{"name", "a.bin"}, {"content", "QR=="}, {"encoding", "base64"}}));
   CHECK(b64["result"]["isError"] == true);
   CHECK(b64["result"]["content"][0]["text"].get<std::string>().find("content:") == 0);
 }
@@ -320,8 +318,7 @@ TEST_CASE("upload_input ok returns structuredContent with an input_id") {
   json again = f.one(tools_call(22, "upload_input", {{"name", "orders.csv"}, {"content", "a,b\n1,2\n"}}));
   CHECK(again["result"]["structuredContent"]["input_id"] == id);
   // base64 "YWJj" is "abc".
-  json b64 = f.one(tools_call(23, "upload_input",
-                              {{"name", "abc.bin"}, {"content", "YWJj"}, {"encoding", "base64"}}));
+  json b64 = f.one(tools_call(23, "upload_input", {{"name", "abc.bin"}, {"content", "YWJj"}, {"encoding", "base64"}}));
   CHECK(b64["result"]["structuredContent"]["sha256"] ==
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
@@ -375,8 +372,10 @@ TEST_CASE("batch under 2025-03-26 with a tool call waits for the worker answer")
   REQUIRE(msgs[0].is_array());
   REQUIRE(msgs[0].size() == 2);
   for (auto& r : msgs[0]) {
-    if (r["id"] == 1) CHECK(r["result"]["isError"] == false);
-    else check_error(r, 2, -32600);
+    if (r["id"] == 1)
+      CHECK(r["result"]["isError"] == false);
+    else
+      check_error(r, 2, -32600);
   }
 }
 
@@ -400,7 +399,8 @@ TEST_CASE("a notification named initialize inside a batch gets no answer") {
   // request asked for.
   Fixture f;
   f.initialize("2025-03-26");
-  auto msgs = f.exchange(R"([{"jsonrpc":"2.0","method":"initialize","params":{}},)" + request(4, "ping", json::object()) + "]");
+  auto msgs =
+      f.exchange(R"([{"jsonrpc":"2.0","method":"initialize","params":{}},)" + request(4, "ping", json::object()) + "]");
   REQUIRE(msgs.size() == 1);
   REQUIRE(msgs[0].is_array());
   REQUIRE(msgs[0].size() == 1);
@@ -480,8 +480,7 @@ json call_and_await(Fixture& f, const std::string& line, int id, std::vector<jso
   return await_message(f.out, has_id(id), seen);
 }
 
-std::string task_call(int id, const std::string& tool, const json& args, const json& task,
-                      const json& meta = nullptr) {
+std::string task_call(int id, const std::string& tool, const json& args, const json& task, const json& meta = nullptr) {
   json params{{"name", tool}, {"arguments", args}, {"task", task}};
   if (!meta.is_null()) params["_meta"] = meta;
   return request(id, "tools/call", params);
@@ -498,8 +497,10 @@ TEST_CASE("tasks: the capability and execution.taskSupport only on 2025-11-25") 
   json list = f.one(request(1, "tools/list"));
   for (auto& t : list["result"]["tools"]) {
     CAPTURE(t["name"]);
-    if (t["name"] == "run_code") CHECK(t["execution"] == json{{"taskSupport", "optional"}});
-    else CHECK_FALSE(t.contains("execution"));  // absent: forbidden
+    if (t["name"] == "run_code")
+      CHECK(t["execution"] == json{{"taskSupport", "optional"}});
+    else
+      CHECK_FALSE(t.contains("execution"));  // absent: forbidden
   }
 
   for (std::string older : {"2025-06-18", "2025-03-26"}) {
@@ -577,8 +578,8 @@ TEST_CASE("tasks: a run_code task with bad arguments ends failed, its result car
   const std::string id = task["taskId"];
   f.tasks->drain();
 
-  json status = await_message(f.out, [](const json& m) { return m.value("method", "") == "notifications/tasks/status"; },
-                              seen);
+  json status = await_message(
+      f.out, [](const json& m) { return m.value("method", "") == "notifications/tasks/status"; }, seen);
   CHECK(status["params"]["taskId"] == id);
   CHECK(status["params"]["status"] == "failed");
 
@@ -619,23 +620,24 @@ TEST_CASE("tasks: unknown, malformed and foreign ids get one and the same -32602
       CHECK(msgs[0]["error"]["message"] == message);
     }
   }
-  CHECK(message == broker::kTaskNotFound);
+  CHECK(message == protocol::kTaskNotFound);
   bob.handle_line(request(++n, "tasks/list"));
   bob.drain();
   CHECK(bob_out.take()[0]["result"]["tasks"].empty());
   check_error(f.one(request(100, "tasks/get", {{"taskId", 42}})), 100, -32602);
-  CHECK(f.one(request(101, "tasks/get", {{"taskId", id}}))["result"]["status"] == "working");  // bob's cancel did nothing
+  CHECK(f.one(request(101, "tasks/get", {{"taskId", id}}))["result"]["status"] ==
+        "working");  // bob's cancel did nothing
 }
 
 TEST_CASE("tasks: tasks/result waits; tasks/cancel answers cancelled and releases it; a second cancel is -32602") {
   Fixture f(true);
   f.initialize("2025-11-25");
   std::vector<json> seen;
-  json created = call_and_await(f, task_call(1, "gated", json::object(), json::object(), {{"progressToken", "p1"}}),
-                                1, seen);
+  json created =
+      call_and_await(f, task_call(1, "gated", json::object(), json::object(), {{"progressToken", "p1"}}), 1, seen);
   const std::string id = created["result"]["task"]["taskId"];
-  json progress =
-      await_message(f.out, [](const json& m) { return m.value("method", "") == "notifications/progress"; }, seen);
+  json progress = await_message(
+      f.out, [](const json& m) { return m.value("method", "") == "notifications/progress"; }, seen);
   CHECK(progress["params"]["progressToken"] == "p1");
   CHECK(progress["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == id);
 
@@ -677,8 +679,8 @@ TEST_CASE("tasks: notifications/cancelled drops a waiting tasks/result; an ended
   Fixture f(true);
   f.initialize("2025-11-25");
   std::vector<json> seen;
-  json created = call_and_await(f, task_call(1, "gated", json::object(), json::object(), {{"progressToken", 7}}),
-                                1, seen);
+  json created =
+      call_and_await(f, task_call(1, "gated", json::object(), json::object(), {{"progressToken", 7}}), 1, seen);
   const std::string id = created["result"]["task"]["taskId"];
   f.session->handle_line(request(2, "tasks/result", {{"taskId", id}}));
   f.session->handle_line(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}})");
@@ -690,8 +692,8 @@ TEST_CASE("tasks: notifications/cancelled drops a waiting tasks/result; an ended
   }  // ends while its tasks/result waits: nothing may call into it later
   f.gate.release();
   f.tasks->drain();
-  json status = await_message(f.out, [](const json& m) { return m.value("method", "") == "notifications/tasks/status"; },
-                              seen);
+  json status = await_message(
+      f.out, [](const json& m) { return m.value("method", "") == "notifications/tasks/status"; }, seen);
   CHECK(status["params"]["status"] == "completed");
   CHECK(status["params"]["statusMessage"] == "job g1 completed, exit 0");
   for (auto& m : seen) CHECK_FALSE(has_id(2)(m));  // no answer to the dropped request
@@ -736,8 +738,7 @@ TEST_CASE("stdio: two lines in one write give two responses in order") {
 
 TEST_CASE("stdio: an oversized line is discarded and answered, the next line still served") {
   Fixture f;
-  std::string big = R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":")" + std::string(5000, 'x') +
-                    "\"}}";
+  std::string big = R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":")" + std::string(5000, 'x') + "\"}}";
   auto msgs = serve_input(f, big + "\n" + request(2, "ping") + "\n", 4096);
   REQUIRE(msgs.size() == 2);
   check_error(msgs[0], 1, -32600);  // its id, read as the line streamed by
@@ -977,8 +978,9 @@ TEST_CASE("2026-07-28: an unsupported version is -32022 with the supported list 
     CHECK(r["error"]["data"]["requested"] == v);
   }
   // A version that is not even a string is reported as sent.
-  json params{{"_meta", {{"io.modelcontextprotocol/protocolVersion", 20260728},
-                         {"io.modelcontextprotocol/clientCapabilities", json::object()}}}};
+  json params{{"_meta",
+               {{"io.modelcontextprotocol/protocolVersion", 20260728},
+                {"io.modelcontextprotocol/clientCapabilities", json::object()}}}};
   json r = f.one(request(12, "tools/list", params));
   check_error(r, 12, -32022);
   CHECK(r["error"]["data"]["requested"] == 20260728);
@@ -1019,7 +1021,7 @@ TEST_CASE("2026-07-28 beside legacy: stateless requests, then initialize selects
   CHECK(f.one(modern(4, "ping"))["result"] == json::object());
 }
 
-// Issue 21: the logging utility (basic/utilities/logging) on the legacy
+// The logging utility (basic/utilities/logging) on the legacy
 // revisions: setLevel, and notifications/message for calls and jobs.
 namespace {
 std::vector<json> log_messages(const std::vector<json>& msgs) {
@@ -1052,7 +1054,8 @@ TEST_CASE("logging: setLevel before initialize is refused like any request") {
   check_error(f.one(request(1, "logging/setLevel", {{"level", "info"}})), 1, -32600);
 }
 
-TEST_CASE("logging: no message before setLevel; at info a refused run_code logs its start and refusal, never its code") {
+TEST_CASE(
+    "logging: no message before setLevel; at info a refused run_code logs its start and refusal, never its code") {
   Fixture f;
   f.initialize("2025-06-18");
   const json args{{"runtime", "no-such-runtime"}, {"code", "print('SECRET_CODE_MARK')"}};
@@ -1104,7 +1107,8 @@ TEST_CASE("logging: a finished job is logged with its status and ids, not its ou
 TEST_CASE("logging: the level of a finished job follows its status") {
   namespace lg = protocol::logging;
   auto level_of = [](const char* status) {
-    json wire{{"content", json::array()}, {"isError", false},
+    json wire{{"content", json::array()},
+              {"isError", false},
               {"structuredContent", {{"job_id", "j"}, {"status", status}, {"stdout", "OUT"}, {"stderr", "ERR"}}}};
     auto e = lg::call_finished("run_code", wire, nullptr);
     CHECK(e.data.dump().find("OUT") == std::string::npos);

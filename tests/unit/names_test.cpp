@@ -23,8 +23,8 @@ TEST_CASE("ordinary names, also in subdirectories and with non-ASCII letters, pa
 TEST_CASE("bidirectional controls are refused: the name would display as another") {
   // invoice<U+202E>fdp.cmd shows as "invoicedmc.pdf".
   CHECK(why("invoice\u202efdp.cmd").find("bidirectional control character (U+202E)") != std::string::npos);
-  for (const char* c : {"\u202a", "\u202b", "\u202c", "\u202d", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e",
-                        "\u200f", "\u061c"})
+  for (const char* c :
+       {"\u202a", "\u202b", "\u202c", "\u202d", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c"})
     CHECK_MESSAGE(why(std::string("a") + c + ".txt").find("bidirectional") != std::string::npos, why(c));
 }
 

@@ -29,8 +29,8 @@
 #include "server/util/clock.h"
 #include "server/util/fd.h"
 
-using nlohmann::json;
 using network::Address;
+using nlohmann::json;
 
 namespace {
 
@@ -83,10 +83,9 @@ std::vector<network::AllowRule> rules(std::initializer_list<const char*> entries
 // The IANA IPv4 special-purpose registry, multicast and 240/4, written out
 // independently of address.cpp's table: each must be flagged edge to edge.
 constexpr const char* kSpecialV4Ranges[] = {
-    "0.0.0.0/8",      "10.0.0.0/8",       "100.64.0.0/10",   "127.0.0.0/8",     "169.254.0.0/16",
-    "172.16.0.0/12",  "192.0.0.0/24",     "192.0.2.0/24",    "192.31.196.0/24", "192.52.193.0/24",
-    "192.88.99.0/24", "192.168.0.0/16",   "192.175.48.0/24", "198.18.0.0/15",   "198.51.100.0/24",
-    "203.0.113.0/24", "224.0.0.0/4",      "240.0.0.0/4",
+    "0.0.0.0/8",       "10.0.0.0/8",    "100.64.0.0/10",   "127.0.0.0/8",     "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24",    "192.0.2.0/24",  "192.31.196.0/24", "192.52.193.0/24", "192.88.99.0/24", "192.168.0.0/16",
+    "192.175.48.0/24", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",  "224.0.0.0/4",    "240.0.0.0/4",
 };
 
 bool in_listed_v4_range(const Address& a) {
@@ -135,7 +134,9 @@ struct TempDir {
 
 // Sends `line` with `fd` attached (SCM_RIGHTS), as a runner hands over a listener.
 void send_with_fd(int sock, const std::string& line, int fd) {
-  struct iovec iov {const_cast<char*>(line.data()), line.size()};
+  struct iovec iov {
+    const_cast<char*>(line.data()), line.size()
+  };
   alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   struct msghdr msg {};
   msg.msg_iov = &iov;
@@ -167,7 +168,10 @@ TEST_CASE("parse_address: strict dotted quads and IPv6, nothing inet_aton would 
 TEST_CASE("parse_address: a NUL inside the text is no address (inet_pton stops reading at it)") {
   using namespace std::string_view_literals;
   CHECK_FALSE(network::parse_address("1.2.3.4\0evil.example"sv).has_value());
-  CHECK_FALSE(network::parse_address("::\0" "7\x04" "ffff:169.254.169.254"sv).has_value());  // the fuzzer's finding
+  CHECK_FALSE(network::parse_address("::\0"
+                                     "7\x04"
+                                     "ffff:169.254.169.254"sv)
+                  .has_value());  // the fuzzer's finding
   CHECK_FALSE(network::parse_address("::1\0"sv).has_value());
   CHECK_FALSE(network::parse_authority("127.0.0.1\0.evil.example:80"sv, std::nullopt).ok());
   CHECK_FALSE(network::parse_authority("[::1\0.evil.example]:80"sv, std::nullopt).ok());
@@ -272,10 +276,10 @@ TEST_CASE("special_range: IPv4 examples at the edges, and public addresses") {
 }
 
 TEST_CASE("special_range: IPv6 outside 2000::/3 and the registry's ranges inside it") {
-  for (const char* special : {"::1", "::", "fe80::1", "fc00::1", "fd12::1", "ff02::1", "64:ff9b::1.2.3.4",
-                              "64:ff9b:1::1", "2001:db8::1", "2002::1", "2001::1", "2001:1ff:ffff::1", "100::1",
-                              "::1.2.3.4", "3fff::1", "3fff:fff::1", "5f00::1", "fec0::1", "::ffff:0:1.2.3.4",
-                              "4000::1", "1fff:ffff::1"})
+  for (const char* special :
+       {"::1",          "::",          "fe80::1", "fc00::1", "fd12::1",          "ff02::1", "64:ff9b::1.2.3.4",
+        "64:ff9b:1::1", "2001:db8::1", "2002::1", "2001::1", "2001:1ff:ffff::1", "100::1",  "::1.2.3.4",
+        "3fff::1",      "3fff:fff::1", "5f00::1", "fec0::1", "::ffff:0:1.2.3.4", "4000::1", "1fff:ffff::1"})
     CHECK_MESSAGE(!range_of(special).empty(), special, " is not flagged");
   CHECK(range_of("2001::1").find("Teredo") != std::string::npos);
   CHECK(range_of("::1.2.3.4").find("IPv4-compatible") != std::string::npos);
@@ -324,15 +328,14 @@ TEST_CASE("parse_authority: names are lower case LDH, without a trailing dot") {
         std::string::npos);
   CHECK(error_of(network::parse_authority(name253 + "b:1", std::nullopt)).find("1-253") != std::string::npos);
   CHECK(error_of(network::parse_authority(".:1", std::nullopt)).find("1-253") != std::string::npos);
-  for (const char* bad : {"a_b.com:1", "a b.com:1", "a*.com:1", "*.a.com:1", "a/b:1", "a\\b:1", "caf\xc3\xa9.com:1",
-                          "a%2eb:1", ":80"})
+  for (const char* bad :
+       {"a_b.com:1", "a b.com:1", "a*.com:1", "*.a.com:1", "a/b:1", "a\\b:1", "caf\xc3\xa9.com:1", "a%2eb:1", ":80"})
     CHECK_MESSAGE(!network::parse_authority(bad, std::nullopt).ok(), "accepted \"", bad, "\"");
   CHECK_FALSE(network::parse_authority(std::string("a\0b.com:1", 9), std::nullopt).ok());
 }
 
 TEST_CASE("parse_authority: the port") {
-  CHECK(error_of(network::parse_authority("example.com", std::nullopt)).find("port is required") !=
-        std::string::npos);
+  CHECK(error_of(network::parse_authority("example.com", std::nullopt)).find("port is required") != std::string::npos);
   network::Authority a = authority("example.com", 80);
   CHECK(a.host == "example.com");
   CHECK(a.port == 80);
@@ -375,8 +378,8 @@ TEST_CASE("parse_authority: address literals, IPv6 only in brackets") {
 TEST_CASE("parse_authority: an IPv4 address in a form other than the dotted quad is no name") {
   // getaddrinfo reads these as addresses (inet_aton): as "names" they would
   // reach 127.0.0.1 without the address checks seeing it.
-  for (const char* bad : {"127.1:80", "0x7f000001:80", "2130706433:80", "0x7f.0.0.1:80", "0177.0.0.1:80",
-                          "127.0.1:80", "010.0.0.1:80", "0X7F.1:80", "127.0.0.1.:80", "127.1.:80", "1.0x2:80"}) {
+  for (const char* bad : {"127.1:80", "0x7f000001:80", "2130706433:80", "0x7f.0.0.1:80", "0177.0.0.1:80", "127.0.1:80",
+                          "010.0.0.1:80", "0X7F.1:80", "127.0.0.1.:80", "127.1.:80", "1.0x2:80"}) {
     CAPTURE(bad);
     auto a = network::parse_authority(bad, std::nullopt);
     REQUIRE_FALSE(a.ok());

@@ -55,7 +55,9 @@ std::string bn_bytes(EVP_PKEY* key, const char* name) {
 json rsa_jwk(int bits, const std::string& kid) {
   EVP_PKEY* key = EVP_RSA_gen(static_cast<unsigned>(bits));
   REQUIRE(key);
-  json jwk{{"kty", "RSA"}, {"kid", kid}, {"n", b64u(bn_bytes(key, OSSL_PKEY_PARAM_RSA_N))},
+  json jwk{{"kty", "RSA"},
+           {"kid", kid},
+           {"n", b64u(bn_bytes(key, OSSL_PKEY_PARAM_RSA_N))},
            {"e", b64u(bn_bytes(key, OSSL_PKEY_PARAM_RSA_E))}};
   EVP_PKEY_free(key);
   return jwk;
@@ -68,7 +70,9 @@ struct RsaSigner {
   explicit RsaSigner(std::string k) : kid(std::move(k)) { REQUIRE(key); }
   ~RsaSigner() { EVP_PKEY_free(key); }
   json jwk() const {
-    return {{"kty", "RSA"}, {"kid", kid}, {"n", b64u(bn_bytes(key, OSSL_PKEY_PARAM_RSA_N))},
+    return {{"kty", "RSA"},
+            {"kid", kid},
+            {"n", b64u(bn_bytes(key, OSSL_PKEY_PARAM_RSA_N))},
             {"e", b64u(bn_bytes(key, OSSL_PKEY_PARAM_RSA_E))}};
   }
   std::string sign(const json& claims, const json& extra_header = json::object()) const {
@@ -95,7 +99,9 @@ json ec_jwk(const std::string& kid) {
   size_t n = 0;
   REQUIRE(EVP_PKEY_get_octet_string_param(key, OSSL_PKEY_PARAM_PUB_KEY, point, sizeof point, &n) == 1);
   REQUIRE(n == 65);
-  json jwk{{"kty", "EC"}, {"crv", "P-256"}, {"kid", kid},
+  json jwk{{"kty", "EC"},
+           {"crv", "P-256"},
+           {"kid", kid},
            {"x", b64u(std::string(reinterpret_cast<char*>(point) + 1, 32))},
            {"y", b64u(std::string(reinterpret_cast<char*>(point) + 33, 32))}};
   EVP_PKEY_free(key);
@@ -141,7 +147,9 @@ TEST_CASE("config: each bad key is named") {
   CHECK(error_of("{" + base + R"(, "tenant_claim": ""})") == "oauth.json: tenant_claim: must be a claim name");
   // http is fine for a loopback issuer (a test issuer, a local proxy).
   CHECK(oauth::parse_config(R"({"issuer": "http://127.0.0.1:9/", "jwks_uri": "http://localhost:9/j",
-                                "resource": "http://127.0.0.1:8765/mcp"})", "o").ok());
+                                "resource": "http://127.0.0.1:8765/mcp"})",
+                            "o")
+            .ok());
 }
 
 TEST_CASE("tenants: a plain claim and a digest never share a name, whatever the claim holds") {
@@ -259,15 +267,19 @@ TEST_CASE("verify: a token whose alg is not allowed is refused before any key is
   CHECK(fetches == 2);
 }
 
-TEST_CASE("verify: a payload or signature that is not strict base64url never reaches cjose (whose decoder aborts on it)") {
+TEST_CASE(
+    "verify: a payload or signature that is not strict base64url never reaches cjose (whose decoder aborts on it)") {
   RsaSigner signer("rsa-1");
   auto c = oauth::parse_config(kMinimal, "o");
   REQUIRE(c.ok());
   oauth::Verifier v(*c, [&](const std::string&) -> util::Result<std::string> {
     return json{{"keys", json::array({signer.jwk()})}}.dump();
   });
-  const std::string good = signer.sign({{"iss", "https://idp.example/"}, {"aud", "https://tb.example/mcp"}, {"sub", "a"},
-                                        {"exp", 2000}, {"scope", "throwbox.run"}});
+  const std::string good = signer.sign({{"iss", "https://idp.example/"},
+                                        {"aud", "https://tb.example/mcp"},
+                                        {"sub", "a"},
+                                        {"exp", 2000},
+                                        {"scope", "throwbox.run"}});
   const size_t d1 = good.find('.'), d2 = good.rfind('.');
   const std::string head = good.substr(0, d1);
   // Parts of 4n+1 characters, padding and bytes outside the alphabet: each
@@ -293,12 +305,15 @@ TEST_CASE("verify: a JWKS fetch in flight does not hold up tokens whose key is i
   oauth::Verifier v(*c, [&](const std::string&) -> util::Result<std::string> {
     std::unique_lock lock(mu);
     if (++fetches == 1) return json{{"keys", {k1.jwk()}}}.dump();
-    cv.notify_all();  // the second fetch has started
+    cv.notify_all();                         // the second fetch has started
     cv.wait(lock, [&] { return release; });  // ... and hangs like an issuer that does not answer
     return json{{"keys", {k1.jwk()}}}.dump();
   });
-  const json claims{{"iss", "https://idp.example/"}, {"aud", "https://tb.example/mcp"}, {"sub", "alice"},
-                    {"exp", 5000}, {"scope", "throwbox.run"}};
+  const json claims{{"iss", "https://idp.example/"},
+                    {"aud", "https://tb.example/mcp"},
+                    {"sub", "alice"},
+                    {"exp", 5000},
+                    {"scope", "throwbox.run"}};
   auto ok = v.verify(k1.sign(claims), 1000);
   REQUIRE_MESSAGE(std::holds_alternative<oauth::Identity>(ok), std::get<oauth::Rejection>(ok).message);
 
@@ -339,9 +354,14 @@ TEST_CASE("verify: typ JWT, at+jwt (RFC 9068) or none is an access token; anothe
   auto c = oauth::parse_config(kMinimal, "o");
   REQUIRE(c.ok());
   RsaSigner k("k");
-  oauth::Verifier v(*c, [&](const std::string&) -> util::Result<std::string> { return json{{"keys", {k.jwk()}}}.dump(); });
-  const json claims{{"iss", "https://idp.example/"}, {"aud", "https://tb.example/mcp"}, {"sub", "alice"},
-                    {"exp", 5000}, {"scope", "throwbox.read"}};
+  oauth::Verifier v(*c, [&](const std::string&) -> util::Result<std::string> {
+    return json{{"keys", {k.jwk()}}}.dump();
+  });
+  const json claims{{"iss", "https://idp.example/"},
+                    {"aud", "https://tb.example/mcp"},
+                    {"sub", "alice"},
+                    {"exp", 5000},
+                    {"scope", "throwbox.read"}};
   for (const char* typ : {"JWT", "jwt", "at+jwt", "application/at+jwt"}) {
     CAPTURE(typ);
     auto r = v.verify(k.sign(claims, {{"typ", typ}}), 1000);
@@ -360,7 +380,8 @@ TEST_CASE("verify: typ JWT, at+jwt (RFC 9068) or none is an access token; anothe
   json mallory = claims;
   mallory["sub"] = "mallory";
   const std::string other = k.sign(mallory);
-  const std::string forged = good.substr(0, good.find('.') + 1) + other.substr(other.find('.') + 1, other.rfind('.') - other.find('.') - 1) +
+  const std::string forged = good.substr(0, good.find('.') + 1) +
+                             other.substr(other.find('.') + 1, other.rfind('.') - other.find('.') - 1) +
                              good.substr(good.rfind('.'));
   auto r = v.verify(forged, 1000);
   REQUIRE(std::holds_alternative<oauth::Rejection>(r));

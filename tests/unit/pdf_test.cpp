@@ -55,7 +55,8 @@ std::string make_pdf(const std::vector<std::string>& bodies) {
   return out;
 }
 
-const std::vector<std::string> kOnePage{"<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+const std::vector<std::string> kOnePage{"<< /Type /Catalog /Pages 2 0 R >>",
+                                        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
                                         "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>"};
 
 }  // namespace
@@ -84,12 +85,14 @@ TEST_CASE("a plain one-page PDF is accepted byte for byte in both modes") {
   }
 }
 
-TEST_CASE("issue 17: OpenAction JavaScript calling submitForm, then /Launch cmd.exe") {
+TEST_CASE("a reported bypass: OpenAction JavaScript calling submitForm, then /Launch cmd.exe") {
   const std::string bytes = read_corpus("issue17_openaction_js_submit_launch.pdf");
   Result r = check(bytes, Mode::kReject);
   check_rejected(r, "PDF: JavaScript action (/S /JavaScript) in object 6 0 (the catalog's /OpenAction)");
-  CHECK_MESSAGE(contains(r.reason, "Launch action (/S /Launch: runs a program or opens a file) in object 7 0 (object 6 0's /Next)"),
-                r.reason);
+  CHECK_MESSAGE(
+      contains(r.reason,
+               "Launch action (/S /Launch: runs a program or opens a file) in object 7 0 (object 6 0's /Next)"),
+      r.reason);
 
   Result s = check(bytes, Mode::kStrip);
   REQUIRE_MESSAGE(s.ok, s.reason);
@@ -132,7 +135,8 @@ TEST_CASE("links: https is a link, file: is not; Named only for page navigation"
   CHECK(check(read_corpus("uri_link.pdf"), Mode::kReject).ok);
   CHECK(check(read_corpus("named_nextpage.pdf"), Mode::kReject).ok);
   check_rejected(check(read_corpus("uri_file.pdf"), Mode::kReject),
-                 "URI action to a non-web address (file:///C:/Windows/System32/cmd.exe) in object 6 0 (page 3 0's /Annots [0]) at /A");
+                 "URI action to a non-web address (file:///C:/Windows/System32/cmd.exe) in object 6 0 (page 3 0's "
+                 "/Annots [0]) at /A");
   check_rejected(check(read_corpus("named_print.pdf"), Mode::kReject), "/A action that is a /Named action (/Print)");
   check_rejected(check(read_corpus("openaction_uri.pdf"), Mode::kReject),
                  "/OpenAction that is a /URI action, not navigation in object 1 0 (the catalog) at /OpenAction");

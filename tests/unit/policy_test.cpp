@@ -119,9 +119,7 @@ TEST_CASE("unknown top-level key is an error naming it") {
   CHECK(error_of(d) == "test.json: sandboxx: unknown key");
 }
 
-TEST_CASE("policy that is not an object") {
-  CHECK(error_of(json::array()) == "test.json: policy: must be an object");
-}
+TEST_CASE("policy that is not an object") { CHECK(error_of(json::array()) == "test.json: policy: must be an object"); }
 
 TEST_CASE("unknown key in limits is named with its path") {
   json d = minimal_doc();
@@ -308,7 +306,8 @@ TEST_CASE("missing optional interpreter loads with the runtime unavailable") {
 
 TEST_CASE("no available runtime at all is an error") {
   json d = minimal_doc();
-  d["runtimes"] = {{"ghost", {{"command", json::array({"/nonexistent/ghost"})}, {"code_file", "main.g"}, {"optional", true}}}};
+  d["runtimes"] = {
+      {"ghost", {{"command", json::array({"/nonexistent/ghost"})}, {"code_file", "main.g"}, {"optional", true}}}};
   CHECK(error_of(d) == "test.json: runtimes: none is available on this host");
   d["runtimes"] = json::object();
   CHECK(error_of(d) == "test.json: runtimes: must be a non-empty object");
@@ -361,13 +360,13 @@ TEST_CASE("readonly_paths must be canonical absolute paths") {
 }
 
 TEST_CASE("readonly path overlapping a sandbox-owned path is refused") {
-  for (const char* bad : {"/work", "/inputs", "/outputs", "/tmp", "/proc", "/dev", "/work/sub",
-                          "/inputs/x", "/proc/self"}) {
+  for (const char* bad :
+       {"/work", "/inputs", "/outputs", "/tmp", "/proc", "/dev", "/work/sub", "/inputs/x", "/proc/self"}) {
     CAPTURE(std::string(bad));
     json d = minimal_doc();
     d["sandbox"]["readonly_paths"] = {"/usr", bad};
-    CHECK(error_of(d) == std::string("test.json: sandbox.readonly_paths: \"") + bad +
-                             "\" overlaps a path the sandbox owns");
+    CHECK(error_of(d) ==
+          std::string("test.json: sandbox.readonly_paths: \"") + bad + "\" overlaps a path the sandbox owns");
   }
   // Prefix without a separator is a different directory.
   json d = minimal_doc();
@@ -458,18 +457,45 @@ TEST_CASE("load_file on a missing file says it cannot read it") {
   CHECK(r.error().message.find("ENOENT") != std::string::npos);
 }
 
-TEST_CASE("load_file on invalid JSON says so and names the file") {
+TEST_CASE("load_file on invalid JSON names the file, the line and column, and the parser's reason") {
   TempDir dir;
-  std::string path = dir.write("bad.json", "{\"version\": 1,");
-  auto r = policy::load_file(path);
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.error().message == path + ": not valid JSON");
-
+  auto error_of_file = [&](const std::string& name, const std::string& text) {
+    auto r = policy::load_file(dir.write(name, text));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == util::ErrorCode::kPolicy);
+    return r.error().message;
+  };
+  CHECK(error_of_file("bad.json", "{\"version\": 1,") ==
+        dir.path +
+            "/bad.json: not valid JSON at line 1, column 15: syntax error while parsing object key - "
+            "unexpected end of input; expected string literal");
+  // The stray comma of line 3, column 28.
+  const std::string text = "{\n  \"version\": 1,\n  \"limits\": {\"pids_max\": 5,}\n}\n";
+  CHECK(error_of_file("comma.json", text) ==
+        dir.path +
+            "/comma.json: not valid JSON at line 3, column 28: syntax error while parsing object key - "
+            "unexpected '}'; expected string literal");
+  // The library's own count agrees where it has one.
+  try {
+    [[maybe_unused]] json parsed = json::parse(text);
+    FAIL("parsed");
+  } catch (const json::parse_error& e) {
+    CHECK(std::string(e.what()).find("at line 3, column 28: ") != std::string::npos);
+  }
   // Comments are not JSON either.
-  std::string commented = dir.write("comment.json", "// hi\n{}");
-  auto r2 = policy::load_file(commented);
-  REQUIRE_FALSE(r2.ok());
-  CHECK(r2.error().message == commented + ": not valid JSON");
+  CHECK(error_of_file("comment.json", "// hi\n{}") ==
+        dir.path +
+            "/comment.json: not valid JSON at line 1, column 1: syntax error while parsing value - "
+            "invalid literal; last read: '/'");
+  // A raw newline in a string: the last column of its line, not column 0 of the next.
+  CHECK(error_of_file("newline.json", "{\"a\": \"x\n\"}")
+            .find(": not valid JSON at line 1, column 9: syntax error while "
+                  "parsing value - invalid string: control character U+000A "
+                  "(LF) must be escaped") != std::string::npos);
+  CHECK(error_of_file("empty.json", "") ==
+        dir.path +
+            "/empty.json: not valid JSON at line 1, column 1: syntax error while parsing value - "
+            "unexpected end of input; expected '[', '{', or a literal");
 }
 
 TEST_CASE("load_file reports validation errors with the file path as source") {
@@ -532,7 +558,8 @@ TEST_CASE("runtime preload: module names, only with the python loader") {
   REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
   CHECK(p->runtimes.at("sh").preload == std::vector<std::string>{"numpy", "matplotlib.pyplot", "_x1.y_2"});
   // Anything but dotted identifiers would be Python code in the loader.
-  for (const char* bad : {"os; import x", "a..b", ".a", "a.", "1abc", "a.1b", "numpy\n", "", "a b", "a-b", "__import__('os')"}) {
+  for (const char* bad :
+       {"os; import x", "a..b", ".a", "a.", "1abc", "a.1b", "numpy\n", "", "a b", "a-b", "__import__('os')"}) {
     CAPTURE(bad);
     d["runtimes"]["sh"]["preload"] = {bad};
     CHECK(error_of(d).find("runtimes.sh.preload") != std::string::npos);
@@ -548,7 +575,8 @@ TEST_CASE("runtime cache: code and env, env a sandbox.env directory under /tmp")
   json d = minimal_doc();
   d["runtimes"]["sh"]["cache"] = {{"code", "true"}, {"env", "XDG_CACHE_HOME"}};
   CHECK(error_of(d) == "test.json: runtimes.sh.cache.env: \"XDG_CACHE_HOME\" is not set in sandbox.env");
-  for (const char* bad : {"/work/cache", "/tmp", "/tmp/", "/tmp/a/b", "/tmp/..", "/tmp/.hidden", "/var/tmp/x", "/tmp/a b"}) {
+  for (const char* bad :
+       {"/work/cache", "/tmp", "/tmp/", "/tmp/a/b", "/tmp/..", "/tmp/.hidden", "/var/tmp/x", "/tmp/a b"}) {
     CAPTURE(bad);
     d["sandbox"]["env"]["XDG_CACHE_HOME"] = bad;
     CHECK(error_of(d).find("a cache's directory must be /tmp/<plain name>") != std::string::npos);
@@ -593,11 +621,12 @@ TEST_CASE("bundled default.json: python-data preloads the data stack and has the
   const policy::Runtime* d = r->find_runtime("python-data");
   REQUIRE(d != nullptr);
   CHECK(d->loader == "python");
-  const std::vector<std::string> stdlib{"csv", "json", "re", "decimal", "datetime", "collections", "statistics", "pathlib"};
+  const std::vector<std::string> stdlib{"csv",      "json",        "re",         "decimal",
+                                        "datetime", "collections", "statistics", "pathlib"};
   std::vector<std::string> data = stdlib;
   for (const char* m : {"numpy", "pandas", "matplotlib", "matplotlib.pyplot"}) data.push_back(m);
   CHECK(d->preload == data);
-  // python: the standard library modules agents' scripts import first (issue 20).
+  // python: the standard library modules agents' scripts import first.
   CHECK(r->find_runtime("python")->preload == stdlib);
   CHECK(d->cache_env == "MPLCONFIGDIR");
   CHECK(r->sandbox.env.at("MPLCONFIGDIR") == "/tmp/matplotlib");
@@ -705,8 +734,10 @@ std::vector<DocRow> policy_doc_rows() {
   };
   bool in_key_table = false;
   while (std::getline(in, line)) {
-    if (line.rfind("| key | type | default | range |", 0) == 0) in_key_table = true;
-    else if (line.rfind("|", 0) != 0) in_key_table = false;
+    if (line.rfind("| key | type | default | range |", 0) == 0)
+      in_key_table = true;
+    else if (line.rfind("|", 0) != 0)
+      in_key_table = false;
     else if (in_key_table && line.rfind("| `", 0) == 0) {
       auto cells = cells_of(line);
       REQUIRE(cells.size() == 5);
@@ -812,15 +843,17 @@ TEST_CASE("artifacts.allowed_extensions: defaults per allowed type, refusals eac
   CHECK(widened->artifacts.allowed_extensions.at("text/csv") == std::vector<std::string>{".csv"});
 
   d["artifacts"] = {{"allowed_extensions", {{"text/plain", {".txt", ".cmd"}}}}};
-  CHECK(error_of(d) == "test.json: artifacts.allowed_extensions.text/plain: \".cmd\" names a program or script a "
-                       "double-click runs; it is never allowed");
+  CHECK(error_of(d) ==
+        "test.json: artifacts.allowed_extensions.text/plain: \".cmd\" names a program or script a "
+        "double-click runs; it is never allowed");
   d["artifacts"] = {{"allowed_extensions", {{"text/plain", {"txt"}}}}};
   CHECK(error_of(d).find("\"txt\" must be a dot and 1-16 lowercase letters") != std::string::npos);
   d["artifacts"] = {{"allowed_extensions", {{"text/html", {".html"}}}}};
   CHECK(error_of(d) == "test.json: artifacts.allowed_extensions.text/html: not in artifacts.allowed_media_types");
   d["artifacts"] = {{"allowed_media_types", {"text/plain", "application/x-parquet"}}};
-  CHECK(error_of(d) == "test.json: artifacts.allowed_media_types: application/x-parquet has no known file extensions; "
-                       "list them in artifacts.allowed_extensions");
+  CHECK(error_of(d) ==
+        "test.json: artifacts.allowed_media_types: application/x-parquet has no known file extensions; "
+        "list them in artifacts.allowed_extensions");
   d["artifacts"] = {{"allowed_media_types", {"text/plain", "application/x-parquet"}},
                     {"allowed_extensions", {{"application/x-parquet", {".parquet"}}}}};
   CHECK(policy::parse(d, kSource).ok());

@@ -1,8 +1,7 @@
-// The runner's launch spec, a warm sandbox's claim and the runner's outcome
-// as JSON: what is written is read back as it was, and a numeric field that
-// is a float, negative or beyond its range is an error naming the field
-// (nlohmann's get<uint64_t>() wrapped or truncated it, or was undefined
-// behaviour: issue 16).
+// The runner's launch spec, a warm sandbox's claim and the runner's outcome as
+// JSON: what is written is read back as it was, and a numeric field that is a
+// float, negative or beyond its range is an error naming the field (nlohmann's
+// get<uint64_t>() wrapped or truncated it, or was undefined behaviour).
 #include <doctest/doctest.h>
 
 #include <string>
@@ -58,7 +57,7 @@ TEST_CASE("a launch spec reads back as written, through its wire text too") {
   CHECK(sandbox::to_json(*once) == j);
 }
 
-TEST_CASE("issue 16: a launch spec's integer fields refuse floats, negatives and huge numbers") {
+TEST_CASE("a launch spec's integer fields refuse floats, negatives and huge numbers") {
   for (const char* bad : {"1.5", "-1", "123456789012345678901234567890", "1e30", "\"5\"", "0"}) {
     CAPTURE(bad);
     CHECK(spec_error("timeout_ms", bad) == "launch spec field timeout_ms: not an integer in 1..86400000");
@@ -77,7 +76,7 @@ TEST_CASE("issue 16: a launch spec's integer fields refuse floats, negatives and
   CHECK(spec_error("cpu_max_cores", "1e300") == "launch spec field cpu_max_cores: not a number in 0..65536");
 }
 
-TEST_CASE("issue 16: a claim's timeout_ms is an integer in 1..a day") {
+TEST_CASE("a claim's timeout_ms is an integer in 1..a day") {
   sandbox::Claim c{"j1", "print(1)", {{"a", "/b"}}, 2000, true};
   auto back = sandbox::claim_from_json(json::parse(sandbox::to_json(c).dump()));
   REQUIRE(back.ok());
@@ -89,7 +88,7 @@ TEST_CASE("issue 16: a claim's timeout_ms is an integer in 1..a day") {
   }
 }
 
-TEST_CASE("issue 16: an outcome's numbers are read with their ranges") {
+TEST_CASE("an outcome's numbers are read with their ranges") {
   sandbox::Outcome o;
   o.status = sandbox::Status::failed;
   o.exited = true;
@@ -182,7 +181,8 @@ TEST_CASE("a launch spec's workspace: both paths absolute or neither; a warm spe
   CHECK(error_with(j, "workspace_out", "\"/w/next\"", sandbox::spec_from_json) == both);
   j["workspace_in"] = std::string("/w/tree\0/etc", 12);
   CHECK(error_with(j, "workspace_out", "\"/w/next\"", sandbox::spec_from_json) == both);
-  const std::string sized = "a cold spec has workspace_max_bytes (the workspace's size) exactly when it has a workspace";
+  const std::string sized =
+      "a cold spec has workspace_max_bytes (the workspace's size) exactly when it has a workspace";
   CHECK(spec_error("workspace_max_bytes", "1048576") == sized);
   sandbox::LaunchSpec cold = sample_spec();
   cold.workspace_in = "/w/tree";
@@ -222,7 +222,8 @@ TEST_CASE("a claim's workspace: read back, both paths or neither, and only for a
   warm.warm = sandbox::Warm::exec;
   auto refused = sandbox::check_claim(warm, c);
   REQUIRE_FALSE(refused.ok());
-  CHECK(refused.error().message == "a claim with a workspace, but this warm sandbox takes none (workspace_max_bytes 0)");
+  CHECK(refused.error().message ==
+        "a claim with a workspace, but this warm sandbox takes none (workspace_max_bytes 0)");
   warm.workspace_max_bytes = 1 << 20;
   CHECK(sandbox::check_claim(warm, c).ok());
   warm.workspace_max_bytes = 0;

@@ -61,7 +61,10 @@ TEST_CASE("input names: control characters, DEL and embedded NUL are rejected") 
   check_rejected("a\nb", "control characters");
   check_rejected("a\tb", "control characters");
   check_rejected("a\rb", "control characters");
-  check_rejected("a\x7f" "b", "control characters");
+  check_rejected(
+      "a\x7f"
+      "b",
+      "control characters");
   check_rejected("a\x1b[31m", "control characters");
   std::string with_nul = "safe.csv\0../../etc/passwd"s;
   REQUIRE(with_nul.size() == 25);
@@ -71,7 +74,7 @@ TEST_CASE("input names: control characters, DEL and embedded NUL are rejected") 
 
 TEST_CASE("input names: invalid UTF-8 is rejected") {
   check_rejected("bad\xff.csv", "valid UTF-8");
-  check_rejected("\xC0\xAF", "valid UTF-8");      // overlong '/'
+  check_rejected("\xC0\xAF", "valid UTF-8");          // overlong '/'
   check_rejected("\xED\xA0\x80.txt", "valid UTF-8");  // surrogate
 }
 
@@ -82,7 +85,9 @@ TEST_CASE("input names: 255 bytes is the limit") {
 
 TEST_CASE("input names: ordinary and non-ASCII names are accepted") {
   CHECK(store::validate_input_name("orders.csv").ok());
-  CHECK(store::validate_input_name("donn\xC3\xA9" "es.csv").ok());
+  CHECK(store::validate_input_name("donn\xC3\xA9"
+                                   "es.csv")
+            .ok());
   CHECK(store::validate_input_name("...").ok());
   CHECK(store::validate_input_name(".hidden").ok());
   CHECK(store::validate_input_name("a b.txt").ok());
@@ -104,7 +109,9 @@ TEST_CASE("a .png whose content is text is not served as image/png") {
 }
 
 TEST_CASE("binary content is application/octet-stream, even when named .csv or .json") {
-  std::string bin = "\x7f" "ELF\x02\x01\x01\0\0\0"s;
+  std::string bin =
+      "\x7f"
+      "ELF\x02\x01\x01\0\0\0"s;
   CHECK(store::guess_media_type("blob.bin", bin) == "application/octet-stream");
   CHECK(store::guess_media_type("noext", bin) == "application/octet-stream");
   CHECK(store::guess_media_type("orders.csv", bin) == "application/octet-stream");
@@ -218,9 +225,8 @@ TEST_CASE("traversal and malformed ids are not_found before any lookup") {
   REQUIRE(r.ok());
   auto unknown = st.get_input("alice", "0123456789abcdef0123456789abcdef");
   REQUIRE_FALSE(unknown.ok());
-  for (std::string bad : {"../../etc/passwd"s, ""s, "../"s + r->input_id, r->input_id + "/"s,
-                          r->input_id + ".json"s, "0123456789ABCDEF0123456789ABCDEF"s,
-                          r->input_id.substr(0, 31), r->input_id + "\0"s}) {
+  for (std::string bad : {"../../etc/passwd"s, ""s, "../"s + r->input_id, r->input_id + "/"s, r->input_id + ".json"s,
+                          "0123456789ABCDEF0123456789ABCDEF"s, r->input_id.substr(0, 31), r->input_id + "\0"s}) {
     CAPTURE(std::string(bad));
     auto g = st.get_input("alice", bad);
     REQUIRE_FALSE(g.ok());
@@ -314,11 +320,11 @@ TEST_CASE("artifact URI round trip; other schemes and paths are rejected") {
   std::string id = "0123456789abcdef0123456789abcdef";
   CHECK(store::artifact_uri(id) == "throwbox://artifacts/" + id);
   CHECK(store::artifact_id_from_uri(store::artifact_uri(id)) == id);
-  for (std::string bad : {"file:///etc/passwd"s, "http://artifacts/"s + id, "throwbox://inputs/"s + id,
-                          "throwbox://artifacts/"s, "throwbox://artifacts/../"s + id,
-                          "throwbox://artifacts/"s + id + "/x", "throwbox://artifacts/"s + id + "?a=1",
-                          "THROWBOX://artifacts/"s + id, "throwbox://artifacts/0123456789ABCDEF0123456789ABCDEF"s,
-                          " throwbox://artifacts/"s + id, ""s}) {
+  for (std::string bad :
+       {"file:///etc/passwd"s, "http://artifacts/"s + id, "throwbox://inputs/"s + id, "throwbox://artifacts/"s,
+        "throwbox://artifacts/../"s + id, "throwbox://artifacts/"s + id + "/x", "throwbox://artifacts/"s + id + "?a=1",
+        "THROWBOX://artifacts/"s + id, "throwbox://artifacts/0123456789ABCDEF0123456789ABCDEF"s,
+        " throwbox://artifacts/"s + id, ""s}) {
     CAPTURE(std::string(bad));
     CHECK(store::artifact_id_from_uri(bad) == "");
   }
@@ -333,9 +339,9 @@ TEST_CASE("artifact part URIs: one spelling per part, nothing else") {
   CHECK(p->index == 12);
   CHECK(store::artifact_part_from_uri("throwbox://artifacts/" + id + "/parts/999999999999999999")->index ==
         999999999999999999ull);
-  for (std::string tail : {"/parts/"s, "/parts/01"s, "/parts/-1"s, "/parts/+1"s, "/parts/1 "s, "/parts/1/"s,
-                           "/parts/1x"s, "/parts/0x1"s, "/parts/1000000000000000000"s, "/part/1"s, "/PARTS/1"s,
-                           "/parts//1"s, ""s, "/x"s}) {
+  for (std::string tail :
+       {"/parts/"s, "/parts/01"s, "/parts/-1"s, "/parts/+1"s, "/parts/1 "s, "/parts/1/"s, "/parts/1x"s, "/parts/0x1"s,
+        "/parts/1000000000000000000"s, "/part/1"s, "/PARTS/1"s, "/parts//1"s, ""s, "/x"s}) {
     CAPTURE(tail);
     CHECK_FALSE(store::artifact_part_from_uri("throwbox://artifacts/" + id + tail));
   }
@@ -376,7 +382,14 @@ TEST_CASE("read_blob_range reads from an offset, shorter at the end") {
 }
 
 TEST_CASE("input names with C1 controls or bidi overrides are refused") {
-  for (const char* bad : {"a\xC2\x85" "b.csv", "invoice\xE2\x80\xAE" "vsc.exe", "x\xE2\x81\xA6" "y", "l\xE2\x80\x8F" "r"}) {
+  for (const char* bad : {"a\xC2\x85"
+                          "b.csv",
+                          "invoice\xE2\x80\xAE"
+                          "vsc.exe",
+                          "x\xE2\x81\xA6"
+                          "y",
+                          "l\xE2\x80\x8F"
+                          "r"}) {
     CAPTURE(std::string(bad));
     auto s = store::validate_input_name(bad);
     REQUIRE_FALSE(s.ok());

@@ -1,4 +1,4 @@
-// The MCP task registry (broker::Tasks) over a real ledger in a temp dir:
+// The MCP task registry (protocol::Tasks) over a real ledger in a temp dir:
 // lifecycle, listing, cancellation, expiry on a fake clock, tenant isolation,
 // persistence and crash recovery. The work is a plain function: no sandbox.
 #include <doctest/doctest.h>
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "server/broker/ledger.h"
-#include "server/broker/tasks.h"
+#include "server/protocol/tasks.h"
 
 using nlohmann::json;
 
@@ -49,8 +49,8 @@ struct Clock {
   }
 };
 
-broker::TasksOptions options(Clock& clock) {
-  broker::TasksOptions o;
+protocol::TasksOptions options(Clock& clock) {
+  protocol::TasksOptions o;
   o.ttl_default_ms = 60'000;
   o.ttl_max_ms = 600'000;
   o.per_tenant_max = 300;
@@ -65,12 +65,13 @@ broker::TasksOptions options(Clock& clock) {
 
 // What run_code returns for a finished job.
 json job_result(const std::string& job_id, const std::string& status, int exit_code) {
-  return {{"content", json::array({{{"type", "text"}, {"text", "{}"}}})},
-          {"structuredContent", {{"job_id", job_id}, {"status", status}, {"exit_code", exit_code}, {"signal", nullptr}}},
-          {"isError", false}};
+  return {
+      {"content", json::array({{{"type", "text"}, {"text", "{}"}}})},
+      {"structuredContent", {{"job_id", job_id}, {"status", status}, {"exit_code", exit_code}, {"signal", nullptr}}},
+      {"isError", false}};
 }
 
-broker::Tasks::Work returning(json result) {
+protocol::Tasks::Work returning(json result) {
   return [result](const std::shared_ptr<broker::Cancellation>&, const std::string&) { return result; };
 }
 
@@ -88,7 +89,7 @@ struct Gate {
     }
     cv.notify_all();
   }
-  broker::Tasks::Work work() {
+  protocol::Tasks::Work work() {
     return [this](const std::shared_ptr<broker::Cancellation>& cancel, const std::string&) -> json {
       ++started;
       for (;;) {
@@ -114,7 +115,7 @@ void wait_until(const std::function<bool()>& pred) {
 TEST_CASE("a task starts working and ends completed with the tool's result") {
   TempDir d;
   Clock clock;
-  broker::Tasks tasks(open_ledger(d), options(clock));
+  protocol::Tasks tasks(open_ledger(d), options(clock));
   auto created = tasks.start("alice", "run_code", std::nullopt, returning(job_result("j1", "completed", 0)));
   REQUIRE(created.ok());
   CHECK(created->status == "working");
@@ -128,7 +129,7 @@ TEST_CASE("a task starts working and ends completed with the tool's result") {
   CHECK(got->status_message == "job j1 completed, exit 0");
   CHECK(got->result["structuredContent"]["job_id"] == "j1");
 
-  json t = broker::task_json(*got, 1000);
+  json t = protocol::task_json(*got, 1000);
   CHECK(t["taskId"] == created->task_id);
   CHECK(t["status"] == "completed");
   CHECK(t["ttl"] == 60'000);
@@ -143,9 +144,9 @@ TEST_CASE("a task starts working and ends completed with the tool's result") {
 TEST_CASE("an isError result makes the task failed with the error text; a throwing work too") {
   TempDir d;
   Clock clock;
-  broker::Tasks tasks(open_ledger(d), options(clock));
+  protocol::Tasks tasks(open_ledger(d), options(clock));
   auto busy = tasks.start("alice", "run_code", std::nullopt,
-                          returning(broker::error_call_result("busy: 4 jobs running and 16 waiting")));
+                          returning(protocol::error_call_result("busy: 4 jobs running and 16 waiting")));
   auto thrown = tasks.start("alice", "run_code", std::nullopt,
                             [](const std::shared_ptr<broker::Cancellation>&, const std::string&) -> json {
                               throw std::runtime_error("disk on fire");
@@ -166,7 +167,7 @@ TEST_CASE("an isError result makes the task failed with the error text; a throwi
 TEST_CASE("ttl: the default when none is asked, the ceiling above it") {
   TempDir d;
   Clock clock;
-  broker::Tasks tasks(open_ledger(d), options(clock));
+  protocol::Tasks tasks(open_ledger(d), options(clock));
   auto none = tasks.start("alice", "run_code", std::nullopt, returning(job_result("j", "completed", 0)));
   auto asked = tasks.start("alice", "run_code", 5000.0, returning(job_result("j", "completed", 0)));
   auto huge = tasks.start("alice", "run_code", 1e15, returning(job_result("j", "completed", 0)));
@@ -180,7 +181,7 @@ TEST_CASE("ttl: the default when none is asked, the ceiling above it") {
 TEST_CASE("tasks/list pages through a tenant's tasks in creation order") {
   TempDir d;
   Clock clock;
-  broker::Tasks tasks(open_ledger(d), options(clock));
+  protocol::Tasks tasks(open_ledger(d), options(clock));
   std::vector<std::string> ids;
   for (int i = 0; i < 205; ++i) {
     if (i % 7 == 0) clock.ms += 1;  // several tasks share a millisecond: the id breaks the tie
@@ -228,15 +229,15 @@ TEST_CASE("tasks/list pages through a tenant's tasks in creation order") {
 TEST_CASE("cancel: cancelled before the answer, the job is told, and it stays cancelled") {
   TempDir d;
   Clock clock;
-  broker::Tasks tasks(open_ledger(d), options(clock));
+  protocol::Tasks tasks(open_ledger(d), options(clock));
   Gate gate;
   auto t = tasks.start("alice", "run_code", std::nullopt, gate.work());
   REQUIRE(t.ok());
   wait_until([&] { return gate.started.load() == 1; });
 
-  std::vector<broker::TaskRow> notified;
+  std::vector<store::TaskRow> notified;
   std::mutex mu;
-  auto awaited = tasks.await_result("alice", t->task_id, [&](const broker::TaskRow& r) {
+  auto awaited = tasks.await_result("alice", t->task_id, [&](const store::TaskRow& r) {
     std::lock_guard lock(mu);
     notified.push_back(r);
   });
@@ -275,17 +276,17 @@ TEST_CASE("cancel: cancelled before the answer, the job is told, and it stays ca
 TEST_CASE("await_result: a waiter fires once at the end; a forgotten one never; a terminal task is ready") {
   TempDir d;
   Clock clock;
-  broker::Tasks tasks(open_ledger(d), options(clock));
+  protocol::Tasks tasks(open_ledger(d), options(clock));
   Gate gate;
   auto t = tasks.start("alice", "run_code", std::nullopt, gate.work());
   REQUIRE(t.ok());
   std::atomic<int> kept{0}, forgotten{0};
   std::string kept_status;
-  auto a = tasks.await_result("alice", t->task_id, [&](const broker::TaskRow& r) {
+  auto a = tasks.await_result("alice", t->task_id, [&](const store::TaskRow& r) {
     kept_status = r.status;
     ++kept;
   });
-  auto b = tasks.await_result("alice", t->task_id, [&](const broker::TaskRow&) { ++forgotten; });
+  auto b = tasks.await_result("alice", t->task_id, [&](const store::TaskRow&) { ++forgotten; });
   REQUIRE((a.ok() && b.ok()));
   CHECK(a->waiter != b->waiter);
   tasks.forget_waiter("alice", t->task_id, b->waiter);
@@ -295,7 +296,7 @@ TEST_CASE("await_result: a waiter fires once at the end; a forgotten one never; 
   CHECK(kept_status == "completed");
   CHECK(forgotten.load() == 0);
 
-  auto ready = tasks.await_result("alice", t->task_id, [&](const broker::TaskRow&) { ++forgotten; });
+  auto ready = tasks.await_result("alice", t->task_id, [&](const store::TaskRow&) { ++forgotten; });
   REQUIRE(ready.ok());
   REQUIRE(ready->ready);
   CHECK(ready->ready->result["structuredContent"]["job_id"] == "j-gated");
@@ -305,7 +306,7 @@ TEST_CASE("await_result: a waiter fires once at the end; a forgotten one never; 
 TEST_CASE("expiry: terminal tasks vanish after their ttl, working ones never") {
   TempDir d;
   Clock clock;
-  broker::Tasks tasks(open_ledger(d), options(clock));
+  protocol::Tasks tasks(open_ledger(d), options(clock));
   auto done = tasks.start("alice", "run_code", 1000.0, returning(job_result("j", "completed", 0)));
   Gate gate;
   auto working = tasks.start("alice", "run_code", 0.0, gate.work());
@@ -319,7 +320,7 @@ TEST_CASE("expiry: terminal tasks vanish after their ttl, working ones never") {
   auto gone = tasks.get("alice", done->task_id);
   REQUIRE_FALSE(gone.ok());
   CHECK(gone.error().code == util::ErrorCode::kNotFound);
-  CHECK(gone.error().message == broker::kTaskNotFound);
+  CHECK(gone.error().message == protocol::kTaskNotFound);
   CHECK(tasks.list("alice", "")->tasks.size() == 1);
   CHECK(tasks.expire() == 1);
 
@@ -337,7 +338,7 @@ TEST_CASE("a result outlives a ttl that ran out while its job ran, by keep_after
   Clock clock;
   auto o = options(clock);
   o.keep_after_end_ms = 60'000;
-  broker::Tasks tasks(open_ledger(d), o);
+  protocol::Tasks tasks(open_ledger(d), o);
   Gate gate;
   auto t = tasks.start("alice", "run_code", 10.0, gate.work());
   REQUIRE(t.ok());
@@ -353,7 +354,7 @@ TEST_CASE("a result outlives a ttl that ran out while its job ran, by keep_after
 TEST_CASE("tenant isolation: another tenant's task is exactly an unknown one") {
   TempDir d;
   Clock clock;
-  broker::Tasks tasks(open_ledger(d), options(clock));
+  protocol::Tasks tasks(open_ledger(d), options(clock));
   Gate gate;
   auto t = tasks.start("alice", "run_code", std::nullopt, gate.work());
   REQUIRE(t.ok());
@@ -362,17 +363,17 @@ TEST_CASE("tenant isolation: another tenant's task is exactly an unknown one") {
     CAPTURE(id);
     auto g = tasks.get("bob", id);
     auto c = tasks.cancel("bob", id);
-    auto a = tasks.await_result("bob", id, [](const broker::TaskRow&) { FAIL("no waiter for another tenant"); });
+    auto a = tasks.await_result("bob", id, [](const store::TaskRow&) { FAIL("no waiter for another tenant"); });
     REQUIRE_FALSE(g.ok());
     REQUIRE_FALSE(c.ok());
     REQUIRE_FALSE(a.ok());
     for (auto* e : {&g.error(), &c.error(), &a.error()}) {
       CHECK(e->code == util::ErrorCode::kNotFound);
-      CHECK(e->message == broker::kTaskNotFound);
+      CHECK(e->message == protocol::kTaskNotFound);
     }
   }
   CHECK(tasks.list("bob", "")->tasks.empty());
-  tasks.forget_waiter("bob", t->task_id, 1);  // harmless
+  tasks.forget_waiter("bob", t->task_id, 1);                   // harmless
   CHECK(tasks.get("alice", t->task_id)->status == "working");  // bob's cancel did nothing
   gate.release();
   tasks.drain();
@@ -384,7 +385,7 @@ TEST_CASE("a tenant's retained tasks are capped; other tenants are not affected"
   Clock clock;
   auto o = options(clock);
   o.per_tenant_max = 2;
-  broker::Tasks tasks(open_ledger(d), o);
+  protocol::Tasks tasks(open_ledger(d), o);
   REQUIRE(tasks.start("alice", "run_code", 1000.0, returning(job_result("j", "completed", 0))).ok());
   REQUIRE(tasks.start("alice", "run_code", 1000.0, returning(job_result("j", "completed", 0))).ok());
   tasks.drain();
@@ -404,7 +405,7 @@ TEST_CASE("a full pool refuses a task at once, and leaves no row behind") {
   auto o = options(clock);
   o.workers = 1;
   o.queue_max = 1;
-  broker::Tasks tasks(open_ledger(d), o);
+  protocol::Tasks tasks(open_ledger(d), o);
   Gate gate;
   auto running = tasks.start("alice", "run_code", std::nullopt, gate.work());
   REQUIRE(running.ok());
@@ -425,13 +426,13 @@ TEST_CASE("persistence: results survive a restart; tasks a crash left working be
   Clock clock;
   std::string done_id;
   {
-    broker::Tasks tasks(open_ledger(d), options(clock));
+    protocol::Tasks tasks(open_ledger(d), options(clock));
     auto t = tasks.start("alice", "run_code", std::nullopt, returning(job_result("j-kept", "completed", 0)));
     REQUIRE(t.ok());
     done_id = t->task_id;
   }  // the destructor waits for the task to end
   // What a killed server leaves: a row still working (written on another connection).
-  broker::TaskRow orphan;
+  store::TaskRow orphan;
   orphan.task_id = "fedcba9876543210fedcba9876543210";
   orphan.tenant = "alice";
   orphan.tool = "run_code";
@@ -443,7 +444,7 @@ TEST_CASE("persistence: results survive a restart; tasks a crash left working be
   REQUIRE(open_ledger(d)->task_insert(orphan).ok());
 
   clock.ms += 10;
-  broker::Tasks tasks(open_ledger(d), options(clock));
+  protocol::Tasks tasks(open_ledger(d), options(clock));
   auto kept = tasks.get("alice", done_id);
   REQUIRE(kept.ok());
   CHECK(kept->status == "completed");
@@ -452,28 +453,28 @@ TEST_CASE("persistence: results survive a restart; tasks a crash left working be
   auto failed = tasks.get("alice", orphan.task_id);
   REQUIRE(failed.ok());
   CHECK(failed->status == "failed");
-  CHECK(failed->status_message == broker::kTaskInterrupted);
+  CHECK(failed->status_message == protocol::kTaskInterrupted);
   CHECK(failed->updated_ms == orphan.created_ms + 10);
   CHECK(failed->result["isError"] == true);
-  CHECK(failed->result["content"][0]["text"].get<std::string>().find(broker::kTaskInterrupted) == 0);
+  CHECK(failed->result["content"][0]["text"].get<std::string>().find(protocol::kTaskInterrupted) == 0);
   CHECK(tasks.cancel("alice", orphan.task_id).error().code == util::ErrorCode::kInvalidArgument);
-  auto ready = tasks.await_result("alice", orphan.task_id, [](const broker::TaskRow&) {});
+  auto ready = tasks.await_result("alice", orphan.task_id, [](const store::TaskRow&) {});
   REQUIRE(ready.ok());
   CHECK(ready->ready);
 }
 
 TEST_CASE("task_status_message names the job, its status and exit code or signal") {
-  CHECK(broker::task_status_message(job_result("abc", "failed", 3)) == "job abc failed, exit 3");
+  CHECK(protocol::task_status_message(job_result("abc", "failed", 3)) == "job abc failed, exit 3");
   json sig = job_result("abc", "timed_out", 0);
   sig["structuredContent"]["exit_code"] = nullptr;
   sig["structuredContent"]["signal"] = "SIGKILL";
-  CHECK(broker::task_status_message(sig) == "job abc timed_out, signal SIGKILL");
-  CHECK(broker::task_status_message(broker::error_call_result("runtime: unknown")) == "runtime: unknown");
-  CHECK(broker::task_status_message(json{{"content", json::array()}, {"isError", false}}) == "completed");
+  CHECK(protocol::task_status_message(sig) == "job abc timed_out, signal SIGKILL");
+  CHECK(protocol::task_status_message(protocol::error_call_result("runtime: unknown")) == "runtime: unknown");
+  CHECK(protocol::task_status_message(json{{"content", json::array()}, {"isError", false}}) == "completed");
 }
 
 TEST_CASE("extension_task_json: the tasks extension's shape of each status (SEP-2663)") {
-  broker::TaskRow row;
+  store::TaskRow row;
   row.task_id = "0123456789abcdef0123456789abcdef";
   row.tenant = "alice";
   row.tool = "run_code";
@@ -483,7 +484,7 @@ TEST_CASE("extension_task_json: the tasks extension's shape of each status (SEP-
 
   row.status = "working";
   row.status_message = "running run_code";
-  json w = broker::extension_task_json(row, 1000, true);
+  json w = protocol::extension_task_json(row, 1000, true);
   CHECK(w["status"] == "working");
   CHECK(w["ttlMs"] == 60'000);
   CHECK(w["pollIntervalMs"] == 1000);
@@ -495,35 +496,35 @@ TEST_CASE("extension_task_json: the tasks extension's shape of each status (SEP-
   // A tool that ran and answered isError is completed; its result says so.
   row.status = "failed";
   row.status_message = "runtime: unknown";
-  row.result = broker::error_call_result("runtime: unknown");
-  json e = broker::extension_task_json(row, 1000, true);
+  row.result = protocol::error_call_result("runtime: unknown");
+  json e = protocol::extension_task_json(row, 1000, true);
   CHECK(e["status"] == "completed");
   CHECK(e["result"]["isError"] == true);
   CHECK(!e.contains("error"));
   // The CreateTaskResult form never inlines.
-  CHECK(!broker::extension_task_json(row, 1000, false).contains("result"));
+  CHECK(!protocol::extension_task_json(row, 1000, false).contains("result"));
 
   row.status = "completed";
   row.result = job_result("j1", "completed", 0);
-  json c = broker::extension_task_json(row, 1000, true);
+  json c = protocol::extension_task_json(row, 1000, true);
   CHECK(c["status"] == "completed");
   CHECK(c["result"]["structuredContent"]["job_id"] == "j1");
   CHECK(!c["result"].contains("_meta"));
 
   // Only the server stopping under a task is a JSON-RPC error: failed, no result.
   row.status = "failed";
-  row.status_message = broker::kTaskInterrupted;
-  row.result = broker::error_call_result(std::string(broker::kTaskInterrupted) + "; its job did not finish.");
-  json f = broker::extension_task_json(row, 1000, true);
+  row.status_message = protocol::kTaskInterrupted;
+  row.result = protocol::error_call_result(std::string(protocol::kTaskInterrupted) + "; its job did not finish.");
+  json f = protocol::extension_task_json(row, 1000, true);
   CHECK(f["status"] == "failed");
   CHECK(!f.contains("result"));
   CHECK(f["error"]["code"] == -32603);
-  CHECK(f["error"]["message"].get<std::string>().find(broker::kTaskInterrupted) != std::string::npos);
-  CHECK(!broker::extension_task_json(row, 1000, false).contains("error"));
+  CHECK(f["error"]["message"].get<std::string>().find(protocol::kTaskInterrupted) != std::string::npos);
+  CHECK(!protocol::extension_task_json(row, 1000, false).contains("error"));
 
   row.status = "cancelled";
   row.status_message = "cancelled by tasks/cancel";
-  json x = broker::extension_task_json(row, 1000, true);
+  json x = protocol::extension_task_json(row, 1000, true);
   CHECK(x["status"] == "cancelled");
   CHECK(!x.contains("result"));
   CHECK(!x.contains("error"));

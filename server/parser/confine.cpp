@@ -1,6 +1,6 @@
 // The parser helper's confinement steps (confine.h). Runs in the helper
 // process itself, single-threaded, before it reads a request.
-#include "server/helper/confine.h"
+#include "server/parser/confine.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -41,7 +41,7 @@
 #define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
 #endif
 
-namespace helper::confine {
+namespace parser::confine {
 namespace {
 
 util::Error fail(const char* call, const std::string& arg, int err) {
@@ -51,7 +51,8 @@ util::Error fail(const char* call, const std::string& arg, int err) {
 util::Status write_file(const std::string& path, const std::string& text) {
   util::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd.valid()) return fail("open", path, errno);
-  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) return fail("write", path, errno);
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    return fail("write", path, errno);
   return util::ok_status();
 }
 
@@ -72,14 +73,43 @@ util::Status install(bool zygote) {
   if (int r = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS); r != 0)
     return fail("seccomp_attr_set", "SCMP_FLTATR_ACT_BADARCH", -r);
   // Memory, time, the descriptors it was given, signals of its own, exit.
-  const char* serving[] = {"read", "write", "readv", "writev", "sendto", "recvfrom", "close", "lseek", "fstat", "newfstatat",
-                           "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "futex",
-                           "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "getpid", "getppid", "gettid",
-                           "clock_gettime", "clock_getres", "gettimeofday", "getrandom", "sched_yield",
-                           "set_robust_list", "rseq", "exit", "exit_group", "poll", "ppoll"};
+  const char* serving[] = {"read",
+                           "write",
+                           "readv",
+                           "writev",
+                           "sendto",
+                           "recvfrom",
+                           "close",
+                           "lseek",
+                           "fstat",
+                           "newfstatat",
+                           "brk",
+                           "mmap",
+                           "munmap",
+                           "mremap",
+                           "mprotect",
+                           "madvise",
+                           "futex",
+                           "rt_sigaction",
+                           "rt_sigprocmask",
+                           "rt_sigreturn",
+                           "getpid",
+                           "getppid",
+                           "gettid",
+                           "clock_gettime",
+                           "clock_getres",
+                           "gettimeofday",
+                           "getrandom",
+                           "sched_yield",
+                           "set_robust_list",
+                           "rseq",
+                           "exit",
+                           "exit_group",
+                           "poll",
+                           "ppoll"};
   // The zygote's own: receive a socket, fork a child, set it up, send its pidfd.
-  const char* forking[] = {"recvmsg", "sendmsg", "clone", "clone3", "pidfd_open", "prctl", "prlimit64",
-                           "setrlimit", "seccomp", "wait4"};
+  const char* forking[] = {"recvmsg", "sendmsg",   "clone",     "clone3",  "pidfd_open",
+                           "prctl",   "prlimit64", "setrlimit", "seccomp", "wait4"};
   for (const char* name : serving) {
     const int nr = seccomp_syscall_resolve_name(name);
     if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
@@ -122,8 +152,10 @@ util::Status pivot_to_empty_root() {
       break;
     }
   }
-  if (!at) return util::make_error(util::ErrorCode::kSandbox, "no directory to mount the helper's root on (/tmp, /run, ...)");
-  if (::mount("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, kRootOptions) != 0) return fail("mount(tmpfs)", at, errno);
+  if (!at)
+    return util::make_error(util::ErrorCode::kSandbox, "no directory to mount the helper's root on (/tmp, /run, ...)");
+  if (::mount("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, kRootOptions) != 0)
+    return fail("mount(tmpfs)", at, errno);
   if (::chdir(at) != 0) return fail("chdir", at, errno);
   // pivot_root(".", "."): the old root stacked under the new, then detached (pivot_root(2), NOTES).
   if (::syscall(SYS_pivot_root, ".", ".") != 0) return fail("pivot_root", at, errno);
@@ -139,7 +171,8 @@ util::Status become(const Identity& id) {
   if (::setgroups(0, nullptr) != 0) return fail("setgroups", "0", errno);
   if (::setresgid(id.gid, id.gid, id.gid) != 0) return fail("setresgid", std::to_string(id.gid), errno);
   if (::setresuid(id.uid, id.uid, id.uid) != 0) return fail("setresuid", std::to_string(id.uid), errno);
-  if (::getuid() != id.uid || ::geteuid() != id.uid) return util::make_error(util::ErrorCode::kSandbox, "setresuid: still root");
+  if (::getuid() != id.uid || ::geteuid() != id.uid)
+    return util::make_error(util::ErrorCode::kSandbox, "setresuid: still root");
   return util::ok_status();
 }
 
@@ -163,7 +196,7 @@ util::Status drop_capabilities(const Identity& id) {
 util::Status harden_process() {
   if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return fail("prctl", "PR_SET_DUMPABLE", errno);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fail("prctl", "PR_SET_NO_NEW_PRIVS", errno);
-  const struct rlimit none {0, 0};
+  const struct rlimit none { 0, 0 };
   if (::setrlimit(RLIMIT_CORE, &none) != 0) return fail("setrlimit", "RLIMIT_CORE", errno);
   return util::ok_status();
 }
@@ -177,10 +210,10 @@ util::Result<int> deny_all_files() {
     uint64_t scoped;
   } attr{};
   attr.handled_access_fs = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |
-                           LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
-                           LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
-                           LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
-                           LANDLOCK_ACCESS_FS_MAKE_SYM;
+                           LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+                           LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR |
+                           LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |
+                           LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM;
   if (abi >= 2) attr.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
   if (abi >= 3) attr.handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
   if (abi >= 5) attr.handled_access_fs |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
@@ -192,7 +225,8 @@ util::Result<int> deny_all_files() {
   }
   util::UniqueFd ruleset(static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, size, 0)));
   if (!ruleset.valid()) return fail("landlock_create_ruleset", "helper", errno);
-  if (::syscall(SYS_landlock_restrict_self, ruleset.get(), 0) != 0) return fail("landlock_restrict_self", "helper", errno);
+  if (::syscall(SYS_landlock_restrict_self, ruleset.get(), 0) != 0)
+    return fail("landlock_restrict_self", "helper", errno);
   return static_cast<int>(abi);
 }
 
@@ -200,10 +234,10 @@ util::Status install_zygote_filter() { return install(true); }
 util::Status install_child_filter() { return install(false); }
 
 util::Status limit_child(uint64_t address_space_bytes, uint64_t cpu_seconds) {
-  const struct rlimit as {address_space_bytes, address_space_bytes};
-  const struct rlimit cpu {cpu_seconds, cpu_seconds};
-  const struct rlimit files {16, 16};
-  const struct rlimit fsize {0, 0};
+  const struct rlimit as { address_space_bytes, address_space_bytes };
+  const struct rlimit cpu { cpu_seconds, cpu_seconds };
+  const struct rlimit files { 16, 16 };
+  const struct rlimit fsize { 0, 0 };
   if (::setrlimit(RLIMIT_AS, &as) != 0) return fail("setrlimit", "RLIMIT_AS", errno);
   if (::setrlimit(RLIMIT_CPU, &cpu) != 0) return fail("setrlimit", "RLIMIT_CPU", errno);
   if (::setrlimit(RLIMIT_NOFILE, &files) != 0) return fail("setrlimit", "RLIMIT_NOFILE", errno);
@@ -211,4 +245,4 @@ util::Status limit_child(uint64_t address_space_bytes, uint64_t cpu_seconds) {
   return util::ok_status();
 }
 
-}  // namespace helper::confine
+}  // namespace parser::confine

@@ -1,6 +1,6 @@
 // Audit log writing and the per-call record. O_APPEND writes of whole lines;
 // a failed write is logged once per failure and never fails the call.
-#include "server/broker/audit.h"
+#include "server/protocol/audit.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,7 +14,7 @@
 #include "server/util/crypto.h"
 #include "server/util/fd.h"
 
-namespace broker {
+namespace protocol {
 namespace {
 std::string iso_now() {
   auto now = std::chrono::system_clock::now();
@@ -46,8 +46,8 @@ void Audit::append(nlohmann::json record) {
 nlohmann::json audit_record(const std::string& tenant, const std::string& tool, const nlohmann::json& args,
                             const nlohmann::json& result, int64_t duration_ms) {
   using nlohmann::json;
-  json r{{"tenant", tenant}, {"tool", tool}, {"duration_ms", duration_ms},
-         {"is_error", result.value("isError", false)}};
+  json r{
+      {"tenant", tenant}, {"tool", tool}, {"duration_ms", duration_ms}, {"is_error", result.value("isError", false)}};
   const json sc = result.value("structuredContent", json::object());
   if (tool == "run_code") {
     if (args.contains("runtime") && args["runtime"].is_string()) r["runtime"] = args["runtime"];
@@ -55,7 +55,8 @@ nlohmann::json audit_record(const std::string& tenant, const std::string& tool, 
       r["code_sha256"] = util::sha256_hex(args["code"].get_ref<const std::string&>());
     if (args.contains("input_ids")) r["input_ids"] = args["input_ids"];
     if (args.contains("timeout_s")) r["timeout_s"] = args["timeout_s"];
-    if (args.contains("network") && args["network"].is_string() && args["network"].get_ref<const std::string&>().size() <= 32)
+    if (args.contains("network") && args["network"].is_string() &&
+        args["network"].get_ref<const std::string&>().size() <= 32)
       r["network"] = args["network"];
     if (args.contains("workspace_id") && args["workspace_id"].is_string() &&
         args["workspace_id"].get_ref<const std::string&>().size() <= 64)
@@ -66,14 +67,16 @@ nlohmann::json audit_record(const std::string& tenant, const std::string& tool, 
     if (sc.contains("network")) r["job_network"] = sc["network"];
     if (args.contains("idempotency_key") && args["idempotency_key"].is_string())
       r["idempotency_key_sha256"] = util::sha256_hex(args["idempotency_key"].get_ref<const std::string&>());
-    for (const char* k : {"job_id", "status", "exit_code", "signal", "duration_ms", "cpu_ms", "peak_memory_bytes",
-                          "sandbox_layers", "stdout_truncated", "stderr_truncated", "stdout_cut_bytes",
-                          "stderr_cut_bytes"})
+    for (const char* k :
+         {"job_id", "status", "exit_code", "signal", "duration_ms", "cpu_ms", "peak_memory_bytes", "sandbox_layers",
+          "stdout_truncated", "stderr_truncated", "stdout_cut_bytes", "stderr_cut_bytes"})
       if (sc.contains(k)) r[std::string("job_") + k] = sc[k];
     json verdicts = json::array();
     for (auto& a : sc.value("artifacts", json::array()))
-      verdicts.push_back({{"name", a.value("name", "")}, {"verdict", a.value("verdict", "")},
-                          {"sha256", a.value("sha256", "")}, {"artifact_id", a.value("artifact_id", json(nullptr))}});
+      verdicts.push_back({{"name", a.value("name", "")},
+                          {"verdict", a.value("verdict", "")},
+                          {"sha256", a.value("sha256", "")},
+                          {"artifact_id", a.value("artifact_id", json(nullptr))}});
     r["artifacts"] = verdicts;
   } else if (tool == "open_workspace" || tool == "close_workspace") {
     if (args.contains("workspace_id") && args["workspace_id"].is_string() &&
@@ -94,4 +97,4 @@ nlohmann::json audit_record(const std::string& tenant, const std::string& tool, 
   return r;
 }
 
-}  // namespace broker
+}  // namespace protocol

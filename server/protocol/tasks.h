@@ -16,14 +16,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/broker/jobs.h"
-#include "server/broker/ledger.h"
+#include "server/broker/job.h"
+#include "server/store/task_store.h"
 #include "server/policy/policy.h"
 #include "server/util/periodic.h"
 #include "server/util/result.h"
 #include "server/util/worker_pool.h"
 
-namespace broker {
+namespace protocol {
+
+using broker::Cancellation;
+using store::TaskRow;
 
 // One answer for unknown, expired, malformed and foreign ids alike.
 inline constexpr const char* kTaskNotFound =
@@ -33,14 +36,14 @@ inline constexpr const char* kTaskInterrupted = "the server stopped while the ta
 struct TasksOptions {
   int64_t ttl_default_ms = 3600 * 1000;
   int64_t ttl_max_ms = 86400 * 1000;
-  uint64_t per_tenant_max = 256;       // retained tasks, any status
-  int workers = 20;                    // tasks running at once; more wait in the queue
+  uint64_t per_tenant_max = 256;  // retained tasks, any status
+  int workers = 20;               // tasks running at once; more wait in the queue
   size_t queue_max = 20;
   int64_t poll_interval_ms = 1000;     // suggested to clients
   int64_t keep_after_end_ms = 60'000;  // a result outlives a ttl that ran out mid-job
   uint64_t janitor_interval_s = 300;
-  size_t page_size = 100;              // tasks/list
-  std::function<int64_t()> now_ms;     // wall clock; tests move it
+  size_t page_size = 100;           // tasks/list
+  std::function<int64_t()> now_ms;  // wall clock; tests move it
 };
 TasksOptions tasks_options(const policy::Policy& policy);
 
@@ -74,7 +77,7 @@ class Tasks {
   };
 
   // Fails the tasks a crash left working, then starts the janitor.
-  Tasks(std::unique_ptr<Ledger> ledger, TasksOptions options);
+  Tasks(std::unique_ptr<store::TaskStore> ledger, TasksOptions options);
   ~Tasks();  // waits for running tasks
   Tasks(const Tasks&) = delete;
   Tasks& operator=(const Tasks&) = delete;
@@ -104,7 +107,7 @@ class Tasks {
   void run(const std::string& task_id, const Work& work, const std::shared_ptr<Cancellation>& cancel);
   std::optional<TaskRow> find(const std::string& tenant, const std::string& task_id, int64_t now);
 
-  std::unique_ptr<Ledger> ledger_;
+  std::unique_ptr<store::TaskStore> ledger_;
   TasksOptions options_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Live>> live_;  // working tasks of this process, by id
@@ -114,4 +117,4 @@ class Tasks {
   util::Periodic janitor_;
 };
 
-}  // namespace broker
+}  // namespace protocol

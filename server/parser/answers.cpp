@@ -1,6 +1,6 @@
 // What a parser helper child answers (answers.h). Runs in the child only,
 // on bytes a job or a client made.
-#include "server/helper/answers.h"
+#include "server/parser/answers.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -13,7 +13,7 @@
 #include "server/network/head.h"
 #include "server/util/text.h"
 
-namespace helper {
+namespace parser {
 
 Message failure(const std::string& why) {
   Message m;
@@ -63,7 +63,7 @@ Message answer_for(const Message& request, const artifacts::types::Sniffer& snif
       for (auto& a : request.meta["allowed"])
         if (a.is_string()) allowed.push_back(a.get<std::string>());
       out.meta = {{"media_type", artifacts::upload_media_type(request.meta["name"].get<std::string>(), request.bytes,
-                                                                sniffer, allowed)}};
+                                                              sniffer, allowed)}};
       return out;
     }
     case Kind::kRequestHead: {
@@ -76,9 +76,10 @@ Message answer_for(const Message& request, const artifacts::types::Sniffer& snif
       out.meta = probe();
       return out;
     case Kind::kAnswer:
-    case Kind::kFailure: break;
+    case Kind::kFailure:
+      break;
   }
   return failure("not a request");
 }
 
-}  // namespace helper
+}  // namespace parser

@@ -7,11 +7,11 @@
 
 #include <cstdint>
 
-namespace network {
+namespace sandbox {
 
 inline constexpr char kJobEndNotice[] = "THROWBOX-JOB-ENDED\r\n\r\n";
 constexpr uint16_t kJobEndSourcePort = 1023;
 // pid 1's wait to connect, and then for the answer; past either it kills anyway.
 constexpr int kJobEndWaitMs = 1000;
 
-}  // namespace network
+}  // namespace sandbox

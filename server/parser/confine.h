@@ -1,5 +1,5 @@
 // The parser helper's own confinement, one step a function, run by the
-// helper on itself before it reads any request (helper_main.cpp lists them in
+// helper on itself before it reads any request (server/parser/main.cpp lists them in
 // order). What it leaves: no file system (an empty read-only root, every file
 // access refused by Landlock), no network (an empty network namespace), an
 // identity of its own (a root server's: a uid of the sandbox range; a normal
@@ -11,16 +11,12 @@
 #include <cstdint>
 #include <string>
 
+#include "server/helper/wire.h"
 #include "server/util/result.h"
 
-namespace helper::confine {
+namespace parser::confine {
 
-// As root: uid and gid to become. As a normal user: in_user_ns, its own ids.
-struct Identity {
-  bool as_root = false;
-  uid_t uid = 0;
-  gid_t gid = 0;
-};
+using helper::Identity;
 
 // New mount, network, IPC and UTS namespaces (and a user namespace mapping
 // the user's own ids, for a normal user).
@@ -45,4 +41,4 @@ util::Status install_child_filter();
 // A child's resources: address space, CPU seconds, descriptors, no files written.
 util::Status limit_child(uint64_t address_space_bytes, uint64_t cpu_seconds);
 
-}  // namespace helper::confine
+}  // namespace parser::confine

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace broker {
+namespace protocol {
 
 class Audit {
  public:
@@ -26,4 +26,4 @@ class Audit {
 nlohmann::json audit_record(const std::string& tenant, const std::string& tool, const nlohmann::json& args,
                             const nlohmann::json& result, int64_t duration_ms);
 
-}  // namespace broker
+}  // namespace protocol

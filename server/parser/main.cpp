@@ -20,8 +20,8 @@
 
 #include "server/artifacts/gate.h"
 #include "server/artifacts/inspect.h"
-#include "server/helper/answers.h"
-#include "server/helper/confine.h"
+#include "server/parser/answers.h"
+#include "server/parser/confine.h"
 #include "server/helper/wire.h"
 #include "server/util/fd.h"
 #include "server/util/text.h"
@@ -30,8 +30,8 @@ namespace {
 
 using helper::Kind;
 using helper::Message;
-using helper::answer_for;
-using helper::failure;
+using parser::answer_for;
+using parser::failure;
 
 constexpr int kControlFd = 3;
 
@@ -44,9 +44,9 @@ constexpr int kControlFd = 3;
 [[noreturn]] void serve_child(int sock, pid_t zygote, const artifacts::types::Sniffer& sniffer) {
   // Gone with the zygote (and so with the server).
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != zygote) ::_exit(1);
-  if (auto s = helper::confine::limit_child(helper::kChildAddressSpaceBytes, helper::kChildCpuSeconds); !s)
+  if (auto s = parser::confine::limit_child(helper::kChildAddressSpaceBytes, helper::kChildCpuSeconds); !s)
     die("limit child", s.error().message);
-  if (auto s = helper::confine::install_child_filter(); !s) die("child filter", s.error().message);
+  if (auto s = parser::confine::install_child_filter(); !s) die("child filter", s.error().message);
   for (;;) {
     auto request = helper::read_message(sock, 0, helper::kRequestBytesMax);
     if (!request) ::_exit(0);  // the server closed it (or sent garbage): done
@@ -72,7 +72,9 @@ constexpr int kControlFd = 3;
   for (;;) {
     int fd = -1;
     char byte = 0;
-    struct iovec iov {&byte, 1};
+    struct iovec iov {
+      &byte, 1
+    };
     alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     struct msghdr msg {};
     msg.msg_iov = &iov;
@@ -97,7 +99,9 @@ constexpr int kControlFd = 3;
     util::UniqueFd held(pidfd);
     // The answer: 'k' with the pidfd, or 'e' (no socket came, the fork failed).
     char reply = held.valid() ? 'k' : 'e';
-    struct iovec out_iov {&reply, 1};
+    struct iovec out_iov {
+      &reply, 1
+    };
     alignas(struct cmsghdr) char out_control[CMSG_SPACE(sizeof(int))] = {};
     struct msghdr out {};
     out.msg_iov = &out_iov;
@@ -123,27 +127,28 @@ constexpr int kControlFd = 3;
 // privileges, no dumps 7 Landlock 8 the zygote's system calls 9 ready, with
 // what it did 10 fork a child per socket the server sends.
 int main(int argc, char** argv) {
-  helper::confine::Identity id;
+  parser::confine::Identity id;
   if (argc == 5 && std::strcmp(argv[1], "--uid") == 0 && std::strcmp(argv[3], "--gid") == 0) {
     id.as_root = true;
     id.uid = static_cast<uid_t>(std::strtoul(argv[2], nullptr, 10));
     id.gid = static_cast<gid_t>(std::strtoul(argv[4], nullptr, 10));
     if (id.uid == 0 || id.gid == 0) die("arguments", "the helper's uid and gid are never 0");
   } else if (!(argc == 2 && std::strcmp(argv[1], "--user-namespace") == 0)) {
-    std::fprintf(stderr, "usage: throwbox-parser --uid N --gid N | --user-namespace   (started by throwbox serve, fd 3)\n");
+    std::fprintf(stderr,
+                 "usage: throwbox-parser --uid N --gid N | --user-namespace   (started by throwbox serve, fd 3)\n");
     return 2;
   }
   auto sniffer = artifacts::types::Sniffer::create();
   if (!sniffer) die("libmagic", sniffer.error().message);
-  if (auto s = helper::confine::unshare_namespaces(id); !s) die("namespaces", s.error().message);
-  if (auto s = helper::confine::pivot_to_empty_root(); !s) die("empty root", s.error().message);
-  if (auto s = helper::confine::become(id); !s) die("identity", s.error().message);
-  if (auto s = helper::confine::drop_capabilities(id); !s) die("capabilities", s.error().message);
-  if (auto s = helper::confine::harden_process(); !s) die("no_new_privs", s.error().message);
-  auto landlock = helper::confine::deny_all_files();
+  if (auto s = parser::confine::unshare_namespaces(id); !s) die("namespaces", s.error().message);
+  if (auto s = parser::confine::pivot_to_empty_root(); !s) die("empty root", s.error().message);
+  if (auto s = parser::confine::become(id); !s) die("identity", s.error().message);
+  if (auto s = parser::confine::drop_capabilities(id); !s) die("capabilities", s.error().message);
+  if (auto s = parser::confine::harden_process(); !s) die("no_new_privs", s.error().message);
+  auto landlock = parser::confine::deny_all_files();
   if (!landlock) die("landlock", landlock.error().message);
   const uid_t uid = ::getuid();
-  if (auto s = helper::confine::install_zygote_filter(); !s) die("seccomp", s.error().message);
+  if (auto s = parser::confine::install_zygote_filter(); !s) die("seccomp", s.error().message);
   Message ready;
   ready.kind = Kind::kAnswer;
   ready.meta = {{"ready", true}, {"uid", uid}, {"landlock_abi", *landlock}};

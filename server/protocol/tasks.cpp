@@ -1,7 +1,7 @@
 // The task registry. One mutex orders every status change with its ledger
 // write, so a cancel and a finishing job cannot both win; callbacks (waiters,
 // status listeners) are called after it is released, never under it.
-#include "server/broker/tasks.h"
+#include "server/protocol/tasks.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +15,7 @@
 #include "server/util/text.h"
 #include "server/util/wall_clock.h"
 
-namespace broker {
+namespace protocol {
 
 using nlohmann::json;
 
@@ -104,8 +104,9 @@ json extension_task_json(const TaskRow& row, int64_t poll_interval_ms, bool deta
   if (status == "completed")
     t["result"] = row.result.is_object() ? row.result : error_call_result("task " + row.task_id + " " + row.status);
   if (interrupted)
-    t["error"] = {{"code", -32603},
-                  {"message", std::string("Internal error: ") + kTaskInterrupted + "; its job did not finish. Run it again."}};
+    t["error"] = {
+        {"code", -32603},
+        {"message", std::string("Internal error: ") + kTaskInterrupted + "; its job did not finish. Run it again."}};
   return t;
 }
 
@@ -131,13 +132,12 @@ json error_call_result(const std::string& message) {
   return {{"content", json::array({{{"type", "text"}, {"text", message}}})}, {"isError", true}};
 }
 
-Tasks::Tasks(std::unique_ptr<Ledger> ledger, TasksOptions options)
+Tasks::Tasks(std::unique_ptr<store::TaskStore> ledger, TasksOptions options)
     : ledger_(std::move(ledger)), options_(std::move(options)), pool_(options_.workers, options_.queue_max) {
   if (!options_.now_ms) options_.now_ms = wall_ms;
   // Their work died with the old process (its runners with PR_SET_PDEATHSIG).
   size_t failed = ledger_->task_fail_interrupted(
-      kTaskInterrupted,
-      error_call_result(std::string(kTaskInterrupted) + "; its job did not finish. Run it again."),
+      kTaskInterrupted, error_call_result(std::string(kTaskInterrupted) + "; its job did not finish. Run it again."),
       options_.now_ms(), options_.keep_after_end_ms);
   if (failed) spdlog::warn("{} task(s) were working when the server last stopped: recorded as failed", failed);
   janitor_ = util::Periodic(std::chrono::seconds(options_.janitor_interval_s), [this] { expire(); });
@@ -167,10 +167,11 @@ util::Result<TaskRow> Tasks::start(const std::string& tenant, const std::string&
     ledger_->task_expire(tenant, now);
     const uint64_t retained = ledger_->task_count(tenant, now);
     if (retained >= options_.per_tenant_max)
-      return util::make_error(util::ErrorCode::kBusy, "busy: " + std::to_string(retained) +
-                                          " tasks are retained for this tenant (the most is " +
-                                          std::to_string(options_.per_tenant_max) +
-                                          "); fetch their results and wait for some to expire, or call without a task");
+      return util::make_error(util::ErrorCode::kBusy,
+                              "busy: " + std::to_string(retained) +
+                                  " tasks are retained for this tenant (the most is " +
+                                  std::to_string(options_.per_tenant_max) +
+                                  "); fetch their results and wait for some to expire, or call without a task");
     row.task_id = util::random_id();
     row.tenant = tenant;
     row.tool = tool;
@@ -197,8 +198,9 @@ util::Result<TaskRow> Tasks::start(const std::string& tenant, const std::string&
     std::lock_guard lock(mu_);
     live_.erase(id);
     if (auto s = ledger_->task_delete(id); !s) spdlog::error("task {}: {}", id, s.error().message);
-    return util::make_error(util::ErrorCode::kBusy, "busy: " + std::to_string(options_.workers) +
-                                        " tasks are running and as many waiting on this server; retry in a few seconds");
+    return util::make_error(util::ErrorCode::kBusy,
+                            "busy: " + std::to_string(options_.workers) +
+                                " tasks are running and as many waiting on this server; retry in a few seconds");
   }
   spdlog::info("task {} ({}) started for tenant {}, ttl {} ms", id, tool, tenant, ttl);
   return row;
@@ -226,7 +228,8 @@ void Tasks::run(const std::string& task_id, const Work& work, const std::shared_
     if (live->cancelled) {
       // Still cancelled (MCP tasks: a cancelled task stays cancelled); the
       // tool's own result replaces the placeholder for tasks/result.
-      if (auto s = ledger_->task_set_result(task_id, result); !s) spdlog::error("task {}: {}", task_id, s.error().message);
+      if (auto s = ledger_->task_set_result(task_id, result); !s)
+        spdlog::error("task {}: {}", task_id, s.error().message);
       return;
     }
     const int64_t now = options_.now_ms();
@@ -354,4 +357,4 @@ size_t Tasks::running() {
   return live_.size();
 }
 
-}  // namespace broker
+}  // namespace protocol

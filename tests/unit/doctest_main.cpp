@@ -10,8 +10,8 @@
 
 namespace {
 
-bool g_ran = false;          // a test run, not a query such as --list-test-cases
-unsigned g_selected = 0;     // cases the selection matched
+bool g_ran = false;       // a test run, not a query such as --list-test-cases
+unsigned g_selected = 0;  // cases the selection matched
 
 struct SelectionCount : doctest::IReporter {
   explicit SelectionCount(const doctest::ContextOptions&) {}

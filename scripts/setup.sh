@@ -32,9 +32,10 @@ build_dir="$repo_root/build"
 #   nodejs npm                      the official MCP TypeScript SDK client that runs the example
 #   util-linux                      setpriv, nsenter, unshare
 #   uidmap                          newuidmap/newgidmap: a normal user's sandboxes get its subordinate ids
+#   ccache                          a second clone or a new build/ reuses what was compiled (optional)
 readonly THROWBOX_RUN_DEBS=(g++ cmake pkg-config ninja-build nlohmann-json3-dev libboost-dev libseccomp-dev
   libspdlog-dev libcpp-httplib-dev libssl-dev libmagic-dev libsqlite3-dev libcmark-dev libqpdf-dev libcjose-dev
-  libjansson-dev libc-ares-dev python3 python3-matplotlib python3-numpy python3-pandas util-linux uidmap)
+  libjansson-dev libc-ares-dev python3 python3-matplotlib python3-numpy python3-pandas util-linux uidmap ccache)
 # What the tests add (scripts/test):
 #   doctest-dev                     unit tests
 #   clang libclang-rt-14-dev        the fuzz.* tests: libFuzzer and ASan/UBSan (tests/fuzz, scripts/fuzz)

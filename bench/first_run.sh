@@ -41,7 +41,8 @@ timed() {
   fi
   t1=$(date +%s.%N)
   # this shell's children: the step's processes, the compilers included
-  cpu=$(times | sed -n 2p | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] } printf "%.0f", n }')
+  times >"$work/times"  # not in $(...): a subshell's times would be its own
+  cpu=$(sed -n 2p "$work/times" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] } printf "%.0f", n }')
   awk -v l="$label" -v a="$t0" -v b="$t1" -v c="$cpu" -v load="$load" \
     'BEGIN { printf "%-34s wall %6.1f s   cpu %6s s (cumulative)   load before %s\n", l, b - a, c, load }'
 }

@@ -22,6 +22,12 @@ mkdir -p "$stage/build" "$stage/tests" "$stage/tmp"
 chmod 1777 "$stage/tmp"
 cp "$THROWBOX_BIN" "$(dirname "$THROWBOX_BIN")/throwbox-runner" "$(dirname "$THROWBOX_BIN")/throwbox-parser" "$stage/build/"
 cp -r "$src/policies" "$src/examples" "$stage/"
+# THROWBOX_TEST_POLICY: a policy file of the caller's instead of the bundled one.
+policy=$stage/policies/default.json
+if [ -n "${THROWBOX_TEST_POLICY:-}" ]; then
+  cp "$THROWBOX_TEST_POLICY" "$stage/policies/under-test.json"
+  policy=$stage/policies/under-test.json
+fi
 # Hard links where the stage shares a filesystem with the tree: node_modules is
 # 236 MB (a Node 22 binary for the conformance CLI), and copying it while
 # adversarial.disk_fill watches the host's free space looked like a leak.
@@ -82,5 +88,5 @@ cd "$stage/tests"
 # so the set-uid newuidmap/newgidmap work as they do for a desktop user.
 setpriv --reuid="$user" --regid="$user" --clear-groups --inh-caps=-all \
   env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$stage/tmp" TMPDIR="$stage/tmp" \
-  THROWBOX_BIN="$stage/build/throwbox" THROWBOX_POLICY="$stage/policies/default.json" \
+  THROWBOX_BIN="$stage/build/throwbox" THROWBOX_POLICY="$policy" \
   THROWBOX_TEST_AS_USER=1 "${pass[@]}" node "$test_file"

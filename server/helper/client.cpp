@@ -18,6 +18,7 @@
 
 #include "server/util/clock.h"
 #include "server/util/text.h"
+#include "server/util/fd_passing.h"
 
 namespace helper {
 namespace {
@@ -126,23 +127,9 @@ util::Result<Child> Parsers::fork_locked() {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
     return fail(util::call_error("socketpair", "child", errno));
   util::UniqueFd mine(pair[0]), theirs(pair[1]);
-  char byte = 'f';
-  struct iovec iov {
-    &byte, 1
-  };
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  const int fd = theirs.get();
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  if (::sendmsg(control_.get(), &msg, MSG_NOSIGNAL) != 1) return fail(util::call_error("sendmsg", "fork", errno));
+  const char byte = 'f';
+  if (util::send_with_fd(control_.get(), &byte, 1, theirs.get()) != 1)
+    return fail(util::call_error("sendmsg", "fork", errno));
   theirs.reset();
   // The reply: 'k' with the child's pidfd, or 'e'.
   struct pollfd p {
@@ -150,19 +137,14 @@ util::Result<Child> Parsers::fork_locked() {
   };
   if (::poll(&p, 1, kForkTimeoutMs) != 1) return fail("no answer to a fork request");
   char reply = 0;
-  struct iovec in_iov {
-    &reply, 1
-  };
-  alignas(struct cmsghdr) char in_control[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr in {};
-  in.msg_iov = &in_iov;
-  in.msg_iovlen = 1;
-  in.msg_control = in_control;
-  in.msg_controllen = sizeof in_control;
-  if (::recvmsg(control_.get(), &in, MSG_CMSG_CLOEXEC) != 1) return fail(util::call_error("recvmsg", "fork", errno));
   int pidfd = -1;
-  for (cmsghdr* h = CMSG_FIRSTHDR(&in); h; h = CMSG_NXTHDR(&in, h))
-    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) std::memcpy(&pidfd, CMSG_DATA(h), sizeof pidfd);
+  ssize_t got;
+  do got = util::receive_with_fd(control_.get(), &reply, 1, 0, &pidfd);
+  while (got < 0 && errno == EINTR);
+  if (got != 1) {
+    if (pidfd >= 0) ::close(pidfd);
+    return fail(util::call_error("recvmsg", "fork", got < 0 ? errno : EPIPE));
+  }
   util::UniqueFd held(pidfd);
   if (reply != 'k' || !held.valid()) return fail("it could not fork a child");
   return Child(std::move(mine), std::move(held));

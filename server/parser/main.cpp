@@ -25,6 +25,7 @@
 #include "server/helper/wire.h"
 #include "server/util/fd.h"
 #include "server/util/text.h"
+#include "server/util/fd_passing.h"
 
 namespace {
 
@@ -72,21 +73,10 @@ constexpr int kControlFd = 3;
   for (;;) {
     int fd = -1;
     char byte = 0;
-    struct iovec iov {
-      &byte, 1
-    };
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    const ssize_t n = ::recvmsg(kControlFd, &msg, MSG_CMSG_CLOEXEC);
+    const ssize_t n = util::receive_with_fd(kControlFd, &byte, 1, 0, &fd);
+    util::UniqueFd child_sock(fd);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) ::_exit(0);
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    util::UniqueFd child_sock(fd);
     int pidfd = -1;
     if (child_sock.valid()) {
       const pid_t pid = ::fork();
@@ -98,24 +88,8 @@ constexpr int kControlFd = 3;
     }
     util::UniqueFd held(pidfd);
     // The answer: 'k' with the pidfd, or 'e' (no socket came, the fork failed).
-    char reply = held.valid() ? 'k' : 'e';
-    struct iovec out_iov {
-      &reply, 1
-    };
-    alignas(struct cmsghdr) char out_control[CMSG_SPACE(sizeof(int))] = {};
-    struct msghdr out {};
-    out.msg_iov = &out_iov;
-    out.msg_iovlen = 1;
-    if (held.valid()) {
-      out.msg_control = out_control;
-      out.msg_controllen = sizeof out_control;
-      cmsghdr* c = CMSG_FIRSTHDR(&out);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &pidfd, sizeof pidfd);
-    }
-    if (::sendmsg(kControlFd, &out, MSG_NOSIGNAL) < 0) ::_exit(0);
+    const char reply = held.valid() ? 'k' : 'e';
+    if (util::send_with_fd(kControlFd, &reply, 1, held.get()) < 0) ::_exit(0);
   }
 }
 

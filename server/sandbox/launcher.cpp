@@ -39,6 +39,7 @@
 #include "server/util/clock.h"
 #include "server/util/fd.h"
 #include "server/util/text.h"
+#include "server/util/fd_passing.h"
 
 namespace sandbox::launcher {
 namespace {
@@ -76,23 +77,7 @@ struct Supervision {
 // runner's stdout (a unix socket, runner_process.cpp) carrying the descriptor.
 util::Status hand_listener_to_broker(int out_fd, int listener) {
   static const char kLine[] = "{\"network\":\"listener\"}\n";
-  struct iovec iov {
-    const_cast<char*>(kLine), sizeof kLine - 1
-  };
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cm), &listener, sizeof listener);
-  ssize_t n;
-  do n = ::sendmsg(out_fd, &msg, MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
+  const ssize_t n = util::send_with_fd(out_fd, kLine, sizeof kLine - 1, listener);
   if (n <= 0)
     return util::make_error(util::ErrorCode::kSandbox,
                             util::call_error("sendmsg", "proxy listener to the server", errno));
@@ -104,29 +89,13 @@ util::Status hand_listener_to_broker(int out_fd, int listener) {
 
 // One message from pid 1, and the descriptor it carried (kMsgListener), if any.
 ssize_t receive_from_pid1(int sock, char* buf, size_t size, util::UniqueFd& passed) {
-  struct iovec iov {
-    buf, size
-  };
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n = ::recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  if (n < 0) return n;
-  for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-      if (i == 0 && !passed.valid())
-        passed.reset(fd);
-      else
-        ::close(fd);
-    }
-  }
+  int fd = -1;
+  const ssize_t n = util::receive_with_fd(sock, buf, size, MSG_DONTWAIT, &fd);
+  // The first descriptor pid 1 hands over is the one kept.
+  if (fd >= 0 && !passed.valid())
+    passed.reset(fd);
+  else if (fd >= 0)
+    ::close(fd);
   return n;
 }
 

@@ -25,6 +25,7 @@
 #include "server/sandbox/namespaces.h"
 #include "server/sandbox/program.h"
 #include "server/sandbox/trace.h"
+#include "server/util/fd_passing.h"
 
 namespace sandbox::pid1 {
 namespace {
@@ -327,22 +328,8 @@ void pid1_open_proxy_listener(State& s) {
   if (::bind(fd, reinterpret_cast<const struct sockaddr*>(&addr), sizeof addr) != 0)
     fail_in_child(s.sock, "bind", "127.0.0.1 proxy port", errno);
   if (::listen(fd, kProxyBacklog) != 0) fail_in_child(s.sock, "listen", "proxy listener", errno);
-  char tag = kMsgListener;
-  struct iovec iov {
-    &tag, 1
-  };
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  __builtin_memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-  if (::sendmsg(s.sock, &msg, MSG_NOSIGNAL) != 1) fail_in_child(s.sock, "sendmsg", "proxy listener", errno);
+  const char tag = kMsgListener;
+  if (util::send_with_fd(s.sock, &tag, 1, fd) != 1) fail_in_child(s.sock, "sendmsg", "proxy listener", errno);
   ::close(fd);
   trace::mark("pid 1: proxy listener handed over");
 }

@@ -1,0 +1,73 @@
+// Bytes with at most one descriptor over a unix socket (SCM_RIGHTS), for the
+// server, the parser helper, the runner and sandbox pid 1 alike. Inline and
+// allocation-free: pid 1 calls them after fork, where nothing may allocate,
+// lock or log (tests/child_side_symbols.py reads the calls they make).
+#pragma once
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+
+namespace util {
+
+// sendmsg of `size` bytes, carrying `fd` when it is >= 0; retried on EINTR.
+// Returns what sendmsg returned (bytes sent, or -1 with errno).
+inline ssize_t send_with_fd(int sock, const void* data, size_t size, int fd) {
+  struct iovec iov {
+    const_cast<void*>(data), size
+  };
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    __builtin_memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+  }
+  ssize_t n;
+  do n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  return n;
+}
+
+// recvmsg of up to `size` bytes (flags: MSG_DONTWAIT and the like;
+// MSG_CMSG_CLOEXEC is always added). *fd is the first descriptor that came
+// with them, or -1; any more are closed. Returns what recvmsg returned, once:
+// EINTR is the caller's to retry.
+inline ssize_t receive_with_fd(int sock, void* data, size_t size, int flags, int* fd) {
+  *fd = -1;
+  struct iovec iov {
+    data, size
+  };
+  // Room for a few: a sender that passes more has them closed, not leaked.
+  alignas(struct cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+  if (n < 0) return n;
+  for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int passed;
+      __builtin_memcpy(&passed, CMSG_DATA(cm) + i * sizeof(int), sizeof passed);
+      if (*fd < 0)
+        *fd = passed;
+      else
+        ::close(passed);
+    }
+  }
+  return n;
+}
+
+}  // namespace util

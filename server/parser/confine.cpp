@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
-#include <linux/landlock.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <sys/mount.h>
@@ -23,23 +22,7 @@
 #include "server/sandbox/capabilities.h"
 #include "server/util/fd.h"
 #include "server/util/text.h"
-
-// Debian 12's headers stop at ABI 1; the values are the kernel's ABI.
-#ifndef LANDLOCK_ACCESS_FS_REFER
-#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
-#endif
-#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
-#endif
-#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
-#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
-#endif
-#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
-#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
-#endif
-#ifndef LANDLOCK_SCOPE_SIGNAL
-#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
-#endif
+#include "server/sandbox/landlock_abi.h"
 
 namespace parser::confine {
 namespace {

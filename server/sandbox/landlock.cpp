@@ -2,31 +2,14 @@
 // and execution are governed by the mount layout alone; every write-type
 // right is denied except beneath the three scratch areas.
 #include "server/sandbox/landlock.h"
+#include "server/sandbox/landlock_abi.h"
 
 #include <fcntl.h>
-#include <linux/landlock.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
-
-// Debian 12's headers stop at ABI 1; the values below are the kernel's ABI.
-#ifndef LANDLOCK_ACCESS_FS_REFER
-#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
-#endif
-#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
-#endif
-#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
-#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
-#endif
-#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
-#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
-#endif
-#ifndef LANDLOCK_SCOPE_SIGNAL
-#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
-#endif
 
 namespace sandbox::landlock {
 namespace {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "server/artifacts/csv.h"
+#include "tests/unit/paths.h"
 
 using namespace std::string_literals;
 using artifacts::csv::is_dangerous_cell;
@@ -715,7 +716,7 @@ TEST_CASE("random inputs: neutralised output is stable, only adds apostrophes, a
 namespace {
 
 std::string read_corpus_file(const std::string& name) {
-  std::ifstream in(std::string(THROWBOX_SOURCE_DIR) + "/tests/gate_corpus/csv/" + name, std::ios::binary);
+  std::ifstream in(unit::source_dir() + "/tests/gate_corpus/csv/" + name, std::ios::binary);
   REQUIRE_MESSAGE(in.good(), "cannot open tests/gate_corpus/csv/" << name);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include "tests/unit/paths.h"
 
 namespace gate_corpus {
 
@@ -18,7 +19,7 @@ struct Judged {
   std::string reason;
 };
 
-inline const std::filesystem::path kRoot = std::filesystem::path(THROWBOX_SOURCE_DIR) / "tests" / "gate_corpus";
+inline const std::filesystem::path kRoot = std::filesystem::path(unit::source_dir()) / "tests" / "gate_corpus";
 
 inline std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

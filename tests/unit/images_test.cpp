@@ -16,6 +16,7 @@
 
 #include "server/artifacts/images.h"
 #include "server/artifacts/types.h"
+#include "tests/unit/paths.h"
 
 using namespace std::string_literals;
 namespace images = artifacts::images;
@@ -359,7 +360,7 @@ TEST_CASE("media types other than PNG, JPEG and GIF are not looked at") {
 // The corpus the lead also runs through Gate::check: one file per case,
 // cases.json saying the verdict and part of the reason.
 TEST_CASE("corpus tests/gate_corpus/images: every case in cases.json has its verdict and reason") {
-  const std::filesystem::path dir = std::filesystem::path(THROWBOX_SOURCE_DIR) / "tests/gate_corpus/images";
+  const std::filesystem::path dir = std::filesystem::path(unit::source_dir()) / "tests/gate_corpus/images";
   std::ifstream manifest(dir / "cases.json");
   REQUIRE_MESSAGE(manifest.good(), "cannot open " << (dir / "cases.json"));
   const nlohmann::json cases = nlohmann::json::parse(manifest, nullptr, /*allow_exceptions=*/false);

@@ -20,12 +20,13 @@
 #include "server/policy/live.h"
 #include "server/policy/policy.h"
 #include "server/store/store.h"
+#include "tests/unit/paths.h"
 
 using nlohmann::json;
 
 namespace {
 
-const char* const kFakeRunner = THROWBOX_BUILD_DIR "/fake-runner";
+const std::string kFakeRunner = unit::build_path("/fake-runner");
 
 struct Fixture {
   std::string dir;
@@ -38,7 +39,7 @@ struct Fixture {
     char tmpl[] = "/tmp/throwbox-job-path-XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
     dir = tmpl;
-    auto p = policy::load_file(THROWBOX_SOURCE_DIR "/policies/default.json");
+    auto p = policy::load_file(unit::source_path("/policies/default.json"));
     REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
     p->pool.enabled = false;  // every job cold: one fake runner each
     live = std::make_unique<policy::Live>(std::make_shared<const policy::Policy>(std::move(*p)));
@@ -65,7 +66,7 @@ struct Fixture {
   }
 };
 
-bool have_runtime() { return ::access("/usr/bin/python3", X_OK) == 0 && ::access(kFakeRunner, X_OK) == 0; }
+bool have_runtime() { return ::access("/usr/bin/python3", X_OK) == 0 && ::access(kFakeRunner.c_str(), X_OK) == 0; }
 
 }  // namespace
 

@@ -29,6 +29,7 @@
 #include "server/store/store.h"
 #include "server/transport/stdio.h"
 #include "tools/registry.h"
+#include "tests/unit/paths.h"
 
 using nlohmann::json;
 namespace mcp = protocol::mcp;
@@ -98,13 +99,13 @@ struct Fixture {
     char tmpl[] = "/tmp/throwbox-mcp-test-XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
     dir = tmpl;
-    auto p = policy::load_file(THROWBOX_SOURCE_DIR "/policies/default.json");
+    auto p = policy::load_file(unit::source_path("/policies/default.json"));
     REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
     policy = std::make_unique<policy::Policy>(std::move(*p));
     live = std::make_unique<policy::Live>(std::make_shared<const policy::Policy>(*policy));
     store = std::make_unique<store::Store>(dir);
     // No runner ever starts here; an upload's type comes from the parser helper beside it.
-    jobs = std::make_unique<broker::Jobs>(*live, *store, THROWBOX_BUILD_DIR "/throwbox-runner", json::object());
+    jobs = std::make_unique<broker::Jobs>(*live, *store, unit::build_path("/throwbox-runner"), json::object());
     registry = std::make_unique<tools::Registry>(tools::make_registry(*policy));
     if (with_gated_tool) registry->add(gate.tool());
     auto ledger = broker::Ledger::open(dir + "/ledger.sqlite3");
@@ -182,7 +183,7 @@ TEST_CASE("negotiate_version keeps a supported version and falls back to the lat
 }
 
 TEST_CASE("instructions describe /inputs, /outputs and the absence of network") {
-  auto p = policy::load_file(THROWBOX_SOURCE_DIR "/policies/default.json");
+  auto p = policy::load_file(unit::source_path("/policies/default.json"));
   REQUIRE(p.ok());
   std::string text = mcp::instructions_text(*p);
   CHECK(text.find("/inputs") != std::string::npos);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "server/artifacts/pdf.h"
+#include "tests/unit/paths.h"
 
 using artifacts::pdf::check;
 using artifacts::pdf::Mode;
@@ -17,7 +18,7 @@ using artifacts::pdf::Result;
 
 namespace {
 
-const std::string kCorpus = std::string(THROWBOX_SOURCE_DIR) + "/tests/gate_corpus/pdf/";
+const std::string kCorpus = unit::source_dir() + "/tests/gate_corpus/pdf/";
 
 std::string read_corpus(const std::string& name) {
   std::ifstream f(kCorpus + name, std::ios::binary);

@@ -13,12 +13,13 @@
 
 #include "server/policy/policy.h"
 #include "server/util/fs.h"
+#include "tests/unit/paths.h"
 
 using nlohmann::json;
 
 namespace {
 
-const char* kDefaultPolicy = THROWBOX_SOURCE_DIR "/policies/default.json";
+const std::string kDefaultPolicy = unit::source_path("/policies/default.json");
 const char* kSource = "test.json";
 
 json default_doc() {
@@ -197,7 +198,7 @@ TEST_CASE("server.message_max_bytes follows from the input and code caps") {
 TEST_CASE("every bundled policy's message cap holds its own input and code caps") {
   for (const char* name : {"default", "strict", "data"}) {
     CAPTURE(std::string(name));
-    auto r = policy::load_file(std::string(THROWBOX_SOURCE_DIR "/policies/") + name + ".json");
+    auto r = policy::load_file(unit::source_path("/policies/") + name + ".json");
     REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
     CHECK(r->server.message_max_bytes >= policy::message_bytes_needed(r->limits));
   }
@@ -646,7 +647,7 @@ TEST_CASE("runtime loader is \"python\" or empty") {
 }
 
 TEST_CASE("bundled strict.json: python only, tight limits, text/CSV/PNG artifacts, warm python") {
-  auto r = policy::load_file(THROWBOX_SOURCE_DIR "/policies/strict.json");
+  auto r = policy::load_file(unit::source_path("/policies/strict.json"));
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
   CHECK(r->available_runtimes() == std::vector<std::string>{"python"});
   CHECK(r->find_runtime("bash") == nullptr);
@@ -661,7 +662,7 @@ TEST_CASE("bundled strict.json: python only, tight limits, text/CSV/PNG artifact
 }
 
 TEST_CASE("bundled data.json: python with the Debian numpy/pandas/matplotlib stack") {
-  auto r = policy::load_file(THROWBOX_SOURCE_DIR "/policies/data.json");
+  auto r = policy::load_file(unit::source_path("/policies/data.json"));
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
   CHECK(r->available_runtimes() == std::vector<std::string>{"python"});
   // numpy finds its BLAS through /etc/alternatives; matplotlib reads its rc file.
@@ -676,7 +677,7 @@ TEST_CASE("bundled data.json: python with the Debian numpy/pandas/matplotlib sta
 TEST_CASE("effective_json round-trips: parsing it gives the same policy") {
   for (const char* name : {"default", "strict", "data"}) {
     CAPTURE(std::string(name));
-    auto r = policy::load_file(std::string(THROWBOX_SOURCE_DIR "/policies/") + name + ".json");
+    auto r = policy::load_file(unit::source_path("/policies/") + name + ".json");
     REQUIRE(r.ok());
     json once = policy::effective_json(*r);
     auto again = policy::parse(once, kSource);
@@ -717,7 +718,7 @@ struct DocRow {
 
 // The rows of docs/policy.md's key tables: | `key` | type | default | range | meaning |
 std::vector<DocRow> policy_doc_rows() {
-  std::ifstream in(THROWBOX_SOURCE_DIR "/docs/policy.md");
+  std::ifstream in(unit::source_path("/docs/policy.md"));
   REQUIRE(in.good());
   std::vector<DocRow> rows;
   std::string line;

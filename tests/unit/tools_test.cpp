@@ -16,6 +16,7 @@
 #include "tests/fakes/fake_broker.h"
 #include "tools/job_request.h"
 #include "tools/registry.h"
+#include "tests/unit/paths.h"
 
 using nlohmann::json;
 
@@ -33,7 +34,7 @@ struct Fixture {
     char tmpl[] = "/tmp/throwbox-tools-test-XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
     dir = tmpl;
-    auto p = policy::load_file(THROWBOX_SOURCE_DIR "/policies/default.json");
+    auto p = policy::load_file(unit::source_path("/policies/default.json"));
     REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
     policy = std::move(*p);
     policy.network.profiles["web"] = policy::NetworkProfile{"web", "", {"example.org:443"}};

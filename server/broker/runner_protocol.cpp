@@ -15,6 +15,7 @@
 #include "server/broker/runner_process.h"
 #include "server/util/clock.h"
 #include "server/util/fd.h"
+#include "server/util/fd_passing.h"
 
 namespace broker {
 namespace {
@@ -28,30 +29,10 @@ constexpr const char* kWarmReady = R"({"warm":"ready"})";
 
 long LineReader::read_some(char* buf, size_t size) {
   if (socket_) {
-    struct iovec iov {
-      buf, size
-    };
-    alignas(struct cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
     ssize_t n;
-    do n = ::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
+    do n = util::receive_with_fds(fd_, buf, size, 0, [this](int fd) { fds_.emplace_back(fd); });
     while (n < 0 && errno == EINTR);
-    if (n >= 0) {
-      for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-        const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < count; ++i) {
-          int fd;
-          std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-          fds_.emplace_back(fd);
-        }
-      }
-      return n;
-    }
+    if (n >= 0) return n;
     if (errno != ENOTSOCK) return -1;
     socket_ = false;
   }

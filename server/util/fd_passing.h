@@ -38,15 +38,14 @@ inline ssize_t send_with_fd(int sock, const void* data, size_t size, int fd) {
 }
 
 // recvmsg of up to `size` bytes (flags: MSG_DONTWAIT and the like;
-// MSG_CMSG_CLOEXEC is always added). *fd is the first descriptor that came
-// with them, or -1; any more are closed. Returns what recvmsg returned, once:
-// EINTR is the caller's to retry.
-inline ssize_t receive_with_fd(int sock, void* data, size_t size, int flags, int* fd) {
-  *fd = -1;
+// MSG_CMSG_CLOEXEC is always added), each descriptor that came with them
+// handed to each_fd (room for four; the kernel closes any beyond). Returns
+// what recvmsg returned, once: EINTR is the caller's to retry.
+template <class EachFd>
+ssize_t receive_with_fds(int sock, void* data, size_t size, int flags, EachFd&& each_fd) {
   struct iovec iov {
     data, size
   };
-  // Room for a few: a sender that passes more has them closed, not leaked.
   alignas(struct cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
   struct msghdr msg {};
   msg.msg_iov = &iov;
@@ -61,13 +60,22 @@ inline ssize_t receive_with_fd(int sock, void* data, size_t size, int flags, int
     for (size_t i = 0; i < count; ++i) {
       int passed;
       __builtin_memcpy(&passed, CMSG_DATA(cm) + i * sizeof(int), sizeof passed);
-      if (*fd < 0)
-        *fd = passed;
-      else
-        ::close(passed);
+      each_fd(passed);
     }
   }
   return n;
+}
+
+// receive_with_fds for one descriptor: *fd is the first that came, or -1;
+// any more are closed, not leaked.
+inline ssize_t receive_with_fd(int sock, void* data, size_t size, int flags, int* fd) {
+  *fd = -1;
+  return receive_with_fds(sock, data, size, flags, [fd](int passed) {
+    if (*fd < 0)
+      *fd = passed;
+    else
+      ::close(passed);
+  });
 }
 
 }  // namespace util

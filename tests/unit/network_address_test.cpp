@@ -28,6 +28,7 @@
 #include "server/sandbox/spec.h"
 #include "server/util/clock.h"
 #include "server/util/fd.h"
+#include "server/util/fd_passing.h"
 
 using network::Address;
 using nlohmann::json;
@@ -134,21 +135,7 @@ struct TempDir {
 
 // Sends `line` with `fd` attached (SCM_RIGHTS), as a runner hands over a listener.
 void send_with_fd(int sock, const std::string& line, int fd) {
-  struct iovec iov {
-    const_cast<char*>(line.data()), line.size()
-  };
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-  REQUIRE(::sendmsg(sock, &msg, 0) == static_cast<ssize_t>(line.size()));
+  REQUIRE(util::send_with_fd(sock, line.data(), line.size(), fd) == static_cast<ssize_t>(line.size()));
 }
 
 int64_t soon() { return util::now_ms() + 5000; }

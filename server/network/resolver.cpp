@@ -42,14 +42,17 @@ std::string lookup_error(int status) {
   }
 }
 
-struct Lookup {
-  std::string name;
-  Resolver::Done done;
-};
-
 }  // namespace
 
 struct Resolver::Impl {
+  // A name asked for and where its answer goes (a member type: Impl has
+  // external linkage, and a field of an anonymous-namespace type in it is
+  // a -Wsubobject-linkage warning wherever this file is not the main one,
+  // as in a unity batch).
+  struct Lookup {
+    std::string name;
+    Resolver::Done done;
+  };
   ares_channel channel = nullptr;
   util::UniqueFd wake;  // eventfd: a lookup was queued, or stop
   std::mutex mu;
@@ -197,7 +200,7 @@ Resolver::~Resolver() {
   if (impl_->thread.joinable()) impl_->thread.join();
   // Lookups queued but never started end here; those in the channel end with
   // ares_destroy in ~Impl, on this thread now that the resolver's has ended.
-  for (Lookup& l : impl_->queued) l.done(util::make_error(util::ErrorCode::kNotFound, "the server is stopping"));
+  for (Impl::Lookup& l : impl_->queued) l.done(util::make_error(util::ErrorCode::kNotFound, "the server is stopping"));
 }
 
 void Resolver::resolve(const std::string& name, Done done) {

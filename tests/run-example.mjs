@@ -6,7 +6,8 @@
 // Environment: THROWBOX_BIN (default <repo>/build/throwbox), THROWBOX_POLICY
 // (default <repo>/policies/default.json), THROWBOX_STATE_DIR (default: a
 // temporary directory removed afterwards).
-// Exits 0 only when the job's status is "completed".
+// Exits 0 only when the job's status is "completed" and every acceptance
+// check the policy ran after it passed (examples/reconcile/policy.json has one).
 import fs from 'node:fs';
 import path from 'node:path';
 import {
@@ -115,7 +116,14 @@ async function main() {
       const text = artifactText(fetched) ?? '';
       process.stdout.write(text.endsWith('\n') || text === '' ? text : `${text}\n`);
     }
-    return job.status === 'completed' ? 0 : 1;
+    if (job.checks?.length) {
+      section(`checks (${job.checks.length})`);
+      for (const c of job.checks)
+        process.stdout.write(`${c.name}  ${c.verdict}  (${c.duration_ms} ms; program sha256 ${c.sha256})\n  ${c.evidence}\n`);
+    }
+    // A check that did not pass fails the run as the job's own failure would.
+    const checksPassed = (job.checks ?? []).every((c) => c.verdict === 'pass');
+    return job.status === 'completed' && checksPassed ? 0 : 1;
   } finally {
     await close();
   }

@@ -57,6 +57,15 @@ util::Result<broker::JobRequest> parse_job_request(const json& args, const std::
       req.artifact_ids.push_back(id.get<std::string>());
     }
   }
+  if (args.contains("checks")) {
+    const json& names = args["checks"];
+    if (!names.is_array()) return bad("checks: must be an array of check names");
+    for (auto& n : names) {
+      if (!n.is_string() || n.get_ref<const std::string&>().empty())
+        return bad("checks: must be an array of check names");
+      req.checks.push_back(n.get<std::string>());
+    }
+  }
   if (args.contains("network")) {
     const json& n = args["network"];
     if (!n.is_string() || n.get_ref<const std::string&>().empty())

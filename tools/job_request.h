@@ -14,9 +14,10 @@ namespace tools {
 // The arguments run_code takes, and those of POST /jobs (no workspace,
 // artifacts or network over the HTTP job API).
 inline constexpr std::initializer_list<const char*> kRunCodeFields = {
-    "runtime", "code", "input_ids", "timeout_s", "idempotency_key", "network", "workspace_id", "artifact_ids"};
-inline constexpr std::initializer_list<const char*> kHttpJobFields = {"runtime", "code", "input_ids", "timeout_s",
-                                                                      "idempotency_key"};
+    "runtime", "code",         "input_ids",    "timeout_s", "idempotency_key",
+    "network", "workspace_id", "artifact_ids", "checks"};
+inline constexpr std::initializer_list<const char*> kHttpJobFields = {
+    "runtime", "code", "input_ids", "timeout_s", "idempotency_key", "checks"};
 
 // A request for `tenant` from an arguments object; a field outside `known`
 // is refused. Errors (kInvalidArgument) name the field.

@@ -3,6 +3,7 @@
 #include "tools/registry.h"
 #include "tools/job_request.h"
 
+#include "server/broker/checks.h"
 #include "server/util/text.h"
 
 namespace tools {
@@ -65,6 +66,20 @@ json output_schema() {
           {"enum", {"cold", "warm"}},
           {"description", "warm: the job ran in a single-use sandbox built ahead by the warm pool."}}},
         {"artifacts", {{"type", "array"}, {"items", artifact}}},
+        {"checks",
+         {{"type", "array"},
+          {"description",
+           "The acceptance checks that ran after the job, each in a sandbox of its own with a read-only view of "
+           "it: the server's, never the job's code. error: the check could not give a verdict."},
+          {"items",
+           {{"type", "object"},
+            {"properties",
+             {{"name", {{"type", "string"}}},
+              {"verdict", {{"type", "string"}, {"enum", {"pass", "fail", "error"}}}},
+              {"evidence", {{"type", "string"}}},
+              {"sha256", {{"type", "string"}, {"description", "Of the check's program as it ran."}}},
+              {"duration_ms", {{"type", "integer"}, {"minimum", 0}}}}},
+            {"required", {"name", "verdict", "evidence", "sha256", "duration_ms"}}}}}},
         {"workspace",
          {{"type", "object"},
           {"description",
@@ -137,6 +152,9 @@ json job_result_json(const broker::JobResult& r) {
          {"start", o.start},
          {"artifacts", artifacts}};
   if (!o.error.empty()) s["error"] = o.error;
+  json checks = json::array();
+  for (const broker::CheckResult& c : r.checks) checks.push_back(broker::to_json(c));
+  s["checks"] = checks;
   if (!r.network.is_null()) s["network"] = r.network;
   if (!r.workspace.is_null()) s["workspace"] = r.workspace;
   // Said in every result that ran, so a degraded host is never silent.
@@ -220,6 +238,30 @@ Tool make_run_code(const policy::Policy& policy) {
         {"destructiveHint", false},
         {"idempotentHint", false},
         {"openWorldHint", false}}}};
+
+  if (!policy.checks.empty()) {
+    json names = json::array();
+    std::string text;
+    for (auto& [name, c] : policy.checks) {
+      names.push_back(name);
+      text += "\n- " + name + (c.description.empty() ? "" : ": " + c.description);
+    }
+    std::string required;
+    for (auto& [name, rt] : policy.runtimes)
+      if (rt.available && !rt.required_checks.empty()) {
+        std::string list;
+        for (auto& c : rt.required_checks) list += (list.empty() ? "" : ", ") + c;
+        required += "\n- every " + name + " job: " + list;
+      }
+    def["inputSchema"]["properties"]["checks"] = {
+        {"type", "array"},
+        {"items", {{"type", "string"}, {"enum", names}}},
+        {"description",
+         "Acceptance checks to run after the job, the server's programs, each in a sandbox of its own that sees "
+         "the job's result, inputs and accepted artifacts read-only; their verdicts come back in `checks`. "
+         "Checks:" +
+             text + (required.empty() ? "" : "\nAlways run:" + required)}};
+  }
 
   if (!policy.network.profiles.empty()) {
     json names = json::array();

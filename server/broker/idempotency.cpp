@@ -29,6 +29,7 @@ std::string request_sha256(const JobRequest& req) {
   if (!req.network.empty()) canonical["network"] = req.network;
   if (!req.workspace_id.empty()) canonical["workspace_id"] = req.workspace_id;
   if (!req.artifact_ids.empty()) canonical["artifact_ids"] = req.artifact_ids;
+  if (!req.checks.empty()) canonical["checks"] = req.checks;
   return util::sha256_hex(canonical.dump());
 }
 
@@ -37,7 +38,7 @@ util::Error key_conflict(const std::string& key) {
       util::ErrorCode::kConflict,
       "idempotency_key: \"" + key +
           "\" was already used for a different request (runtime, code, input_ids, "
-          "timeout_s, network, workspace_id or artifact_ids differ); use a new key for a new request");
+          "timeout_s, network, workspace_id, artifact_ids or checks differ); use a new key for a new request");
 }
 
 util::Result<JobResult> Idempotency::run(const std::string& tenant, const std::string& key, const std::string& sha256,

@@ -42,6 +42,7 @@ struct JobRequest {
   std::optional<double> timeout_s;
   std::string idempotency_key;            // "" when none
   std::string network;                    // a network profile of the policy; "" for none
+  std::vector<std::string> checks;        // acceptance checks the call asks for (policy checks.<name>)
   std::string workspace_id;               // the workspace that is /work; "" for none
   std::vector<std::string> artifact_ids;  // this tenant's artifacts, at /inputs/<name>
   // workspace_id already held for this call (a task holds it from its
@@ -63,12 +64,22 @@ struct ArtifactSummary {
   std::string reason;
 };
 
+// One acceptance check's run (checks.h).
+struct CheckResult {
+  std::string name;
+  std::string verdict;  // "pass", "fail" or "error"
+  std::string evidence;
+  std::string sha256;  // of the check's program as run
+  uint64_t duration_ms = 0;
+};
+
 struct JobResult {
   std::string job_id;
   sandbox::Outcome outcome;
   std::vector<ArtifactSummary> artifacts;
-  nlohmann::json network;    // network::to_json(Report) for a job with a profile, else null
-  nlohmann::json workspace;  // a workspace job's {workspace_id, size_bytes, ..., full, saved}, else null
+  std::vector<CheckResult> checks;  // in the order they ran: required ones first
+  nlohmann::json network;           // network::to_json(Report) for a job with a profile, else null
+  nlohmann::json workspace;         // a workspace job's {workspace_id, size_bytes, ..., full, saved}, else null
 };
 
 }  // namespace broker

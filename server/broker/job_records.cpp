@@ -1,6 +1,7 @@
 // Ledger rows <-> job results. Pure mapping; the Ledger does the I/O.
 #include "server/broker/job_records.h"
 
+#include "server/broker/checks.h"
 #include "server/network/proxy.h"
 #include "server/util/crypto.h"
 
@@ -62,7 +63,9 @@ LedgerRow start_row(const JobRequest& req, const std::string& job_id, const std:
 nlohmann::json recorded_result(const JobResult& result) {
   nlohmann::json outcome = sandbox::to_json(result.outcome);
   outcome["files"] = nlohmann::json::array();  // host paths of a scratch dir now gone
-  nlohmann::json out{{"outcome", outcome}, {"artifacts", artifacts_to_json(result.artifacts)}};
+  nlohmann::json checks = nlohmann::json::array();
+  for (const CheckResult& c : result.checks) checks.push_back(to_json(c));
+  nlohmann::json out{{"outcome", outcome}, {"artifacts", artifacts_to_json(result.artifacts)}, {"checks", checks}};
   if (!result.network.is_null()) out["network"] = result.network;
   if (!result.workspace.is_null()) out["workspace"] = result.workspace;
   return out;
@@ -79,6 +82,7 @@ JobResult job_result_from_row(const LedgerRow& row) {
       if (!o.contains(key)) o[key] = 0;
     if (auto parsed = sandbox::outcome_from_json(o)) r.outcome = *parsed;
     r.artifacts = artifacts_from_json(row.result.value("artifacts", nlohmann::json::array()));
+    r.checks = checks_from_json(row.result.value("checks", nlohmann::json::array()));
     if (row.result.contains("network") && row.result["network"].is_object())
       r.network = network::to_json(network::report_from_json(row.result["network"]));
     if (row.result.contains("workspace") && row.result["workspace"].is_object()) r.workspace = row.result["workspace"];

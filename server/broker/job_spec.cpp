@@ -195,6 +195,22 @@ util::Result<sandbox::LaunchSpec> build_job_spec(const policy::Policy& policy, c
   return spec;
 }
 
+sandbox::LaunchSpec build_check_spec(const policy::Policy& policy, const SpecHost& host, const policy::Runtime& rt,
+                                     const policy::Check& check, const std::string& code,
+                                     std::vector<sandbox::InputBind> view, const std::string& sandbox_id) {
+  sandbox::LaunchSpec spec = base_spec(policy, host, rt, sandbox_id);
+  if (check.command.empty()) {
+    spec.argv.push_back(spec.code_path);
+    spec.code = code;
+  } else {
+    spec.argv = check.command;
+  }
+  spec.inputs = std::move(view);
+  spec.stdout_max_bytes = check.max_output_bytes;
+  spec.timeout_ms = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(check.timeout_s * 1000)));
+  return spec;
+}
+
 sandbox::LaunchSpec build_warm_spec(const policy::Policy& policy, const SpecHost& host, const policy::Runtime& rt,
                                     const std::string& sandbox_id) {
   sandbox::LaunchSpec spec = base_spec(policy, host, rt, sandbox_id);

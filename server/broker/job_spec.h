@@ -72,6 +72,14 @@ std::string preload_statement(const policy::Runtime& rt);
 // The spec moved to another sandbox id: its job_id (which names the cgroup),
 // scratch and harvest directories (a prepared spare runner's, RunnerFleet).
 void move_to_sandbox(sandbox::LaunchSpec& spec, const std::string& sandbox_id);
+// An acceptance check's sandbox (cold, or the claim made from it): the
+// check's runtime, its program (code_file's text run as a job's code, or its
+// command run as given), `view` as its inputs (/job: result.json,
+// inputs/<name>, artifacts/<name>), its own deadline and its stdout cap; no
+// network, no workspace.
+sandbox::LaunchSpec build_check_spec(const policy::Policy& policy, const SpecHost& host, const policy::Runtime& rt,
+                                     const policy::Check& check, const std::string& code,
+                                     std::vector<sandbox::InputBind> view, const std::string& sandbox_id);
 // A warm sandbox's spec: no code, no inputs; its job's deadline comes with the claim.
 sandbox::LaunchSpec build_warm_spec(const policy::Policy& policy, const SpecHost& host, const policy::Runtime& rt,
                                     const std::string& sandbox_id);

@@ -11,6 +11,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -397,6 +398,128 @@ util::Result<sandbox::LaunchSpec> Jobs::resolve(const policy::Policy& policy, co
   return spec;
 }
 
+namespace {
+
+// A check's view fits a warm sandbox of the policy: its deadline within the
+// longest a job may ask for (the warm sandbox's CPU backstop), its files and
+// directories within the warm /inputs' count and bytes (build_warm_spec).
+bool fits_warm(const policy::Policy& policy, const sandbox::LaunchSpec& spec) {
+  const policy::Limits& lim = policy.limits;
+  if (static_cast<double>(spec.timeout_ms) > lim.timeout_s_max * 1000) return false;
+  uint64_t entries = 0, bytes = 0;
+  for (const sandbox::InputBind& in : spec.inputs) {
+    struct stat st {};
+    if (::stat(in.host_path.c_str(), &st) != 0) return false;
+    entries += 1 + static_cast<uint64_t>(std::count(in.name.begin(), in.name.end(), '/'));
+    bytes += static_cast<uint64_t>(st.st_size) + 4096;
+  }
+  return entries <= lim.inputs_per_job_max &&
+         bytes <= lim.inputs_per_job_max * (std::max(lim.input_max_bytes, policy.artifacts.file_max_bytes) + 4096);
+}
+
+}  // namespace
+
+CheckResult Jobs::run_check(const policy::Policy& pol, const JobRequest& req, const policy::Check& check,
+                            const std::vector<sandbox::InputBind>& view) {
+  const int64_t t0 = now_us();
+  auto done = [&](CheckResult r) {
+    r.name = check.name;
+    r.duration_ms = static_cast<uint64_t>((now_us() - t0) / 1000);
+    return r;
+  };
+  // Read again for every run: what runs is what the sha256 names.
+  std::string code;
+  if (check.command.empty()) {
+    auto program = policy::read_check_program(check.code_file, pol.limits.code_max_bytes);
+    if (!program) return done(check_error("the check's program was not run: " + program.error().message));
+    code = std::move(*program);
+  }
+  const std::string sha256 = check_program_sha256(check, code);
+  const policy::Runtime* rt = pol.find_runtime(check.runtime);
+  if (!rt) {
+    CheckResult r = check_error("the check's runtime \"" + check.runtime + "\" is not available");
+    r.sha256 = sha256;
+    return done(r);
+  }
+  sandbox::LaunchSpec spec = build_check_spec(pol, spec_host_, *rt, check, code, view, util::random_id());
+  if (const policy::Runtime* boot_rt = policy_.find_runtime(rt->name))
+    if (auto cache = cache_for(*boot_rt, false)) apply_cache(pol, *boot_rt, *cache, spec);
+  JobRequest check_req;
+  check_req.tenant = req.tenant;
+  check_req.runtime = check.runtime;
+  check_req.cancel = req.cancel;
+  std::unique_ptr<FinishedRunner> finished;
+  util::Result<sandbox::Outcome> outcome = util::make_error(util::ErrorCode::kInternal, "not started");
+  bool started = false;
+  // A command is its own program: only a code_file runs as a warm sandbox's code.
+  if (pool_ && check.command.empty() && fits_warm(pol, spec)) {
+    WarmStart warm = start_warm(
+        *pool_, fleet_, spec, check_req, [] { return util::ok_status(); }, finished);
+    started = warm.started;
+    if (started) outcome = std::move(warm.outcome);
+  }
+  if (!started) {
+    auto lease = identities_.lease();
+    if (!lease) {
+      CheckResult r = check_error("the check's sandbox could not start: " + lease.error().message);
+      r.sha256 = sha256;
+      return done(r);
+    }
+    set_identity(spec, lease->identity());
+    outcome = start_cold(fleet_, release_, spec, std::move(*lease), check_req, {}, finished);
+  }
+  if (finished) {
+    fleet_.retire(std::move(*finished));
+  } else if (!started) {
+    if (auto s = util::remove_tree(spec.scratch_dir); !s)
+      spdlog::warn("check {}: cleanup: {}", check.name, s.error().message);
+  }
+  CheckResult r = outcome ? check_verdict(*outcome, check.max_output_bytes)
+                          : check_error("the check's sandbox failed: " + outcome.error().message);
+  r.sha256 = sha256;
+  return done(r);
+}
+
+std::vector<CheckResult> Jobs::run_checks(const policy::Policy& pol, const JobRequest& req,
+                                          const std::vector<const policy::Check*>& checks, const JobResult& result,
+                                          const std::vector<sandbox::InputBind>& job_inputs,
+                                          const std::vector<InputRef>& inputs) {
+  std::vector<CheckResult> out;
+  if (checks.empty()) return out;
+  // What every check of this job sees: the server's copies, never the job's
+  // sandbox. result.json is written here; inputs and artifacts are the
+  // stored blobs (the artifacts as the gate delivered them).
+  const std::string dir = store_.state_dir() + "/run/" + result.job_id + "-view";
+  struct RemoveDir {
+    const std::string& dir;
+    ~RemoveDir() { (void)util::remove_tree(dir); }
+  } remove_dir{dir};
+  std::vector<sandbox::InputBind> view;
+  auto made = util::make_dirs(dir, 0700);
+  if (made)
+    made = util::write_file_atomic(dir + "/result.json", check_view_json(result, req.runtime, inputs).dump(), 0600);
+  if (!made) {
+    for (const policy::Check* c : checks) {
+      CheckResult r = check_error("the job's view could not be written: " + made.error().message);
+      r.name = c->name;
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+  view.push_back({"result.json", dir + "/result.json"});
+  for (const sandbox::InputBind& in : job_inputs) view.push_back({"inputs/" + in.name, in.host_path});
+  for (const ArtifactSummary& a : result.artifacts) {
+    if (!in_view(a)) continue;
+    auto stored = store_.get_artifact(req.tenant, *a.artifact_id);
+    if (stored) view.push_back({"artifacts/" + a.name, stored->blob_path});
+  }
+  for (const policy::Check* c : checks) {
+    out.push_back(run_check(pol, req, *c, view));
+    spdlog::info("job {} check {}: {} in {} ms", result.job_id, c->name, out.back().verdict, out.back().duration_ms);
+  }
+  return out;
+}
+
 util::Result<JobResult> Jobs::run(const JobRequest& req) {
   if (auto s = store_.check_tenant(req.tenant); !s) return s.error();
   const std::string sha256 = request_sha256(req);
@@ -413,6 +536,11 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   std::vector<InputRef> inputs;
   auto spec = resolve(*pol, req, result.job_id, inputs);
   if (!spec) return spec.error();
+  // Which checks follow the job: a name the policy lacks fails the call here,
+  // before anything runs; those the runtime requires always run.
+  auto checks = checks_to_run(*pol, req.runtime, req.checks);
+  if (!checks) return checks.error();
+  const std::vector<sandbox::InputBind> job_inputs = spec->inputs;
   // A workspace job holds its workspace from here to the end (one call at a
   // time; a second is busy at once): its tree is copied into the job's /work,
   // of the workspace's size, and the job's /work comes back to next_dir.
@@ -558,6 +686,9 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     if (auto s = util::remove_tree(spec->scratch_dir); !s)
       spdlog::warn("job {}: cleanup: {}", result.job_id, s.error().message);
   }
+  // The job's process tree is gone (its sandbox's pid namespace with it):
+  // now its checks, within its slot.
+  result.checks = run_checks(*pol, req, *checks, result, job_inputs, inputs);
   slot.cpu_ms = result.outcome.cpu_ms;
   const nlohmann::json recorded = recorded_result(result);
   const int64_t t_stored = now_us();

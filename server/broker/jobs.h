@@ -19,6 +19,7 @@
 #include "server/broker/broker.h"
 #include "server/broker/identities.h"
 #include "server/broker/admission.h"
+#include "server/broker/checks.h"
 #include "server/broker/idempotency.h"
 #include "server/broker/job.h"
 #include "server/broker/job_records.h"
@@ -90,6 +91,14 @@ class Jobs final : public Broker {
 
  private:
   util::Result<JobResult> run_once(const JobRequest& request, const std::string& request_sha256);
+  // A job's acceptance checks once it has ended (checks.h), one after
+  // another, each in a sandbox of its own; job_inputs: the job's /inputs.
+  std::vector<CheckResult> run_checks(const policy::Policy& policy, const JobRequest& request,
+                                      const std::vector<const policy::Check*>& checks, const JobResult& result,
+                                      const std::vector<sandbox::InputBind>& job_inputs,
+                                      const std::vector<InputRef>& inputs);
+  CheckResult run_check(const policy::Policy& policy, const JobRequest& request, const policy::Check& check,
+                        const std::vector<sandbox::InputBind>& view);
   // Runtime caches (policy runtimes.<name>.cache), built once per server on
   // cache_builder_ in a sandbox of their own when the runtime is first asked
   // for, keyed by what builds them (runtimes with the same interpreter and

@@ -15,11 +15,15 @@
 //   default_path        where the policy is read when none is named
 #include "server/policy/policy.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <optional>
+#include <set>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -28,7 +32,9 @@
 #include "server/artifacts/names.h"
 #include "server/network/address.h"
 #include "server/sandbox/spec.h"
+#include "server/util/fd.h"
 #include "server/util/fs.h"
+#include "server/util/text.h"
 
 namespace policy {
 namespace {
@@ -214,6 +220,7 @@ const Key<Policy> kPolicyKeys[] = {
     other<Policy>("artifacts", Kind::kObject), other<Policy>("admission", Kind::kObject),
     other<Policy>("retention", Kind::kObject), other<Policy>("pool", Kind::kObject),
     other<Policy>("network", Kind::kObject),   other<Policy>("workspaces", Kind::kObject),
+    other<Policy>("checks", Kind::kObject),
 };
 
 // runtimes.<name>
@@ -221,7 +228,7 @@ const Key<Runtime> kRuntimeKeys[] = {
     other<Runtime>("description", Kind::kString), other<Runtime>("command", Kind::kStrings),
     other<Runtime>("code_file", Kind::kString),   flag("optional", &Runtime::optional),
     other<Runtime>("loader", Kind::kString),      other<Runtime>("preload", Kind::kStrings),
-    other<Runtime>("cache", Kind::kObject),
+    other<Runtime>("cache", Kind::kObject),       other<Runtime>("required_checks", Kind::kStrings),
 };
 // runtimes.<name>.cache
 const Key<Runtime> kRuntimeCacheKeys[] = {other<Runtime>("code", Kind::kString), other<Runtime>("env", Kind::kString)};
@@ -322,6 +329,17 @@ const Key<Workspaces> kWorkspacesKeys[] = {
     integer("per_tenant_max", &Workspaces::per_tenant_max, 1, 10000),
     integer("size_max_bytes", &Workspaces::size_max_bytes, 1 << 20, kBytesCeiling),
 };
+// checks.<name>
+const Key<Check> kCheckKeys[] = {
+    other<Check>("$comment", Kind::kAny),
+    other<Check>("description", Kind::kString),
+    other<Check>("runtime", Kind::kString),
+    other<Check>("command", Kind::kStrings),
+    other<Check>("code_file", Kind::kString),
+    seconds("timeout_s", &Check::timeout_s),
+    integer("max_output_bytes", &Check::max_output_bytes, 64, 64 << 20),
+};
+
 // workspaces.ttl_s
 const Key<Workspaces> kWorkspaceTtlKeys[] = {integer("max", &Workspaces::ttl_s_max, 1, 30 * 86400),
                                              integer("default", &Workspaces::ttl_s_default, 1, 30 * 86400)};
@@ -395,6 +413,10 @@ bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& r
     rt.cache_code = c["code"].get<std::string>();
     rt.cache_env = c["env"].get<std::string>();
   }
+  // Each must name a check: known once the checks are read (check_required_checks).
+  if (v.contains("required_checks") &&
+      !r.string_list(v["required_checks"], key + ".required_checks", rt.required_checks, false))
+    return false;
   rt.available = ::access(rt.command[0].c_str(), X_OK) == 0;
   if (!rt.available && !rt.optional)
     return r.fail(key + ".command", "interpreter " + rt.command[0] +
@@ -684,6 +706,83 @@ bool parse_workspaces(Reader& r, const json& w, Workspaces& o) {
 // The sections in the order their errors are reported: each may use those
 // read before it (the message cap the limits, the caches the sandbox's
 // environment, the pool the runtimes).
+// A check's name: a plain identifier (it is a JSON enum value, a key of the
+// result and a word of log lines).
+bool is_check_name(const std::string& n) {
+  if (n.empty() || n.size() > 64 || (n[0] >= '0' && n[0] <= '9')) return false;
+  return n.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == std::string::npos;
+}
+
+bool parse_check(Reader& r, const std::string& name, const json& v, const Policy& p, Check& c) {
+  const std::string key = "checks." + name;
+  if (!is_check_name(name))
+    return r.fail(key, "check names are plain identifiers: 1-64 letters, digits and '_', not starting with a digit");
+  if (!r.only_keys<Check>(v, key, kCheckKeys)) return false;
+  c.name = name;
+  if (v.contains("description")) {
+    if (!v["description"].is_string()) return r.fail(key + ".description", "must be a string");
+    c.description = v["description"].get<std::string>();
+  }
+  if (!v.contains("runtime") || !v["runtime"].is_string())
+    return r.fail(key + ".runtime", "is required: the runtime whose sandbox runs the check");
+  c.runtime = v["runtime"].get<std::string>();
+  auto rt = p.runtimes.find(c.runtime);
+  if (rt == p.runtimes.end()) return r.fail(key + ".runtime", "\"" + c.runtime + "\" is not a runtime of the policy");
+  if (!rt->second.available)
+    return r.fail(key + ".runtime", "runtime \"" + c.runtime + "\" is not available on this host");
+  const bool has_command = v.contains("command"), has_file = v.contains("code_file");
+  if (has_command == has_file)
+    return r.fail(key, has_command ? "has both \"command\" and \"code_file\": a check is one program"
+                                   : "needs \"command\" (the program and its arguments) or \"code_file\" (a "
+                                     "program its runtime runs)");
+  if (has_command) {
+    if (!r.string_list(v["command"], key + ".command", c.command, false)) return false;
+    if (c.command.empty() || !is_canonical_absolute(c.command[0]))
+      return r.fail(key + ".command", "must start with the program's canonical absolute path");
+    if (::access(c.command[0].c_str(), X_OK) != 0)
+      return r.fail(key + ".command", c.command[0] + " is not executable on this host");
+  } else {
+    if (!v["code_file"].is_string() || v["code_file"].get_ref<const std::string&>().empty())
+      return r.fail(key + ".code_file", "must be a string: the program's path");
+    c.code_file = v["code_file"].get<std::string>();
+    // A relative path is the policy file's neighbour (an example ships both).
+    if (c.code_file[0] != '/') {
+      if (p.source.empty() || p.source[0] == '<')
+        return r.fail(key + ".code_file", "must be an absolute path (this policy has no file to be relative to)");
+      std::error_code ec;
+      const auto dir = std::filesystem::absolute(std::filesystem::path(p.source).parent_path(), ec);
+      if (ec) return r.fail(key + ".code_file", "the policy file's directory: " + ec.message());
+      c.code_file = (dir / c.code_file).lexically_normal().string();
+    }
+    auto program = read_check_program(c.code_file, p.limits.code_max_bytes);
+    if (!program) return r.fail(key + ".code_file", program.error().message);
+  }
+  return r.values<Check>(v, key, kCheckKeys, c);
+}
+
+bool parse_checks(Reader& r, const json& doc, Policy& p) {
+  if (doc.contains("checks")) {
+    const json& checks = doc["checks"];
+    if (!checks.is_object()) return r.fail("checks", "must be an object of named checks");
+    for (auto& [name, v] : checks.items()) {
+      Check c;
+      if (!parse_check(r, name, v, p, c)) return false;
+      p.checks[name] = std::move(c);
+    }
+  }
+  // Never a job without a check its runtime requires: each must exist.
+  for (auto& [name, rt] : p.runtimes) {
+    std::set<std::string> seen;
+    for (const std::string& check : rt.required_checks) {
+      const std::string key = "runtimes." + name + ".required_checks";
+      if (!p.checks.count(check))
+        return r.fail(key, "\"" + check + "\" is not a check of the policy (checks." + check + ")");
+      if (!seen.insert(check).second) return r.fail(key, "\"" + check + "\" is listed twice");
+    }
+  }
+  return true;
+}
+
 bool parse_policy(Reader& r, const json& doc, Policy& p) {
   if (!r.only_keys<Policy>(doc, "", kPolicyKeys)) return false;
   if (!doc.contains("version") || doc["version"] != 1) return r.fail("version", "must be 1");
@@ -703,6 +802,7 @@ bool parse_policy(Reader& r, const json& doc, Policy& p) {
   if (doc.contains("pool") && !parse_pool(r, doc["pool"], p.runtimes, p.pool)) return false;
   if (doc.contains("network") && !parse_network(r, doc["network"], p.network)) return false;
   if (doc.contains("workspaces") && !parse_workspaces(r, doc["workspaces"], p.workspaces)) return false;
+  if (!parse_checks(r, doc, p)) return false;
   return true;
 }
 
@@ -718,6 +818,55 @@ const Runtime* Policy::find_runtime(const std::string& name) const {
   auto it = runtimes.find(name);
   if (it == runtimes.end() || !it->second.available) return nullptr;
   return &it->second;
+}
+
+const Check* Policy::find_check(const std::string& name) const {
+  auto it = checks.find(name);
+  return it == checks.end() ? nullptr : &it->second;
+}
+
+util::Result<std::string> read_check_program(const std::string& path, uint64_t max_bytes) {
+  auto bad = [&](const std::string& why) { return make_error(util::ErrorCode::kPolicy, path + ": " + why); };
+  if (!is_canonical_absolute(path)) return bad("must be a canonical absolute path");
+  const uid_t me = ::geteuid();
+  auto trusted = [&](uid_t owner) { return owner == 0 || owner == me; };
+  const std::string owners = me == 0 ? "root" : "root or uid " + std::to_string(me) + " (the server's user)";
+  // Every directory above it, from /: another user who could change one
+  // could put another program in its place.
+  for (size_t end = 0; end != std::string::npos;) {
+    const std::string dir = end == 0 ? "/" : path.substr(0, end);
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0) return bad(util::call_error("lstat", dir, errno));
+    if (!S_ISDIR(st.st_mode)) return bad(dir + " is not a directory (a link is not followed)");
+    if (!trusted(st.st_uid))
+      return bad("directory " + dir + " belongs to uid " + std::to_string(st.st_uid) + "; only " + owners +
+                 " may own the directories of a check");
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+      return bad("directory " + dir + " is writable by its group or by others (chmod go-w)");
+    end = path.find('/', end + 1);
+  }
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid())
+    return bad(errno == ELOOP ? "is a symbolic link (name the file itself)" : util::call_error("open", path, errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return bad(util::call_error("fstat", path, errno));
+  if (!S_ISREG(st.st_mode)) return bad("is not a regular file");
+  if (!trusted(st.st_uid))
+    return bad("belongs to uid " + std::to_string(st.st_uid) + "; a check's program must belong to " + owners);
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) return bad("is writable by its group or by others (chmod go-w)");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    return bad("is larger than " + std::to_string(max_bytes) + " bytes (limits.code_max_bytes)");
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return bad(util::call_error("read", path, errno));
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  text.resize(got);
+  return text;
 }
 
 std::vector<std::string> Policy::available_runtimes() const {
@@ -800,7 +949,19 @@ nlohmann::json effective_json(const Policy& p) {
                       {"loader", rt.loader}};
   for (auto& [name, rt] : p.runtimes) {
     runtimes[name]["preload"] = rt.preload;
+    runtimes[name]["required_checks"] = rt.required_checks;
     if (!rt.cache_code.empty()) runtimes[name]["cache"] = {{"code", rt.cache_code}, {"env", rt.cache_env}};
+  }
+  json checks = json::object();
+  for (auto& [name, c] : p.checks) {
+    checks[name] = {{"description", c.description},
+                    {"runtime", c.runtime},
+                    {"timeout_s", c.timeout_s},
+                    {"max_output_bytes", c.max_output_bytes}};
+    if (c.command.empty())
+      checks[name]["code_file"] = c.code_file;
+    else
+      checks[name]["command"] = c.command;
   }
   const Limits& l = p.limits;
   const Sandbox& s = p.sandbox;
@@ -858,6 +1019,7 @@ nlohmann::json effective_json(const Policy& p) {
         {"image_pixels_max", p.artifacts.image_pixels_max},
         {"pdf_active", p.artifacts.pdf_strip ? "strip" : "reject"}}},
       {"network", network_json(p.network)},
+      {"checks", checks},
       {"workspaces",
        {{"ttl_s", {{"default", p.workspaces.ttl_s_default}, {"max", p.workspaces.ttl_s_max}}},
         {"per_tenant_max", p.workspaces.per_tenant_max},

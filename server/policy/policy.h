@@ -33,6 +33,23 @@ struct Runtime {
   // linked from the directory cache_env names in sandbox.env (under /tmp).
   std::string cache_code;
   std::string cache_env;
+  // Checks (Policy::checks) run after every job of this runtime, whatever
+  // the call asks for.
+  std::vector<std::string> required_checks;
+};
+
+// An acceptance check (checks.<name>): a program the operator installs, run
+// after a job in a fresh sandbox of its own that sees the job read-only
+// (/job/result.json, /job/inputs/<name>, /job/artifacts/<name>); a request
+// only names it. Its last stdout line is its verdict.
+struct Check {
+  std::string name;
+  std::string description;
+  std::string runtime;               // the runtime whose sandbox runs it
+  std::vector<std::string> command;  // run as given (argv[0] absolute); empty: code_file
+  std::string code_file;             // host path of a program the runtime runs as a job's code; "": command
+  double timeout_s = 30;
+  uint64_t max_output_bytes = 64 * 1024;  // of its stdout; beyond: its verdict is "error"
 };
 
 struct Limits {
@@ -164,8 +181,10 @@ struct Policy {
   Pool pool;
   Network network;
   Workspaces workspaces;
+  std::map<std::string, Check> checks;
 
   const Runtime* find_runtime(const std::string& name) const;
+  const Check* find_check(const std::string& name) const;
   std::vector<std::string> available_runtimes() const;
 };
 
@@ -177,6 +196,13 @@ util::Result<Policy> load_file(const std::string& path);
 // default_path_candidates() (/etc/throwbox/policy.json first), else the first.
 std::string default_path();
 std::vector<std::string> default_path_candidates();
+// A check's program file (Check::code_file) as it is now, read whole, or why
+// it cannot be trusted: a regular file, not a link, of at most max_bytes,
+// owned by root or this process's user and writable by no one else, in
+// directories that only root or this user can change (or sticky ones).
+// Checked at load and read again for every run, so what runs is what was checked.
+util::Result<std::string> read_check_program(const std::string& path, uint64_t max_bytes);
+
 // Every key of the policy file format with its value after defaults, in the
 // file's own shape (`throwbox policy check`); parse(effective_json(p)) == p.
 nlohmann::json effective_json(const Policy& p);

@@ -33,8 +33,29 @@ int create_beneath(int dirfd, const std::string& rel, mode_t mode) {
   }
 }
 
+// rel's directory made beneath dirfd (no link followed), unless it is one already.
+util::Status mkdir_beneath(int dirfd, const std::string& rel) {
+  const size_t slash = rel.rfind('/');
+  struct open_how how {};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  const std::string parent = rel.substr(0, slash);
+  long fd;
+  do fd = ::syscall(SYS_openat2, dirfd, parent.c_str(), &how, sizeof how);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) return util::make_error(util::ErrorCode::kSandbox, util::call_error("openat2", "/" + parent, errno));
+  util::UniqueFd dir(static_cast<int>(fd));
+  const std::string name = rel.substr(slash + 1);
+  if (::mkdirat(dir.get(), name.c_str(), 0755) == 0) return util::ok_status();
+  const int err = errno;
+  struct stat st {};
+  if (err == EEXIST && ::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+    return util::ok_status();
+  return util::make_error(util::ErrorCode::kSandbox, util::call_error("mkdirat", "/" + rel, err));
+}
+
 util::Status copy_input(int root, const LaunchSpec& spec, const InputBind& in, uint64_t& total) {
-  if (const char* why = util::file_name_problem(in.name))
+  if (const char* why = util::input_path_problem(in.name))
     return util::make_error(util::ErrorCode::kSandbox, "input name \"" + util::to_valid_utf8(in.name) + "\": " + why);
   util::UniqueFd src(::open(in.host_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!src.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("open", in.host_path, errno));
@@ -46,6 +67,9 @@ util::Status copy_input(int root, const LaunchSpec& spec, const InputBind& in, u
     return util::make_error(util::ErrorCode::kSandbox,
                             "inputs exceed the warm sandbox's " + std::to_string(spec.inputs_max_bytes) + " bytes");
   AsSandboxUser as(spec.host_uid, spec.host_gid);
+  // A check's view of a job names files in directories: made first, parents first.
+  for (size_t slash = in.name.find('/'); slash != std::string::npos; slash = in.name.find('/', slash + 1))
+    if (auto s = mkdir_beneath(root, "inputs/" + in.name.substr(0, slash)); !s) return s;
   util::UniqueFd dst(create_beneath(root, "inputs/" + in.name, 0444));
   if (!dst.valid())
     return util::make_error(util::ErrorCode::kSandbox, util::call_error("openat2", "/inputs/" + in.name, errno));

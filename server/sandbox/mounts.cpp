@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <set>
 
@@ -65,15 +66,20 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
   p.root_opts = tmpfs_opts(kRootTmpfsBytes, kRootInodes, "0755", true);
   p.dev_opts = tmpfs_opts(kDevTmpfsBytes, kDevInodes, "0755", false);
   uint64_t input_bytes = 0;
+  uint64_t input_inodes = spec.inputs.size();
   for (const InputBind& in : spec.inputs) {
     struct stat st {};
     if (::lstat(in.host_path.c_str(), &st) == 0) input_bytes += static_cast<uint64_t>(st.st_size) + 4096;
+    // At most one directory per "/" of its name (a check's view of a job).
+    const auto slashes = static_cast<uint64_t>(std::count(in.name.begin(), in.name.end(), '/'));
+    input_inodes += slashes;
+    input_bytes += slashes * 4096;
   }
   // A warm sandbox gets its inputs later: its /inputs is capped by the policy's limits.
-  p.inputs_opts = spec.warm == Warm::cold ? tmpfs_opts(input_bytes + kInputsSlackBytes,
-                                                       spec.inputs.size() + kInputsSlackInodes, "0755", false)
-                                          : tmpfs_opts(spec.inputs_max_bytes + kInputsSlackBytes,
-                                                       spec.inputs_max_files + kInputsSlackInodes, "0755", false);
+  p.inputs_opts = spec.warm == Warm::cold
+                      ? tmpfs_opts(input_bytes + kInputsSlackBytes, input_inodes + kInputsSlackInodes, "0755", false)
+                      : tmpfs_opts(spec.inputs_max_bytes + kInputsSlackBytes,
+                                   spec.inputs_max_files + kInputsSlackInodes, "0755", false);
   p.work_opts = tmpfs_opts(spec.work_max_bytes, kScratchInodes, "0755", true);
   // The size is the one thing a claim with a workspace changes (a tmpfs
   // remount keeps what its options leave out).
@@ -95,6 +101,9 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
   std::string etc = "etc";
   seen.insert(etc);
   p.dirs.push_back(etc);
+  // /job: the same directory as /inputs, under the name an acceptance check
+  // reads its job from (/job/result.json, /job/inputs, /job/artifacts).
+  p.links.push_back({"/" + p.inputs, "job"});
 
   // usrmerge: /bin, /lib, ... are symlinks into /usr on the host; mirror them.
   for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
@@ -138,9 +147,13 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
                     {"/proc/self/fd/1", p.dev + "/stdout"},
                     {"/proc/self/fd/2", p.dev + "/stderr"}};
 
+  std::set<std::string> input_dirs;
   for (const InputBind& in : spec.inputs) {
-    if (const char* why = util::file_name_problem(in.name))
+    if (const char* why = util::input_path_problem(in.name))
       return util::make_error(util::ErrorCode::kSandbox, "input name \"" + util::to_valid_utf8(in.name) + "\": " + why);
+    for (size_t slash = in.name.find('/'); slash != std::string::npos; slash = in.name.find('/', slash + 1))
+      if (input_dirs.insert(in.name.substr(0, slash)).second)
+        p.input_dirs.push_back(p.inputs + "/" + in.name.substr(0, slash));
     bool is_dir = false;
     if (auto st = check_source(in.host_path, O_NOFOLLOW, is_dir); !st) return st.error();
     if (is_dir) return util::make_error(util::ErrorCode::kSandbox, in.host_path + ": an input must be a regular file");

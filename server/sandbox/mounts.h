@@ -51,6 +51,9 @@ struct Plan {
   // Inputs are copied into the /inputs tmpfs, not bound: a bind would show the
   // host path of the stored blob (state dir, tenant) in /proc/self/mountinfo.
   std::vector<Bind> input_copies;
+  // Directories under /inputs that inputs with a "/" in their names need
+  // (relative to the new root, parents first).
+  std::vector<std::string> input_dirs;
   // The runtime's cache (spec.cache_dir): copied, like the inputs, into a
   // tmpfs at `cache` (kCacheMountPath), then read-only, nodev, noexec; "" when none.
   std::string cache, cache_opts;

@@ -180,6 +180,8 @@ void fill_inputs_in_child(const Plan& p, const LaunchSpec& spec, int sock) {
   // Each stored input copied in (0444), then the tmpfs made read-only. Warm:
   // the runner copies the claim's inputs in later; pid 1 then freezes it.
   if (spec.warm != Warm::cold) return;
+  for (const std::string& d : p.input_dirs)
+    if (::mkdir(d.c_str(), 0755) != 0) fail_in_child(sock, "mkdir", d.c_str(), errno);
   for (const Bind& b : p.input_copies) copy_input_in_child(b, sock);
   remount_readonly(p.inputs.c_str(), MS_NOSUID | MS_NODEV | MS_NOEXEC, sock);
 }

@@ -117,6 +117,19 @@ const char* file_name_problem(std::string_view name) {
   return nullptr;
 }
 
+const char* input_path_problem(std::string_view name) {
+  constexpr size_t kMaxParts = 8;
+  size_t parts = 0;
+  for (size_t start = 0;;) {
+    const size_t slash = name.find('/', start);
+    const std::string_view part = name.substr(start, slash == std::string_view::npos ? slash : slash - start);
+    if (const char* why = file_name_problem(part)) return why;
+    if (++parts > kMaxParts) return "has more than eight parts";
+    if (slash == std::string_view::npos) return nullptr;
+    start = slash + 1;
+  }
+}
+
 namespace {
 
 // A code point that would break or disguise a log line: C1 controls, the

@@ -27,6 +27,10 @@ std::string signal_name(int sig);
 // C1 control character and no bidirectional control that would make it
 // display as another name.
 const char* file_name_problem(std::string_view name);
+// The name of a file the server puts under a sandbox's /inputs: a plain file
+// name, or up to eight of them joined by "/" (an acceptance check's view of a
+// job: "inputs/data.csv", "artifacts/report/total.csv"). Null when it is one.
+const char* input_path_problem(std::string_view name);
 // Text safe for one log line: C0 and C1 controls, DEL, line and paragraph
 // separators and bidirectional controls as \n, \xNN or \u{XXXX}, invalid
 // UTF-8 bytes as \xNN; everything else as it is. Nothing from a client can

@@ -18,7 +18,7 @@ namespace {
 
 const std::string kConflict =
     "idempotency_key: \"k\" was already used for a different request (runtime, code, input_ids, timeout_s, "
-    "network, workspace_id or artifact_ids differ); use a new key for a new request";
+    "network, workspace_id, artifact_ids or checks differ); use a new key for a new request";
 
 // A ledger of ended jobs, by tenant and key.
 struct FakeLedger {

@@ -1,6 +1,7 @@
 // Policy validation: fail closed, and every error names the offending key.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -708,6 +709,7 @@ void flatten_keys(const json& v, const std::string& prefix, std::set<std::string
     std::string key = prefix.empty() ? k : prefix + "." + k;
     if (prefix == "runtimes") key = "runtimes.<name>";
     if (prefix == "network.profiles") key = "network.profiles.<name>";
+    if (prefix == "checks") key = "checks.<name>";
     flatten_keys(child, key, out);
   }
 }
@@ -760,6 +762,9 @@ TEST_CASE("docs/policy.md documents exactly the keys the loader accepts, with th
   // The minimal policy and one network profile "p", so the profile's keys count too.
   json base = minimal_doc();
   base["network"]["profiles"]["p"]["allow"] = {"a.test:80"};
+  // And a check "p" run as a command, required by the runtime.
+  base["checks"]["p"] = {{"runtime", "sh"}, {"command", {"/bin/true"}}};
+  base["runtimes"]["sh"]["required_checks"] = {"p"};
   auto m = policy::parse(base, kSource);
   REQUIRE(m.ok());
   json effective = policy::effective_json(*m);
@@ -773,6 +778,17 @@ TEST_CASE("docs/policy.md documents exactly the keys the loader accepts, with th
     auto c = policy::parse(cached, kSource);
     REQUIRE(c.ok());
     flatten_keys(policy::effective_json(*c), "", accepted);
+  }
+  {
+    // And a check whose program is a file.
+    TempDir d;
+    json filed = base;
+    filed["checks"]["p"] = {{"runtime", "sh"}, {"code_file", d.write("p.sh", "true\n")}};
+    ::chmod((d.path + "/p.sh").c_str(), 0644);
+    ::chmod(d.path.c_str(), 0755);
+    auto f = policy::parse(filed, kSource);
+    REQUIRE_MESSAGE(f.ok(), (f.ok() ? "" : f.error().message));
+    flatten_keys(policy::effective_json(*f), "", accepted);
   }
   accepted.insert("$comment");  // the one key that is not a setting: parse() accepts and ignores it
 

@@ -82,6 +82,15 @@ def children(pid):
     return out
 
 
+def comm(pid):
+    """The process's name, or "" once it is gone."""
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def tree_pss_kib(pid):
     total, todo = 0, [pid]
     while todo:
@@ -134,12 +143,12 @@ def idle_and_ready(runner):
 
 
 def wait_quiet(server, want=0, timeout=20):
-    """Until the server's children are its spare runner and `want` idle warm
+    """Until the server's runners are its spare runner and `want` idle warm
     sandboxes whose loaders have finished their start-up (each sleeps on its
     go pipe): nothing is being built or torn down. False if it timed out."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        runners = children(server.p.pid)
+        runners = [c for c in children(server.p.pid) if comm(c) == "throwbox-runner"]
         spares = [r for r in runners if is_spare(r)]
         sandboxes = [r for r in runners if r not in spares]
         if len(spares) == 1 and len(sandboxes) == want and all(idle_and_ready(r) for r in sandboxes):

@@ -26,6 +26,7 @@
 #include "server/policy/live.h"
 #include "server/policy/policy.h"
 #include "server/protocol/mcp.h"
+#include "server/receipt_cli.h"
 #include "server/sandbox/cgroup_host.h"
 #include "server/sandbox/cgroups.h"
 #include "server/store/store.h"
@@ -54,6 +55,7 @@ constexpr const char* kUsage =
     "  serve          Serve MCP over stdio, or over Streamable HTTP with --http\n"
     "  doctor         Probe this host's isolation layers and run one probe job\n"
     "  policy check   Validate a policy file and print the effective policy\n"
+    "  receipt        Print the receipt key, verify a receipt, or replay its job\n"
     "  version        Print the version\n"
     "  help [CMD]     Print this help, or a command's\n"
     "\n"
@@ -143,6 +145,38 @@ constexpr const char* kPolicyHelp =
     "is not (the error on stderr names the file and what is wrong) or on a\n"
     "usage error.\n";
 
+constexpr const char* kReceiptHelp =
+    "Usage: throwbox receipt key [--state-dir DIR] [--json]\n"
+    "       throwbox receipt verify FILE [--key PEM | --state-dir DIR]\n"
+    "       throwbox receipt replay FILE --code FILE [--inputs DIR] [--policy FILE]\n"
+    "                                    [--key PEM | --state-dir DIR] [--json]\n"
+    "\n"
+    "Every run_code result carries a receipt: a statement of what ran (the\n"
+    "code, inputs, runtime, policy, boundary and limits by digest) and what\n"
+    "came of it (status, output, artifacts and check verdicts by digest),\n"
+    "signed with the server's Ed25519 key (<state-dir>/receipt-key.pem, made\n"
+    "at first start). See docs/evidence.md.\n"
+    "\n"
+    "  key      Print the server's public key (PEM; --json: with its key id)\n"
+    "  verify   Check that FILE (the receipt object as the result returned it,\n"
+    "           as JSON; - reads stdin) is exactly what the key signed\n"
+    "  replay   Run the receipt's code (--code) on its inputs (--inputs DIR,\n"
+    "           each at the name the receipt gives) in its runtime with its\n"
+    "           limits, in a server of its own under the state directory, and\n"
+    "           say which digests and verdicts match\n"
+    "\n"
+    "Options:\n"
+    "  --state-dir DIR        The server's state directory, whose key is used\n"
+    "                         (default as serve)\n"
+    "  --key PEM              A public key file to verify with instead\n"
+    "  --policy FILE          The policy replay runs under (default as serve)\n"
+    "  --json                 Print JSON\n"
+    "  -h, --help             Print this help and exit\n"
+    "\n"
+    "Exit status: 0 when the receipt verifies (verify) or every digest matches\n"
+    "(replay); 1 when it does not, or some differ; 2 on a usage error or when\n"
+    "a file cannot be read.\n";
+
 constexpr const char* kVersionHelp =
     "Usage: throwbox version\n"
     "       throwbox --version\n"
@@ -154,6 +188,7 @@ const char* help_of(const std::string& command) {
   if (command == "serve") return kServeHelp;
   if (command == "doctor") return kDoctorHelp;
   if (command == "policy") return kPolicyHelp;
+  if (command == "receipt") return kReceiptHelp;
   if (command == "version") return kVersionHelp;
   return nullptr;
 }
@@ -458,6 +493,23 @@ int policy_command(int argc, char** argv) {
   return 0;
 }
 
+// throwbox receipt key|verify|replay (receipt_cli.h).
+int receipt_command(int argc, char** argv) {
+  std::vector<std::string> args(argv + 2, argv + argc);
+  std::string state_dir = default_state_dir();
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--state-dir") state_dir = args[i + 1];
+  spdlog::set_level(spdlog::level::warn);
+  try {
+    return receipt_cli::run(args, state_dir, policy::default_path(), [] { return runner_exe(); });
+  } catch (const std::invalid_argument& e) {
+    throw UsageError("receipt", e.what());
+  } catch (const std::runtime_error& e) {
+    std::cerr << "throwbox: " << e.what() << "\n";
+    return 2;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -483,6 +535,7 @@ int main(int argc, char** argv) {
     if (cmd == "serve") return serve(argc, argv);
     if (cmd == "doctor") return doctor_command(argc, argv);
     if (cmd == "policy") return policy_command(argc, argv);
+    if (cmd == "receipt") return receipt_command(argc, argv);
     if (cmd == "version" || cmd == "--version" || cmd == "-V") {
       if (argc > 2) throw UsageError("version", std::string("version: unexpected argument \"") + argv[2] + "\"");
       std::cout << "throwbox " << THROWBOX_VERSION << "\n";

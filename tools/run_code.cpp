@@ -80,6 +80,18 @@ json output_schema() {
               {"sha256", {{"type", "string"}, {"description", "Of the check's program as it ran."}}},
               {"duration_ms", {{"type", "integer"}, {"minimum", 0}}}}},
             {"required", {"name", "verdict", "evidence", "sha256", "duration_ms"}}}}}},
+        {"receipt",
+         {{"type", {"object", "null"}},
+          {"description",
+           "A signed statement of the run: what ran (code, inputs, runtime, policy, boundary, limits) and what came "
+           "of it (status, output, artifacts, checks), by sha256, signed with the server's Ed25519 key. Verify "
+           "it with `throwbox receipt verify`, or against GET /.well-known/throwbox-receipt-key."},
+          {"properties",
+           {{"statement", {{"type", "object"}}},
+            {"alg", {{"type", "string"}, {"enum", {"Ed25519"}}}},
+            {"key_id", {{"type", "string"}}},
+            {"signature", {{"type", "string"}}}}},
+          {"required", {"statement", "alg", "key_id", "signature"}}}},
         {"workspace",
          {{"type", "object"},
           {"description",
@@ -126,37 +138,21 @@ json output_schema() {
 json job_result_json(const broker::JobResult& r) {
   const sandbox::Outcome& o = r.outcome;
   json artifacts = json::array();
-  for (auto& a : r.artifacts)
-    artifacts.push_back({{"artifact_id", a.artifact_id ? json(*a.artifact_id) : json(nullptr)},
-                         {"name", a.name},
-                         {"media_type", a.media_type},
-                         {"size", a.size},
-                         {"sha256", a.sha256},
-                         {"verdict", to_string(a.verdict)},
-                         {"reason", a.reason}});
-  json s{{"job_id", r.job_id},
-         {"status", sandbox::to_string(o.status)},
-         {"exit_code", o.exited ? json(o.exit_code) : json(nullptr)},
-         {"signal", o.signal ? json(util::signal_name(o.signal)) : json(nullptr)},
-         {"timed_out", o.timed_out},
-         {"stdout", o.stdout_text},
-         {"stderr", o.stderr_text},
-         {"stdout_truncated", o.stdout_truncated},
-         {"stderr_truncated", o.stderr_truncated},
-         {"stdout_cut_bytes", o.stdout_cut_bytes},
-         {"stderr_cut_bytes", o.stderr_cut_bytes},
-         {"duration_ms", o.duration_ms},
-         {"cpu_ms", o.cpu_ms},
-         {"peak_memory_bytes", o.peak_memory_bytes},
-         {"sandbox_layers", o.layers},
-         {"start", o.start},
-         {"artifacts", artifacts}};
+  for (auto& a : r.artifacts) artifacts.push_back(broker::to_json(a));
+  json s = broker::ending_json(o);
+  s["job_id"] = r.job_id;
+  s["stdout_cut_bytes"] = o.stdout_cut_bytes;
+  s["stderr_cut_bytes"] = o.stderr_cut_bytes;
+  s["sandbox_layers"] = o.layers;
+  s["start"] = o.start;
+  s["artifacts"] = std::move(artifacts);
   if (!o.error.empty()) s["error"] = o.error;
   json checks = json::array();
   for (const broker::CheckResult& c : r.checks) checks.push_back(broker::to_json(c));
   s["checks"] = checks;
   if (!r.network.is_null()) s["network"] = r.network;
   if (!r.workspace.is_null()) s["workspace"] = r.workspace;
+  s["receipt"] = r.receipt;
   // Said in every result that ran, so a degraded host is never silent.
   if (!o.layers.empty()) {
     bool cgroup = false;

@@ -43,6 +43,9 @@ class Broker {
   // The Prometheus text of the broker's metrics, with the gauges of this
   // moment (sessions_open comes from the transport).
   virtual std::string metrics_text(uint64_t sessions_open) = 0;
+  // The public half of the key receipts are signed with: {"alg", "key_id",
+  // "public_key_pem"} (receipts.h).
+  virtual nlohmann::json receipt_key() = 0;
   // Why the broker cannot take jobs now (its runner is missing), or "".
   virtual std::string unready_reason() = 0;
 };

@@ -87,35 +87,22 @@ std::string check_program_sha256(const policy::Check& check, const std::string& 
 }
 
 json check_view_json(const JobResult& result, const std::string& runtime, const std::vector<InputRef>& inputs) {
-  const sandbox::Outcome& o = result.outcome;
   json artifacts = json::array();
-  for (const ArtifactSummary& a : result.artifacts)
-    artifacts.push_back({{"name", a.name},
-                         {"media_type", a.media_type},
-                         {"size", a.size},
-                         {"sha256", a.sha256},
-                         {"verdict", to_string(a.verdict)},
-                         {"reason", a.reason},
-                         // where the check finds it; rejected ones are not there
-                         {"path", in_view(a) ? json("/job/artifacts/" + a.name) : json(nullptr)}});
+  for (const ArtifactSummary& a : result.artifacts) {
+    json& e = artifacts.emplace_back(to_json(a));
+    e.erase("artifact_id");  // a handle of the tenant's, of no use inside
+    // where the check finds it; rejected ones are not there
+    e["path"] = in_view(a) ? json("/job/artifacts/" + a.name) : json(nullptr);
+  }
   json in = json::array();
   for (const InputRef& i : inputs)
     in.push_back({{"name", i.name}, {"sha256", i.sha256}, {"path", "/job/inputs/" + i.name}});
-  return {{"job_id", result.job_id},
-          {"runtime", runtime},
-          {"status", sandbox::to_string(o.status)},
-          {"exit_code", o.exited ? json(o.exit_code) : json(nullptr)},
-          {"signal", o.signal ? json(util::signal_name(o.signal)) : json(nullptr)},
-          {"timed_out", o.timed_out},
-          {"stdout", o.stdout_text},
-          {"stderr", o.stderr_text},
-          {"stdout_truncated", o.stdout_truncated},
-          {"stderr_truncated", o.stderr_truncated},
-          {"duration_ms", o.duration_ms},
-          {"cpu_ms", o.cpu_ms},
-          {"peak_memory_bytes", o.peak_memory_bytes},
-          {"inputs", in},
-          {"artifacts", artifacts}};
+  json view = ending_json(result.outcome);
+  view["job_id"] = result.job_id;
+  view["runtime"] = runtime;
+  view["inputs"] = std::move(in);
+  view["artifacts"] = std::move(artifacts);
+  return view;
 }
 
 CheckResult check_verdict(const sandbox::Outcome& o, uint64_t max_output_bytes) {

@@ -80,6 +80,15 @@ struct JobResult {
   std::vector<CheckResult> checks;  // in the order they ran: required ones first
   nlohmann::json network;           // network::to_json(Report) for a job with a profile, else null
   nlohmann::json workspace;         // a workspace job's {workspace_id, size_bytes, ..., full, saved}, else null
+  nlohmann::json receipt;           // the signed statement of the run (receipts.h); null for a job that never ran
 };
+
+// An artifact as every result shows it: {artifact_id (null when rejected),
+// name, media_type, size, sha256, verdict, reason}.
+nlohmann::json to_json(const ArtifactSummary& artifact);
+// How the program ended, as every result says it: {status, exit_code,
+// signal, timed_out, stdout, stderr, stdout_truncated, stderr_truncated,
+// duration_ms, cpu_ms, peak_memory_bytes}.
+nlohmann::json ending_json(const sandbox::Outcome& outcome);
 
 }  // namespace broker

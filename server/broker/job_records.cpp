@@ -10,14 +10,7 @@ namespace {
 
 nlohmann::json artifacts_to_json(const std::vector<ArtifactSummary>& list) {
   nlohmann::json out = nlohmann::json::array();
-  for (auto& a : list)
-    out.push_back({{"artifact_id", a.artifact_id ? nlohmann::json(*a.artifact_id) : nlohmann::json(nullptr)},
-                   {"name", a.name},
-                   {"media_type", a.media_type},
-                   {"size", a.size},
-                   {"sha256", a.sha256},
-                   {"verdict", to_string(a.verdict)},
-                   {"reason", a.reason}});
+  for (auto& a : list) out.push_back(to_json(a));
   return out;
 }
 
@@ -68,6 +61,7 @@ nlohmann::json recorded_result(const JobResult& result) {
   nlohmann::json out{{"outcome", outcome}, {"artifacts", artifacts_to_json(result.artifacts)}, {"checks", checks}};
   if (!result.network.is_null()) out["network"] = result.network;
   if (!result.workspace.is_null()) out["workspace"] = result.workspace;
+  if (!result.receipt.is_null()) out["receipt"] = result.receipt;
   return out;
 }
 
@@ -86,6 +80,7 @@ JobResult job_result_from_row(const LedgerRow& row) {
     if (row.result.contains("network") && row.result["network"].is_object())
       r.network = network::to_json(network::report_from_json(row.result["network"]));
     if (row.result.contains("workspace") && row.result["workspace"].is_object()) r.workspace = row.result["workspace"];
+    if (row.result.contains("receipt") && row.result["receipt"].is_object()) r.receipt = row.result["receipt"];
   } else {
     r.outcome.status = sandbox::status_from_string(row.status).value_or(sandbox::Status::sandbox_error);
     r.outcome.error =

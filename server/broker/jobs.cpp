@@ -28,6 +28,7 @@
 #include "server/util/call_trace.h"
 #include "server/util/clock.h"
 #include "server/util/crypto.h"
+#include "server/util/wall_clock.h"
 #include "server/util/fs.h"
 #include "server/util/random.h"
 #include "server/util/text.h"
@@ -104,6 +105,12 @@ std::unique_ptr<network::Proxy> start_proxy(const policy::Policy& policy, helper
   return nullptr;
 }
 
+ReceiptSigner open_receipts(const std::string& state_dir) {
+  auto signer = ReceiptSigner::open(state_dir);
+  if (!signer) throw std::runtime_error(signer.error().message);
+  return std::move(*signer);
+}
+
 std::unique_ptr<Ledger> open_ledger(const std::string& state_dir) {
   auto ledger = Ledger::open(state_dir + "/ledger.sqlite3");
   if (!ledger) throw std::runtime_error("job ledger: " + ledger.error().message);
@@ -123,6 +130,7 @@ Jobs::Jobs(policy::Live& live, store::Store& store, std::string runner_exe, nloh
       identities_(make_identities(policy_)),
       gate_(make_gate(policy_)),
       ledger_(open_ledger(store.state_dir())),
+      receipts_(open_receipts(store.state_dir())),
       workspaces_(policy_.workspaces, store.state_dir() + "/workspaces", *ledger_),
       admission_(policy_.admission),
       keys_([this](const std::string& tenant, const std::string& key) { return ledger_->find_by_key(tenant, key); }),
@@ -266,6 +274,9 @@ std::optional<RuntimeCache> Jobs::cache_for(const policy::Runtime& rt, bool wait
 
 void Jobs::start_pool() {
   if (auto s = parsers_->start(); !s) throw std::runtime_error(s.error().message);
+  // Each runtime's fingerprint once now, so no call pays for reading its interpreter.
+  for (auto& [name, rt] : policy_.runtimes)
+    if (rt.available) fingerprints_.of(rt);
   fleet_.keep_spare();
   if (pool_ || !policy_.pool.enabled || policy_.pool.runtimes.empty()) return;
   pool_ = std::make_unique<Pool>(
@@ -536,6 +547,8 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   std::vector<InputRef> inputs;
   auto spec = resolve(*pol, req, result.job_id, inputs);
   if (!spec) return spec.error();
+  const policy::Runtime* runtime = pol->find_runtime(req.runtime);
+  if (!runtime) return util::make_error(util::ErrorCode::kInternal, "runtime " + req.runtime + ": resolved, then gone");
   // Which checks follow the job: a name the policy lacks fails the call here,
   // before anything runs; those the runtime requires always run.
   auto checks = checks_to_run(*pol, req.runtime, req.checks);
@@ -574,6 +587,19 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
 
   const int64_t t_admitted = now_us();
   util::call_mark("job admitted", result.job_id);
+  // The receipt's facts known before the job starts: what it runs, on what.
+  ReceiptFacts facts{result.job_id,
+                     receipts_.tenant_digest(req.tenant),
+                     fingerprints_.of(*runtime),
+                     util::sha256_hex(req.code),
+                     inputs,
+                     pol->sha256,
+                     &*spec,
+                     req.network,
+                     !req.workspace_id.empty(),
+                     nullptr,
+                     util::wall_ms(),
+                     0};
   // The ledger knows of the job before it starts. What recording needs and
   // leaves is owned by the record_start closure: on the cold path it runs on
   // the release thread.
@@ -690,6 +716,13 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   // now its checks, within its slot.
   result.checks = run_checks(*pol, req, *checks, result, job_inputs, inputs);
   slot.cpu_ms = result.outcome.cpu_ms;
+  // What ran and what came of it, signed (before the ledger keeps the result,
+  // so every read of the job returns this receipt).
+  const int64_t t_receipt = now_us();
+  facts.result = &result;
+  facts.ended_ms = util::wall_ms();
+  result.receipt = receipts_.sign(receipt_statement(facts));
+  const int64_t t_signed = now_us();
   const nlohmann::json recorded = recorded_result(result);
   const int64_t t_stored = now_us();
   util::call_mark("artifacts stored", result.job_id);
@@ -699,10 +732,11 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   util::call_mark("ledger end recorded", result.job_id);
   metrics_.job_ended(sandbox::to_string(result.outcome.status), static_cast<double>(t_end - t_admitted) / 1e6);
   for (auto& a : result.artifacts) metrics_.artifact_judged(std::string(to_string(a.verdict)));
-  spdlog::debug("job {} timings (us): resolve+admit {} ledger_start {} runner {} store {} ledger_end+cleanup {}",
-                result.job_id, t_admitted - t_begin, start->t_recorded - t_admitted,
-                (t_outcome ? t_outcome : t_stored) - start->t_recorded, t_outcome ? t_stored - t_outcome : 0,
-                t_end - t_stored);
+  spdlog::debug(
+      "job {} timings (us): resolve+admit {} ledger_start {} runner {} store {} receipt {} ledger_end+cleanup {}",
+      result.job_id, t_admitted - t_begin, start->t_recorded - t_admitted,
+      (t_outcome ? t_outcome : t_stored) - start->t_recorded, t_outcome ? t_stored - t_outcome : 0,
+      t_signed - t_receipt, t_end - t_stored);
   std::string layers;
   for (auto& l : result.outcome.layers) layers += (layers.empty() ? "" : " ") + l;
   spdlog::info("job {} tenant={} runtime={} start={} status={} duration_ms={} layers=[{}]", result.job_id, req.tenant,

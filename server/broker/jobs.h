@@ -27,6 +27,7 @@
 #include "server/broker/ledger.h"
 #include "server/broker/metrics.h"
 #include "server/broker/pool.h"
+#include "server/broker/receipts.h"
 #include "server/broker/workspaces.h"
 #include "server/network/proxy.h"
 #include "server/broker/runner_fleet.h"
@@ -63,6 +64,7 @@ class Jobs final : public Broker {
     return ledger_->find(tenant, job_id);
   }
   std::string metrics_text(uint64_t sessions_open) override;
+  nlohmann::json receipt_key() override { return receipts_.public_key_json(); }
   std::string unready_reason() override;
 
   // At start-up: removes what a crashed server left (scratch directories under
@@ -122,6 +124,8 @@ class Jobs final : public Broker {
   Identities identities_;  // each sandbox's host uid (a root server's range) or the server's
   artifacts::Gate gate_;
   std::unique_ptr<Ledger> ledger_;
+  ReceiptSigner receipts_;  // <state>/receipt-key.pem
+  RuntimeFingerprints fingerprints_;
   Workspaces workspaces_;
   Admission admission_;
   Metrics metrics_;

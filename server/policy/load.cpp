@@ -32,6 +32,7 @@
 #include "server/artifacts/names.h"
 #include "server/network/address.h"
 #include "server/sandbox/spec.h"
+#include "server/util/crypto.h"
 #include "server/util/fd.h"
 #include "server/util/fs.h"
 #include "server/util/text.h"
@@ -881,6 +882,7 @@ util::Result<Policy> parse(const json& doc, const std::string& source) {
   Policy p;
   p.source = source;
   if (!parse_policy(r, doc, p)) return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
+  p.sha256 = util::sha256_hex(effective_json(p).dump());
   return p;
 }
 

@@ -171,6 +171,7 @@ struct Workspaces {
 
 struct Policy {
   std::string source;  // file it came from, for messages
+  std::string sha256;  // of effective_json's text (set by parse): what a receipt names
   std::map<std::string, Runtime> runtimes;
   Limits limits;
   Server server;

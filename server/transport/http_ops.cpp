@@ -99,6 +99,13 @@ class Ops {
               broker::metrics::kContentType);
   }
 
+  // The public key receipts are signed with: anyone may verify a receipt.
+  void receipt_key(const httplib::Request&, httplib::Response& res) {
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(ctx_.server.broker.receipt_key().dump(), "application/json");
+  }
+
   // POST /inputs?name=<file name>, the file's bytes as the body. The same
   // checks, limit and store as the upload_input tool.
   void post_input(const httplib::Request& req, httplib::Response& res) {
@@ -262,6 +269,8 @@ void add_ops_routes(httplib::Server& srv, OpsContext ctx) {
   srv.Get("/healthz", guarded("GET /healthz", [ops](const auto& q, auto& r) { ops->healthz(q, r); }));
   srv.Get("/readyz", guarded("GET /readyz", [ops](const auto& q, auto& r) { ops->readyz(q, r); }));
   srv.Get("/metrics", guarded("GET /metrics", [ops](const auto& q, auto& r) { ops->metrics(q, r); }));
+  srv.Get("/.well-known/throwbox-receipt-key",
+          guarded("GET /.well-known/throwbox-receipt-key", [ops](const auto& q, auto& r) { ops->receipt_key(q, r); }));
   srv.Post("/inputs", guarded("POST /inputs", [ops](const auto& q, auto& r) { ops->post_input(q, r); }));
   srv.Post("/jobs", guarded("POST /jobs", [ops](const auto& q, auto& r) { ops->post_job(q, r); }));
   srv.Get(R"(/jobs/([^/]+))", guarded("GET /jobs/{job_id}", [ops](const auto& q, auto& r) { ops->get_job(q, r); }));

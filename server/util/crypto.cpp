@@ -19,6 +19,10 @@ std::string to_hex(const unsigned char* p, size_t n) {
 }
 }  // namespace
 
+std::string to_hex(std::string_view bytes) {
+  return to_hex(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+}
+
 std::string sha256_hex(std::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;

@@ -8,5 +8,7 @@
 namespace util {
 
 std::string sha256_hex(std::string_view data);
+// Lowercase hex of raw bytes.
+std::string to_hex(std::string_view bytes);
 
 }  // namespace util

@@ -65,6 +65,7 @@ class FakeBroker final : public broker::Broker {
   std::string metrics_text(uint64_t sessions_open) override {
     return "throwbox_fake_sessions " + std::to_string(sessions_open) + "\n";
   }
+  nlohmann::json receipt_key() override { return {{"alg", "Ed25519"}, {"key_id", "fake"}, {"public_key_pem", ""}}; }
   void set_unready(std::string why) {
     std::lock_guard lock(mu_);
     unready_ = std::move(why);

@@ -82,11 +82,13 @@ fi
 # each layer a host type changes: the cgroup set-up and teardown, timeouts and
 # cancels, the memory, fork and CPU limits, the read-only root and Landlock,
 # and the leftovers. THROWBOX_MATRIX_FULL=1 runs every listed file everywhere.
-full_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile cancel_progress parser_helper)
+full_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile cancel_progress parser_helper checks
+                  receipts)
 full_adversarial=(memory_bomb fork_bomb cpu_hog deadline kill_all disk_fill host_pids proc_status readonly_fs
-                  host_files host_env ptrace syscalls_refused dev_and_kcore user_counts zz_leftovers)
-full_user_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile parser_helper)
-full_user_adversarial=(memory_bomb fork_bomb cpu_hog deadline kill_all readonly_fs ptrace proc_status user_counts zz_leftovers)
+                  host_files host_env ptrace syscalls_refused dev_and_kcore user_counts check_tamper zz_leftovers)
+full_user_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile parser_helper checks receipts)
+full_user_adversarial=(memory_bomb fork_bomb cpu_hog deadline kill_all readonly_fs ptrace proc_status user_counts check_tamper
+                       zz_leftovers)
 pick() {  # pick CORE... -- FULL...: the core list, or the full one
   local core=() full=() seen=0 x
   for x in "$@"; do
@@ -98,11 +100,12 @@ pick() {  # pick CORE... -- FULL...: the core list, or the full one
 # mode_root EXPECT REPEAT: the server as root, the warm pool off (cold) and on.
 mode_root() {
   local expect=$1 repeat=$2 t
-  for t in $(pick doctor cgroup_lifecycle timeout_cancel -- "${full_integration[@]}"); do
+  for t in $(pick doctor cgroup_lifecycle timeout_cancel checks receipts -- "${full_integration[@]}"); do
     run_test "$host root integration.$t" 240 "${root_env[@]}" THROWBOX_POLICY="$repo/policies/default.json" \
       THROWBOX_EXPECT_CGROUPS="$expect" THROWBOX_TEST_REPEAT="$repeat" node "integration/$t.test.mjs"
   done
-  for t in $(pick memory_bomb fork_bomb cpu_hog kill_all readonly_fs proc_status user_counts zz_leftovers -- "${full_adversarial[@]}"); do
+  for t in $(pick memory_bomb fork_bomb cpu_hog kill_all readonly_fs proc_status user_counts check_tamper zz_leftovers -- \
+             "${full_adversarial[@]}"); do
     policy=$build/tests/policy-cold.json
     [ "$t" != cpu_hog ] || policy=$cpu_policy_root
     run_test "$host root adversarial.cold.$t" 300 "${root_env[@]}" THROWBOX_POLICY="$policy" \
@@ -195,7 +198,7 @@ case $host in
     # shellcheck source=tests/hostmatrix/vm/guest_users.sh
     source "$TB_VM_USERS"
     login=$(tb_user_login_scope "$user")
-    mode_user "user(login scope)" none 10 "doctor" "memory_bomb user_counts zz_leftovers" THROWBOX_TEST_CGROUP="$login"
+    mode_user "user(login scope)" none 10 "doctor checks receipts" "memory_bomb user_counts check_tamper zz_leftovers" THROWBOX_TEST_CGROUP="$login"
     check_leftovers "user(login scope)"
     # A user without subordinate ids: its sandboxes share its uid, bounded by shares.
     mode_user "shared user" none 10 "" "user_counts" THROWBOX_TEST_USER=throwbox-test-shared THROWBOX_EXPECT_UID_MODE=shared
@@ -223,7 +226,7 @@ case $host in
       check_leftovers "root network"
     fi
     # systemd delegates no v1 controller to a normal user: rlimits only, said loudly.
-    mode_user "user" none 10 "doctor" "memory_bomb user_counts zz_leftovers"
+    mode_user "user" none 10 "doctor receipts" "memory_bomb user_counts zz_leftovers"
     check_leftovers user
     mode_user "shared user" none 10 "" "user_counts" THROWBOX_TEST_USER=throwbox-test-shared THROWBOX_EXPECT_UID_MODE=shared
     check_leftovers "shared user"

@@ -4,6 +4,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { throwboxBin, mkStateDir, connect, readRepoFile } from './lib/client.mjs';
@@ -45,7 +46,7 @@ test('--help, -h and help print the usage with every command on stdout', () => {
   const usage = expectHelp(['--help'], 'Usage: throwbox <command> [options]');
   assert.equal(run('-h').stdout, usage);
   assert.equal(run('help').stdout, usage);
-  for (const cmd of ['serve', 'doctor', 'policy check', 'version', 'help']) {
+  for (const cmd of ['serve', 'doctor', 'policy check', 'receipt', 'version', 'help']) {
     assert.match(usage, new RegExp(`^  ${cmd}\\b`, 'm'), `usage lists ${cmd}`);
   }
   assert.match(usage, /throwbox <command> --help/);
@@ -67,10 +68,14 @@ test('each command has its own --help listing its options', () => {
   assert.equal(run('policy', 'check', '--help').stdout, policy);
   assert.match(policy, /docs\/policy\.md/);
 
+  const receipt = expectHelp(['receipt', '--help'], 'Usage: throwbox receipt key [--state-dir DIR] [--json]');
+  for (const flag of ['--state-dir DIR', '--key PEM', '--policy FILE', '--json']) assert.ok(receipt.includes(`  ${flag} `));
+  assert.match(receipt, /docs\/evidence\.md/);
+
   expectHelp(['version', '--help'], 'Usage: throwbox version');
 
   // `help CMD` is the same text; -h anywhere among a command's options too.
-  for (const cmd of ['serve', 'doctor', 'policy', 'version']) {
+  for (const cmd of ['serve', 'doctor', 'policy', 'receipt', 'version']) {
     assert.equal(run('help', cmd).stdout, run(cmd, '--help').stdout);
   }
   assert.equal(run('serve', '--policy', 'x.json', '-h').stdout, serve);
@@ -121,6 +126,29 @@ test('a command with an unknown option or a missing value: stderr naming it, exi
 
 // A usage error is the caller's mistake, not the server's: the message and
 // where the help is, with no log prefix (timestamp, "critical").
+test('receipt: a missing or unknown subcommand, option or file is a usage error naming it', () => {
+  expectUsageError(['receipt'], /^throwbox: receipt: missing subcommand \(key, verify or replay\)\nRun 'throwbox receipt --help'/);
+  expectUsageError(['receipt', 'sign'], /receipt: unknown subcommand "sign"/);
+  expectUsageError(['receipt', 'verify'], /receipt verify: give one FILE/);
+  expectUsageError(['receipt', 'verify', 'a.json', '--bogus', 'x'], /receipt verify: unknown option --bogus/);
+  expectUsageError(['receipt', 'verify', 'a.json', '--key'], /receipt verify: --key needs a value/);
+  expectUsageError(['receipt', 'replay', 'a.json'], /receipt replay: give FILE \(the receipt\) and --code FILE/);
+  expectUsageError(['receipt', 'key', 'extra'], /receipt key: unexpected argument "extra"/);
+  const state = fs.mkdtempSync(path.join(os.tmpdir(), 'throwbox-cli-receipt-'));
+  try {
+    const r = run('receipt', 'key', '--state-dir', state);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /^throwbox: no receipt key in .*: the server makes one when it first starts\n$/);
+    const bad = path.join(state, 'bad.json');
+    fs.writeFileSync(bad, '{"statement": ');
+    const v = run('receipt', 'verify', bad, '--state-dir', state);
+    assert.equal(v.status, 2);
+    assert.match(v.stderr, /not valid JSON/);
+  } finally {
+    fs.rmSync(state, { recursive: true, force: true });
+  }
+});
+
 test('a usage error is "throwbox: <message>" and a pointer to --help, no log line', () => {
   const cases = [
     [['serve', '--frobnicate'], 'unknown option for serve: --frobnicate', 'serve'],

@@ -126,6 +126,18 @@ test('healthz and readyz answer without a token', async () => {
   assert.equal(r.status, 200, r.text);
 });
 
+test('the receipt key is served without a token, as `throwbox receipt key --json` prints it', async () => {
+  const r = await call('GET', '/.well-known/throwbox-receipt-key');
+  assert.equal(r.status, 200, r.text);
+  assert.match(r.headers.get('content-type'), /^application\/json/);
+  const printed = spawnSync(throwboxBin(), ['receipt', 'key', '--json', '--state-dir', server.stateDir],
+    { encoding: 'utf8' });
+  assert.equal(printed.status, 0, printed.stderr);
+  assert.deepEqual(r.body, JSON.parse(printed.stdout));
+  assert.equal(r.body.alg, 'Ed25519');
+  assert.match(r.body.public_key_pem, /^-----BEGIN PUBLIC KEY-----\n/);
+});
+
 test('a missing or wrong bearer token is 401 on every job route', async () => {
   const wrong = { Authorization: `Bearer ${crypto.randomBytes(24).toString('hex')}` };
   for (const [method, route] of [['POST', '/inputs?name=a.txt'], ['POST', '/jobs'],
@@ -198,6 +210,8 @@ test('POST /inputs + POST /jobs runs the reconciliation example; GET /jobs/{id} 
     });
     assert.equal(again.status, 200, again.text);
     assert.equal(again.body.job_id, job.job_id);
+    assert.deepEqual(again.body.receipt, job.receipt);
+    assert.equal(job.receipt.statement.job_id, job.job_id);
     const conflict = await call('POST', '/jobs', {
       tenant: 'alice', json: { runtime: 'python', code: 'print(2)', idempotency_key: 'reconcile-1' },
     });

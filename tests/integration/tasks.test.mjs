@@ -107,6 +107,10 @@ test('a task is created, polled to completed, and tasks/result is the plain call
   assert.equal(result.structuredContent.stdout, '42\n');
   assert.equal(done.statusMessage, `job ${result.structuredContent.job_id} completed, exit 0`);
   assert.equal(JSON.parse(textOf(result)).job_id, result.structuredContent.job_id);
+  // Its receipt names its job, and a second read returns the same one.
+  assert.equal(result.structuredContent.receipt.statement.job_id, result.structuredContent.job_id);
+  const reread = await taskResult(client, task.taskId);
+  assert.deepEqual(reread.structuredContent.receipt, result.structuredContent.receipt);
 
   // The optional notifications/tasks/status came at the terminal status.
   const t0 = Date.now();

@@ -13,29 +13,14 @@
 #include "server/broker/checks.h"
 #include "server/policy/policy.h"
 #include "server/util/text.h"
+#include "tests/unit/temp_dir.h"
 
 using nlohmann::json;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/throwbox-checks-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-    ::chmod(path.c_str(), 0755);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string write(const std::string& name, const std::string& text, mode_t mode = 0644) const {
-    std::string p = path + "/" + name;
-    std::ofstream(p) << text;
-    ::chmod(p.c_str(), mode);
-    return p;
-  }
+struct TempDir : unit::TempDir {
+  TempDir() : unit::TempDir("checks", 0755) {}
 };
 
 json policy_with(const json& checks, const json& required = json::array()) {

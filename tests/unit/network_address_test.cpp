@@ -29,6 +29,7 @@
 #include "server/util/clock.h"
 #include "server/util/fd.h"
 #include "server/util/fd_passing.h"
+#include "tests/unit/temp_dir.h"
 
 using network::Address;
 using nlohmann::json;
@@ -120,17 +121,8 @@ broker::JobRequest request(std::string network) {
   return r;
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/throwbox-network-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
+struct TempDir : unit::TempDir {
+  TempDir() : unit::TempDir("network") {}
 };
 
 // Sends `line` with `fd` attached (SCM_RIGHTS), as a runner hands over a listener.

@@ -14,6 +14,7 @@
 
 #include "server/policy/policy.h"
 #include "server/util/fs.h"
+#include "tests/unit/temp_dir.h"
 #include "tests/unit/paths.h"
 
 using nlohmann::json;
@@ -44,22 +45,8 @@ std::string error_of(const json& doc) {
   return r.error().message;
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/throwbox-policy-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::string p = path + "/" + name;
-    std::ofstream(p) << text;
-    return p;
-  }
+struct TempDir : unit::TempDir {
+  TempDir() : unit::TempDir("policy") {}
 };
 
 }  // namespace

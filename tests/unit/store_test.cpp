@@ -12,23 +12,14 @@
 #include <string>
 
 #include "server/store/store.h"
+#include "tests/unit/temp_dir.h"
 
 using namespace std::string_literals;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/throwbox-store-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    // Blobs are 0444 in 0700 directories: removal needs only the directory bits.
-    std::filesystem::remove_all(path, ec);
-  }
+struct TempDir : unit::TempDir {
+  TempDir() : unit::TempDir("store") {}
 };
 
 bool is_hex32(const std::string& s) {

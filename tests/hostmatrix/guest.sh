@@ -198,7 +198,7 @@ case $host in
     # shellcheck source=tests/hostmatrix/vm/guest_users.sh
     source "$TB_VM_USERS"
     login=$(tb_user_login_scope "$user")
-    mode_user "user(login scope)" none 10 "doctor checks receipts" "memory_bomb user_counts check_tamper zz_leftovers" THROWBOX_TEST_CGROUP="$login"
+    mode_user "user(login scope)" none 10 "doctor receipts" "memory_bomb user_counts zz_leftovers" THROWBOX_TEST_CGROUP="$login"
     check_leftovers "user(login scope)"
     # A user without subordinate ids: its sandboxes share its uid, bounded by shares.
     mode_user "shared user" none 10 "" "user_counts" THROWBOX_TEST_USER=throwbox-test-shared THROWBOX_EXPECT_UID_MODE=shared
@@ -226,7 +226,7 @@ case $host in
       check_leftovers "root network"
     fi
     # systemd delegates no v1 controller to a normal user: rlimits only, said loudly.
-    mode_user "user" none 10 "doctor receipts" "memory_bomb user_counts zz_leftovers"
+    mode_user "user" none 10 "doctor" "memory_bomb user_counts zz_leftovers"
     check_leftovers user
     mode_user "shared user" none 10 "" "user_counts" THROWBOX_TEST_USER=throwbox-test-shared THROWBOX_EXPECT_UID_MODE=shared
     check_leftovers "shared user"

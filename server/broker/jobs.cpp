@@ -274,9 +274,16 @@ std::optional<RuntimeCache> Jobs::cache_for(const policy::Runtime& rt, bool wait
 
 void Jobs::start_pool() {
   if (auto s = parsers_->start(); !s) throw std::runtime_error(s.error().message);
-  // Each runtime's fingerprint once now, so no call pays for reading its interpreter.
-  for (auto& [name, rt] : policy_.runtimes)
-    if (rt.available) fingerprints_.of(rt);
+  // The pool runtimes' fingerprints (their interpreters read whole) on a
+  // thread of their own, so neither the start nor their first call waits;
+  // another runtime's first call takes its own.
+  std::vector<policy::Runtime> pooled;
+  for (const std::string& name : policy_.pool.runtimes)
+    if (const policy::Runtime* rt = policy_.find_runtime(name); rt && rt->available) pooled.push_back(*rt);
+  fingerprinter_ = std::jthread([this, pooled = std::move(pooled)](std::stop_token stop) {
+    for (const policy::Runtime& rt : pooled)
+      if (!stop.stop_requested()) fingerprints_.of(rt);
+  });
   fleet_.keep_spare();
   if (pool_ || !policy_.pool.enabled || policy_.pool.runtimes.empty()) return;
   pool_ = std::make_unique<Pool>(

@@ -149,6 +149,7 @@ class Jobs final : public Broker {
   std::deque<const policy::Runtime*> caches_queue_;
   bool caches_stopping_ = false;
   std::jthread cache_builder_;  // stopped before the pool, which may wait for it
+  std::jthread fingerprinter_;  // the pool runtimes' fingerprints, at start (start_pool)
   std::unique_ptr<Pool> pool_;  // null when the policy's pool is off; destroyed first
 };
 

@@ -20,7 +20,6 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kDpkgStatus = "/var/lib/dpkg/status";
-constexpr size_t kInterpreterMax = 512ull << 20;
 constexpr size_t kDpkgStatusMax = 256ull << 20;
 
 // What says a file changed: its identity, size and times; "absent" when it is not there.
@@ -39,7 +38,7 @@ std::string resolved(const std::string& path) {
 
 // sha256 of "<package>:<arch>=<version>\n" for each installed package, sorted;
 // "" when there is no dpkg database.
-std::string packages_sha256() {
+std::string read_packages_sha256() {
   auto text = util::read_file(kDpkgStatus, kDpkgStatusMax);
   if (!text) return "";
   std::set<std::string> lines;
@@ -82,6 +81,19 @@ std::string canonical_statement(const json& statement) {
   return statement.dump(-1, ' ', true, json::error_handler_t::replace);
 }
 
+std::string RuntimeFingerprints::packages_sha256() {
+  const std::string stamp = stamp_of(kDpkgStatus);
+  {
+    std::lock_guard lock(mu_);
+    if (stamp == packages_stamp_) return packages_sha256_;
+  }
+  std::string digest = read_packages_sha256();
+  std::lock_guard lock(mu_);
+  packages_stamp_ = stamp;
+  packages_sha256_ = digest;
+  return digest;
+}
+
 json RuntimeFingerprints::of(const policy::Runtime& rt) {
   const std::string command0 = rt.command.empty() ? std::string() : rt.command[0];
   // stat follows links: a link moved to another file is another stamp.
@@ -97,7 +109,7 @@ json RuntimeFingerprints::of(const policy::Runtime& rt) {
     // Outside the lock: reading the interpreter takes milliseconds.
     const std::string interpreter = resolved(command0);
     std::string interpreter_sha256;
-    if (auto bytes = util::read_file(interpreter, kInterpreterMax)) interpreter_sha256 = util::sha256_hex(*bytes);
+    if (auto digest = util::sha256_file_hex(interpreter)) interpreter_sha256 = *digest;
     json fp{{"command", rt.command},
             {"interpreter", interpreter},
             {"interpreter_sha256", interpreter_sha256},

@@ -39,7 +39,9 @@ std::string canonical_statement(const nlohmann::json& statement);
 // kernel resolves it) and that file's sha256, and a digest of the host's
 // installed packages and versions (the dpkg database); fingerprint is the
 // sha256 of the three. Kept per interpreter and recomputed when either
-// file changes (a stat per call). Any thread.
+// file changes (a stat per call); the first of() for an interpreter reads
+// it whole (node's is 99 MB: about a second), so the server takes its pool
+// runtimes' fingerprints on a thread of their own at start. Any thread.
 class RuntimeFingerprints {
  public:
   nlohmann::json of(const policy::Runtime& runtime);
@@ -50,8 +52,12 @@ class RuntimeFingerprints {
     std::vector<std::string> command;
     nlohmann::json fingerprint;  // what of() returns, less the runtime's name
   };
+  // The installed packages' digest, for the dpkg database as it was when read.
+  std::string packages_sha256();
+
   std::mutex mu_;
-  std::map<std::string, Entry> by_command0_;  // guarded by mu_
+  std::map<std::string, Entry> by_command0_;      // guarded by mu_
+  std::string packages_stamp_, packages_sha256_;  // guarded by mu_
 };
 
 // The facts of one job a statement is made of.

@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -323,6 +325,8 @@ const Key<NetworkProfile> kProfileKeys[] = {
     integer("max_connections", &NetworkProfile::max_connections, 1, kNetworkConnectionsCeiling),
     integer("max_bytes", &NetworkProfile::max_bytes, 1, kBytesCeiling),
     other<NetworkProfile>("description", Kind::kString),
+    other<NetworkProfile>("credentials", Kind::kAny),
+    other<NetworkProfile>("rules", Kind::kAny),
 };
 
 const Key<Workspaces> kWorkspacesKeys[] = {
@@ -645,6 +649,116 @@ bool parse_pool(Reader& r, const json& a, const std::map<std::string, Runtime>& 
   return true;
 }
 
+// A field name (RFC 9110 5.1: a token), not one the proxy owns.
+bool settable_header(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (unsigned char c : name)
+    if (!(std::isalnum(c) || std::strchr("!#$%&'*+-.^_`|~", c))) return false;
+  std::string lower = name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* owned : {"host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer",
+                            "keep-alive", "proxy-authorization", "proxy-connection", "expect"})
+    if (lower == owned) return false;
+  return true;
+}
+
+// profile.credentials[i] and profile.rules[i]: each host allowed by the profile.
+bool parse_interception(Reader& r, const std::string& key, const json& v, NetworkProfile& p) {
+  std::vector<network::AllowRule> allow;
+  for (auto& e : p.allow) allow.push_back(*network::parse_allow(e));
+  auto host_of = [&](const json& e, const std::string& at, uint16_t port, std::string& out) {
+    if (!e.contains("host") || !e["host"].is_string()) return r.fail(at + ".host", "is required: a DNS name");
+    out = e["host"].get<std::string>();
+    auto a = network::parse_authority(out + ":" + std::to_string(port), std::nullopt);
+    if (!a || a->literal || a->host != out)
+      return r.fail(at + ".host", "\"" + out + "\" must be a DNS name in lower case without a trailing dot");
+    if (!network::allows(allow, *a))
+      return r.fail(at + ".host", "\"" + out + ":" + std::to_string(port) + "\" is not in " + key + ".allow");
+    return true;
+  };
+  if (v.contains("credentials")) {
+    const std::string at = key + ".credentials";
+    if (!v["credentials"].is_array())
+      return r.fail(at, "must be a list of {host, port, header, value_file, value_prefix}");
+    for (size_t i = 0; i < v["credentials"].size(); ++i) {
+      const json& e = v["credentials"][i];
+      const std::string k = at + "[" + std::to_string(i) + "]";
+      if (!e.is_object()) return r.fail(k, "must be an object");
+      for (auto& [name, unused] : e.items())
+        if (name != "host" && name != "port" && name != "header" && name != "value_file" && name != "value_prefix")
+          return r.fail(k + "." + name, "unknown key");
+      network::Credential c;
+      if (e.contains("port")) {
+        if (!e["port"].is_number_integer() || e["port"].get<int64_t>() < 1 || e["port"].get<int64_t>() > 65535)
+          return r.fail(k + ".port", "must be a port, 1-65535");
+        c.port = static_cast<uint16_t>(e["port"].get<int64_t>());
+      }
+      if (!host_of(e, k, c.port, c.host)) return false;
+      if (!e.contains("header") || !e["header"].is_string() || !settable_header(e["header"].get<std::string>()))
+        return r.fail(k + ".header",
+                      "must be a header field name the proxy may set (not Host, Content-Length, "
+                      "Transfer-Encoding, Connection or another it owns)");
+      c.header = e["header"].get<std::string>();
+      if (e.contains("value_prefix")) {
+        if (!e["value_prefix"].is_string()) return r.fail(k + ".value_prefix", "must be a string");
+        c.value_prefix = e["value_prefix"].get<std::string>();
+        for (unsigned char ch : c.value_prefix)
+          if (ch < 0x20 || ch == 0x7f) return r.fail(k + ".value_prefix", "must hold no control character");
+      }
+      if (!e.contains("value_file") || !e["value_file"].is_string())
+        return r.fail(k + ".value_file", "is required: the file that holds the secret");
+      c.value_file = e["value_file"].get<std::string>();
+      auto secret = read_secret_file(c.value_file);
+      if (!secret) return r.fail(k + ".value_file", secret.error().message);
+      c.value = c.value_prefix + *secret;
+      for (auto& other : p.credentials)
+        if (other.host == c.host && other.port == c.port)
+          return r.fail(k, "a second credential for " + c.host + ":" + std::to_string(c.port));
+      p.credentials.push_back(std::move(c));
+    }
+  }
+  if (v.contains("rules")) {
+    const std::string at = key + ".rules";
+    if (!v["rules"].is_array()) return r.fail(at, "must be a list of {host, methods, paths}");
+    for (size_t i = 0; i < v["rules"].size(); ++i) {
+      const json& e = v["rules"][i];
+      const std::string k = at + "[" + std::to_string(i) + "]";
+      if (!e.is_object()) return r.fail(k, "must be an object");
+      for (auto& [name, unused] : e.items())
+        if (name != "host" && name != "methods" && name != "paths") return r.fail(k + "." + name, "unknown key");
+      network::RequestRule rule;
+      // A rule's host on any port the profile allows it.
+      if (!e.contains("host") || !e["host"].is_string()) return r.fail(k + ".host", "is required: a DNS name");
+      rule.host = e["host"].get<std::string>();
+      bool allowed = false;
+      for (auto& a : allow) {
+        auto auth = network::parse_authority(rule.host + ":" + std::to_string(a.port), std::nullopt);
+        if (auth && !auth->literal && auth->host == rule.host && network::allows(allow, *auth)) allowed = true;
+      }
+      if (!allowed) return r.fail(k + ".host", "\"" + rule.host + "\" is not a host " + key + ".allow lists");
+      for (auto& other : p.rules)
+        if (other.host == rule.host) return r.fail(k, "a second rule for " + rule.host);
+      if (!e.contains("methods") || !r.string_list(e["methods"], k + ".methods", rule.methods, false)) {
+        if (r.error.empty()) r.fail(k + ".methods", "is required: a list of methods (\"GET\", \"POST\")");
+        return false;
+      }
+      for (auto& m : rule.methods)
+        if (m.empty() || m.size() > 16 || m.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos)
+          return r.fail(k + ".methods", "\"" + m + "\" is not a method in upper case");
+      if (!e.contains("paths") || !r.string_list(e["paths"], k + ".paths", rule.paths, false)) {
+        if (r.error.empty()) r.fail(k + ".paths", "is required: a list of path prefixes (\"/v1/reports/\")");
+        return false;
+      }
+      if (rule.paths.empty()) return r.fail(k + ".paths", "must list at least one prefix");
+      for (auto& path : rule.paths)
+        if (auto ok = network::check_prefix(path); !ok)
+          return r.fail(k + ".paths", "\"" + path + "\": " + ok.error().message);
+      p.rules.push_back(std::move(rule));
+    }
+  }
+  return true;
+}
+
 bool parse_network(Reader& r, const json& n, Network& out) {
   if (!r.only_keys<Network>(n, "network", kNetworkKeys)) return false;
   if (n.contains("hosts")) {
@@ -686,6 +800,7 @@ bool parse_network(Reader& r, const json& n, Network& out) {
       for (auto& entry : p.allow)
         if (auto rule = network::parse_allow(entry); !rule)
           return r.fail(key + ".allow", "\"" + entry + "\": " + rule.error().message);
+      if (!parse_interception(r, key, v, p)) return false;
       if (!r.values<NetworkProfile>(v, key, kProfileKeys, p)) return false;
       out.profiles[name] = std::move(p);
     }
@@ -826,6 +941,37 @@ const Check* Policy::find_check(const std::string& name) const {
   return it == checks.end() ? nullptr : &it->second;
 }
 
+util::Result<std::string> read_secret_file(const std::string& path) {
+  auto bad = [&](const std::string& why) { return make_error(util::ErrorCode::kPolicy, path + ": " + why); };
+  if (!is_canonical_absolute(path)) return bad("must be a canonical absolute path");
+  const uid_t me = ::geteuid();
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) return bad(errno == ENOENT ? "is missing" : util::call_error("open", path, errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return bad(util::call_error("fstat", path, errno));
+  if (!S_ISREG(st.st_mode)) return bad("is not a regular file (a link is not followed)");
+  if (st.st_uid != 0 && st.st_uid != me)
+    return bad("belongs to uid " + std::to_string(st.st_uid) + "; only root or the server's user may own a secret");
+  if (st.st_mode & (S_IRWXO | S_IWGRP))
+    return bad("may be read or changed by others (mode " + std::to_string((st.st_mode >> 6) & 7) +
+               std::to_string((st.st_mode >> 3) & 7) + std::to_string(st.st_mode & 7) + "): chmod o-rwx,g-w");
+  if (st.st_size > static_cast<off_t>(kSecretMaxBytes)) return bad("is over 8 KiB");
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return bad(n < 0 ? util::call_error("read", path, errno) : "changed while read");
+    got += static_cast<size_t>(n);
+  }
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  if (text.empty()) return bad("is empty");
+  for (unsigned char c : text)
+    if (c < 0x20 || c == 0x7f) return bad("holds a control character or a second line (one line, the value)");
+  return text;
+}
+
 util::Result<std::string> read_check_program(const std::string& path, uint64_t max_bytes) {
   auto bad = [&](const std::string& why) { return make_error(util::ErrorCode::kPolicy, path + ": " + why); };
   if (!is_canonical_absolute(path)) return bad("must be a canonical absolute path");
@@ -932,11 +1078,19 @@ util::Result<Policy> load_file(const std::string& path) {
 namespace {
 json network_json(const Network& n) {
   json profiles = json::object();
-  for (auto& [name, p] : n.profiles)
-    profiles[name] = {{"description", p.description},
-                      {"allow", p.allow},
-                      {"max_connections", p.max_connections},
-                      {"max_bytes", p.max_bytes}};
+  for (auto& [name, p] : n.profiles) {
+    json credentials = json::array(), rules = json::array();
+    for (auto& c : p.credentials)  // never the value
+      credentials.push_back({{"host", c.host},
+                             {"port", c.port},
+                             {"header", c.header},
+                             {"value_file", c.value_file},
+                             {"value_prefix", c.value_prefix}});
+    for (auto& rule : p.rules) rules.push_back({{"host", rule.host}, {"methods", rule.methods}, {"paths", rule.paths}});
+    profiles[name] = {
+        {"description", p.description},         {"credentials", credentials}, {"rules", rules}, {"allow", p.allow},
+        {"max_connections", p.max_connections}, {"max_bytes", p.max_bytes}};
+  }
   return {{"profiles", profiles}, {"hosts", n.hosts}, {"allow_private", n.allow_private}};
 }
 }  // namespace

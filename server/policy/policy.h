@@ -197,6 +197,13 @@ util::Result<Policy> load_file(const std::string& path);
 // default_path_candidates() (/etc/throwbox/policy.json first), else the first.
 std::string default_path();
 std::vector<std::string> default_path_candidates();
+// The most a secret file (a credential's value_file) may hold.
+constexpr size_t kSecretMaxBytes = 8 * 1024;
+// A credential's secret as it is now, or why it cannot be used: a regular
+// file (not a link) owned by root or the server's user, which no one else may
+// read and only its owner may change, of one line (a trailing newline is not
+// part of the value) and at most kSecretMaxBytes.
+util::Result<std::string> read_secret_file(const std::string& path);
 // A check's program file (Check::code_file) as it is now, read whole, or why
 // it cannot be trusted: a regular file, not a link, of at most max_bytes,
 // owned by root or this process's user and writable by no one else, in

@@ -1,22 +1,15 @@
 // Ed25519 with OpenSSL 3's EVP interface.
 #include "server/util/signing.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <openssl/bio.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
 
-#include <cerrno>
-#include <cstring>
 #include <stdexcept>
 
 #include "server/util/crypto.h"
-#include "server/util/fd.h"
-#include "server/util/random.h"
+#include "server/util/fs.h"
 
 namespace util {
 namespace {
@@ -42,35 +35,6 @@ Error key_error(const std::string& path, const std::string& what) {
   return make_error(ErrorCode::kInvalidArgument, "receipt key " + path + ": " + what);
 }
 
-// The key file's text, after checking who may read it.
-Result<std::string> read_key_file(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid())
-    return make_error(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kInternal,
-                      "receipt key " + path + ": " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return key_error(path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return key_error(path, "not a regular file");
-  if (st.st_uid != ::geteuid())
-    return key_error(path, "owned by uid " + std::to_string(st.st_uid) + ", not this server's user (uid " +
-                               std::to_string(::geteuid()) + ")");
-  if (st.st_mode & 077) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return key_error(path, std::string("others may read or write it (mode ") + mode + "): chmod 600 it");
-  }
-  if (st.st_size <= 0 || static_cast<size_t>(st.st_size) > kKeyFileMax) return key_error(path, "not a key file");
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return key_error(path, n < 0 ? std::strerror(errno) : "short read");
-    got += static_cast<size_t>(n);
-  }
-  return text;
-}
-
 Result<std::shared_ptr<evp_pkey_st>> parse_private(const std::string& path, const std::string& pem) {
   BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
   if (!bio) throw std::runtime_error("BIO_new_mem_buf failed");
@@ -94,29 +58,7 @@ Status create_key_file(const std::string& path) {
   }
   std::string pem = bio_text(bio);
   BIO_free(bio);
-  const std::string tmp = path + ".new-" + random_id();
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid()) return make_error(ErrorCode::kInternal, "receipt key " + tmp + ": " + std::strerror(errno));
-  size_t put = 0;
-  while (put < pem.size()) {
-    ssize_t n = ::write(fd.get(), pem.data() + put, pem.size() - put);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::unlink(tmp.c_str());
-      return make_error(ErrorCode::kInternal, "receipt key " + tmp + ": " + std::strerror(errno));
-    }
-    put += static_cast<size_t>(n);
-  }
-  if (::fsync(fd.get()) != 0) {
-    ::unlink(tmp.c_str());
-    return make_error(ErrorCode::kInternal, "receipt key " + tmp + ": fsync: " + std::strerror(errno));
-  }
-  const int linked = ::link(tmp.c_str(), path.c_str());
-  const int link_errno = errno;
-  ::unlink(tmp.c_str());
-  if (linked != 0 && link_errno != EEXIST)
-    return make_error(ErrorCode::kInternal, "receipt key " + path + ": " + std::strerror(link_errno));
-  return ok_status();
+  return create_private_file(path, pem);
 }
 
 }  // namespace
@@ -130,8 +72,11 @@ SigningKey::SigningKey(std::shared_ptr<evp_pkey_st> key) : key_(std::move(key)) 
 }
 
 Result<SigningKey> SigningKey::load(const std::string& path) {
-  auto text = read_key_file(path);
-  if (!text) return text.error();
+  auto text = read_private_file(path, kKeyFileMax);
+  if (!text) {
+    if (text.error().code == ErrorCode::kNotFound) return text.error();
+    return make_error(ErrorCode::kInvalidArgument, "receipt key " + text.error().message);
+  }
   auto key = parse_private(path, *text);
   if (!key) return key.error();
   return SigningKey(std::move(*key));

@@ -31,6 +31,9 @@ enum class Kind : uint32_t {
   kUploadType = 2,       // meta: {name, allowed}; bytes: the upload -> {media_type}
   kRequestHead = 3,      // bytes: a proxy request head -> network::Head as JSON
   kProbe = 4,            // -> {open, socket, kill, fork, exec}: what each attempt got (errno names); for doctor
+  // meta: {authority, credential_header}; bytes: a request head inside an
+  // intercepted connection -> network::InnerRequest as JSON, bytes: the head sent on
+  kInnerRequest = 5,
   kAnswer = 100,
   kFailure = 101,  // meta: {error}: the helper could not answer
 };

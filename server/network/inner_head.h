@@ -8,7 +8,10 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "server/network/address.h"
+#include "server/util/result.h"
 
 namespace network {
 
@@ -31,5 +34,15 @@ struct InnerRequest {
 // connection was opened to; `credential_header` the header the server will
 // set ("" for none).
 InnerRequest parse_inner_request(std::string_view bytes, const Authority& dest, std::string_view credential_header);
+
+// The answer's document (the forward head travels beside it as raw bytes).
+nlohmann::json to_json(const InnerRequest& request);
+// The helper's answer, trusted no further than the server's own checks
+// allow: a refusal's status one of 400, 403, 411 and its reason one bounded
+// printable line; a request's method a token, its path in normal form, its
+// forward head exactly one origin-form HTTP/1.1 request for that path with
+// one Host naming dest, no Transfer-Encoding and no credential_header.
+util::Result<InnerRequest> inner_from_json(const nlohmann::json& j, std::string forward, const Authority& dest,
+                                           std::string_view credential_header);
 
 }  // namespace network

@@ -11,6 +11,7 @@
 
 #include "server/artifacts/inspect.h"
 #include "server/network/head.h"
+#include "server/network/inner_head.h"
 #include "server/util/text.h"
 
 namespace parser {
@@ -70,6 +71,15 @@ Message answer_for(const Message& request, const artifacts::types::Sniffer& snif
       network::Head head = network::parse_head(request.bytes);
       out.meta = network::to_json(head);
       out.bytes = std::move(head.forward);
+      return out;
+    }
+    case Kind::kInnerRequest: {
+      auto dest = network::parse_authority(request.meta.value("authority", ""), std::nullopt);
+      if (!dest) return failure("inner request: authority: " + dest.error().message);
+      network::InnerRequest inner =
+          network::parse_inner_request(request.bytes, *dest, request.meta.value("credential_header", ""));
+      out.meta = network::to_json(inner);
+      out.bytes = std::move(inner.forward);
       return out;
     }
     case Kind::kProbe:

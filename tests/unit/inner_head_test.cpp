@@ -75,3 +75,37 @@ TEST_CASE("another host, a chunked body, an upgrade or a bad target is refused, 
   CHECK_FALSE(garbage.ok);
   CHECK(garbage.status == 400);
 }
+
+TEST_CASE("the server takes the helper's answer only as it would have made it") {
+  auto r = parse("GET /v1/reports/q1?x=1 HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: forged\r\n\r\n");
+  REQUIRE(r.ok);
+  auto back = network::inner_from_json(network::to_json(r), r.forward, api(), "Authorization");
+  REQUIRE_MESSAGE(back, (back ? std::string() : back.error().message));
+  CHECK(back->path == "/v1/reports/q1");
+  CHECK(back->forward == r.forward);
+  auto refuse = [&](nlohmann::json meta, std::string forward, const char* why) {
+    auto got = network::inner_from_json(meta, std::move(forward), api(), "Authorization");
+    REQUIRE_FALSE(got);
+    CHECK_MESSAGE(got.error().message.find(why) != std::string::npos, got.error().message);
+  };
+  const std::string line = "GET /v1/reports/q1?x=1 HTTP/1.1\r\n";
+  refuse(network::to_json(r), line + "Host: api.example.com\r\nAuthorization: x\r\n\r\n", "credential header");
+  refuse(network::to_json(r), line + "host: admin.example.com\r\n\r\n", "Host");
+  refuse(network::to_json(r), line + "Host: api.example.com\r\nHost: api.example.com\r\n\r\n", "Host");
+  refuse(network::to_json(r), line + "Host: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n",
+         "Transfer-Encoding");
+  refuse(network::to_json(r), "GET /v1/admin HTTP/1.1\r\nHost: api.example.com\r\n\r\n", "request line");
+  refuse(network::to_json(r), line + "Host: api.example.com\r\n\r\nGET / HTTP/1.1\r\n\r\n", "end once");
+  nlohmann::json climbed = network::to_json(r);
+  climbed["path"] = "/v1/reports/../admin";
+  refuse(climbed, line + "Host: api.example.com\r\n\r\n", "normal form");
+  nlohmann::json method = network::to_json(r);
+  method["method"] = "GET /x";
+  refuse(method, line + "Host: api.example.com\r\n\r\n", "method");
+  // A refusal keeps its status and a printable reason.
+  auto no = network::inner_from_json({{"ok", false}, {"status", 411}, {"reason", "chunked\r\nX: y"}}, "", api(), "");
+  REQUIRE(no);
+  CHECK(no->status == 411);
+  CHECK(no->reason == "chunked??X: y");
+  CHECK_FALSE(network::inner_from_json({{"ok", false}, {"status", 200}}, "", api(), ""));
+}

@@ -22,6 +22,7 @@ bool known(uint32_t kind) {
     case Kind::kUploadType:
     case Kind::kRequestHead:
     case Kind::kProbe:
+    case Kind::kInnerRequest:
     case Kind::kAnswer:
     case Kind::kFailure:
       return true;

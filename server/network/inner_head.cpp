@@ -44,6 +44,9 @@ InnerRequest parse_inner_request(std::string_view bytes, const Authority& dest, 
   if (req.version() != 11 && req.version() != 10) return refused(400, "only HTTP/1.0 and HTTP/1.1 requests");
   if (req.method() == http::verb::connect) return refused(400, "CONNECT inside a connection to " + dest.host);
   const std::string method(req.method_string());
+  if (method.empty() || method.size() > 16 ||
+      method.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos)
+    return refused(400, "a method is 1-16 upper-case letters");
   auto target = normalise_target(std::string_view(req.target().data(), req.target().size()));
   if (!target) return refused(400, target.error().message);
   // One Host, naming the host the connection is to (SNI was checked against it too).
@@ -116,8 +119,8 @@ util::Result<InnerRequest> inner_from_json(const nlohmann::json& j, std::string 
   r.query = j["query"].get<std::string>();
   r.body_bytes = j["body_bytes"].get<uint64_t>();
   r.close = j["close"].get<bool>();
-  if (r.method.empty() || r.method.size() > 32 ||
-      r.method.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ-_") != std::string::npos)
+  if (r.method.empty() || r.method.size() > 16 ||
+      r.method.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos)
     return bad("method");
   // The path as the server's own normalisation has it.
   auto again = normalise_target(r.path + r.query);

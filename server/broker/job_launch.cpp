@@ -109,8 +109,8 @@ WarmStart start_warm(Pool& pool, RunnerFleet& fleet, const sandbox::LaunchSpec& 
   std::unique_ptr<WarmSandbox> warm = pool.claim(request.runtime);
   if (!warm) return out;
   // It gets this job's code, inputs and deadline, and is destroyed afterwards like a cold one.
-  sandbox::Claim claim{spec.job_id,   spec.code,    spec.inputs,       spec.timeout_ms,
-                       spec.progress, spec.network, spec.workspace_in, spec.workspace_out};
+  sandbox::Claim claim{spec.job_id,  spec.code,   spec.inputs,       spec.timeout_ms,   spec.progress,
+                       spec.network, spec.ca_env, spec.workspace_in, spec.workspace_out};
   if (auto s = record_start(); !s) {
     warm->runner->close_stdin();  // released unclaimed
     fleet.retire(FinishedRunner{std::move(warm->runner), warm->spec.scratch_dir, warm->spec.job_id});

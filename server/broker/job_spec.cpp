@@ -57,17 +57,25 @@ void move_to_sandbox(sandbox::LaunchSpec& spec, const std::string& sandbox_id) {
 
 namespace {
 
-// kPythonLoader with the runtime's preload and the proxy variables as a Python dict literal.
-std::string python_loader(const policy::Runtime& rt) {
+// Variables as a Python dict literal (their values need no quoting).
+template <size_t N>
+std::string python_dict(const char* const (&vars)[N]) {
   std::string env = "{";
-  for (const char* var : sandbox::kProxyEnv) {
+  for (const char* var : vars) {
     const std::string v(var);
     const size_t eq = v.find('=');
     env += "'" + v.substr(0, eq) + "': '" + v.substr(eq + 1) + "', ";
   }
-  env += "}";
+  return env + "}";
+}
+
+// kPythonLoader with the runtime's preload and the proxy and CA bundle variables.
+std::string python_loader(const policy::Runtime& rt) {
   std::string loader = kPythonLoader;
-  loader.replace(loader.find("__THROWBOX_PROXY_ENV__"), sizeof "__THROWBOX_PROXY_ENV__" - 1, env);
+  loader.replace(loader.find("__THROWBOX_PROXY_ENV__"), sizeof "__THROWBOX_PROXY_ENV__" - 1,
+                 python_dict(sandbox::kProxyEnv));
+  loader.replace(loader.find("__THROWBOX_CA_ENV__"), sizeof "__THROWBOX_CA_ENV__" - 1,
+                 python_dict(sandbox::kCaBundleEnv));
   loader.replace(loader.find("__THROWBOX_PRELOAD__"), sizeof "__THROWBOX_PRELOAD__" - 1, preload_statement(rt));
   return loader;
 }
@@ -189,6 +197,11 @@ util::Result<sandbox::LaunchSpec> build_job_spec(const policy::Policy& policy, c
   spec.argv.push_back(spec.code_path);
   spec.code = req.code;
   spec.network = !req.network.empty();
+  if (spec.network) {
+    auto profile = policy.network.profiles.find(req.network);
+    spec.ca_env = profile != policy.network.profiles.end() && profile->second.intercepts();
+    if (spec.ca_env) spec.ca_bundle_path = host.ca_bundle_path;
+  }
   // At least 1 ms: a timeout_s under half a millisecond rounded to 0, which the runner refuses.
   spec.timeout_ms = std::max<uint64_t>(
       1, static_cast<uint64_t>(std::llround(req.timeout_s.value_or(policy.limits.timeout_s_default) * 1000)));
@@ -223,6 +236,8 @@ sandbox::LaunchSpec build_warm_spec(const policy::Policy& policy, const SpecHost
     spec.warm = sandbox::Warm::exec;
   }
   spec.argv.push_back(spec.code_path);
+  // A claim may bring a network profile.
+  spec.ca_bundle_path = host.ca_bundle_path;
   // The job's own deadline comes with its claim; RLIMIT_CPU, the backstop,
   // is set for the longest a job may ask for.
   spec.timeout_ms = static_cast<uint64_t>(std::llround(lim.timeout_s_max * 1000));

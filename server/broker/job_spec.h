@@ -38,6 +38,7 @@ struct SpecHost {
   nlohmann::json cgroup_host;      // sandbox::cgroups::Host as JSON
   std::string seccomp_bpf_base64;  // the filter, compiled once
   UserShares shares;               // one sandbox's share (user_shares)
+  std::string ca_bundle_path;      // the egress CA bundle (network::EgressCa::write_bundle)
 };
 SpecHost spec_host(std::string state_dir, nlohmann::json cgroup_host, std::string seccomp_bpf_base64,
                    UserShares shares);

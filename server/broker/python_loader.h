@@ -12,7 +12,9 @@
 // bare interpreter's).
 // Go byte 'n': a job with a network profile; the loader's environment gains
 // the proxy variables first (build_warm_spec puts sandbox::kProxyEnv in place
-// of __THROWBOX_PROXY_ENV__), as a cold job's would have them from execve.
+// of __THROWBOX_PROXY_ENV__), as a cold job's would have them from execve;
+// 'c': its profile intercepts a host, and sandbox::kCaBundleEnv
+// (__THROWBOX_CA_ENV__) too.
 #pragma once
 
 namespace broker {
@@ -28,10 +30,12 @@ inline constexpr const char* kPythonLoader = R"py(def _throwbox_loader():
     os.close(4)
     go = os.read(3, 1)
     os.close(3)
-    if go not in (b'1', b'n'):
+    if go not in (b'1', b'n', b'c'):
         os._exit(125)
-    if go == b'n':
+    if go in (b'n', b'c'):
         os.environ.update(__THROWBOX_PROXY_ENV__)
+    if go == b'c':
+        os.environ.update(__THROWBOX_CA_ENV__)
     path = sys.argv[1]
     # The job's __main__ is a module made after the preload (and its freeze):
     # its globals and their cycles are the job's own, collected and torn down

@@ -13,9 +13,10 @@ constexpr char kMsgReady =
 constexpr char kMsgError = 'E';  // child -> parent: a setup step failed (text follows)
 constexpr char kMsgExit = 'X';   // child -> parent: program finished (ExitReport follows)
 // Warm pool (spec.warm): the sandbox is built and waits for a job.
-constexpr char kMsgWarm = 'W';          // child -> parent: built (and, for "preload", the loader started)
-constexpr char kMsgClaim = 'C';         // parent -> child: code and inputs are in place, run the job
-constexpr char kMsgClaimNetwork = 'N';  // the same, for a job with a network profile
+constexpr char kMsgWarm = 'W';            // child -> parent: built (and, for "preload", the loader started)
+constexpr char kMsgClaim = 'C';           // parent -> child: code and inputs are in place, run the job
+constexpr char kMsgClaimNetwork = 'N';    // the same, for a job with a network profile
+constexpr char kMsgClaimNetworkCa = 'M';  // the same, its profile intercepting a host (the CA bundle's variables)
 // A job with a network profile (spec.network, or kMsgClaimNetwork): the
 // proxy listener pid 1 made in the job's network namespace, as SCM_RIGHTS.
 constexpr char kMsgListener = 'L';  // child -> parent

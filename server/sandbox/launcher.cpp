@@ -433,6 +433,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
       spec.timeout_ms = claim->timeout_ms;
       spec.progress = claim->progress;
       spec.network = claim->network;
+      spec.ca_env = claim->network && claim->ca_env;
       spec.workspace_in = claim->workspace_in;
       spec.workspace_out = claim->workspace_out;
       const pid_t server = ::getppid();
@@ -444,7 +445,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
       } else if (!deliver::parent_alive(server)) {
         sv.setup_error = "the server exited while the job was being claimed";
       } else {
-        char go = spec.network ? kMsgClaimNetwork : kMsgClaim;
+        char go = spec.ca_env ? kMsgClaimNetworkCa : spec.network ? kMsgClaimNetwork : kMsgClaim;
         if (::send(ch.sock.get(), &go, 1, MSG_NOSIGNAL) != 1) sv.setup_error = util::call_error("send", "claim", errno);
       }
     }

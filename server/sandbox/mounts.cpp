@@ -122,6 +122,14 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
     p.readonly_binds.push_back({path, 0, {}, -1, path.substr(1), is_dir});
   }
 
+  // The egress CA bundle: a file of the state directory, bound read-only.
+  if (!spec.ca_bundle_path.empty()) {
+    bool is_dir = false;
+    if (auto st = check_source(spec.ca_bundle_path, O_NOFOLLOW, is_dir); !st) return st.error();
+    if (is_dir) return util::make_error(util::ErrorCode::kSandbox, spec.ca_bundle_path + ": not a regular file");
+    p.readonly_binds.push_back({spec.ca_bundle_path, O_NOFOLLOW, {}, -1, std::string(kCaBundlePath).substr(1), false});
+  }
+
   // A synthesized /etc: the sandbox user and localhost, nothing of the host's.
   p.files.push_back({etc + "/passwd",
                      "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"

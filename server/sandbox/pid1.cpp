@@ -34,7 +34,8 @@ namespace {
 constexpr int kProxyBacklog = 64;  // connections a job may have waiting for the proxy's accept
 
 struct State {
-  explicit State(const Context& c) : ctx(c), sock(c.report_sock), network(c.spec->network) {}
+  explicit State(const Context& c)
+      : ctx(c), sock(c.report_sock), network(c.spec->network), ca_env(c.spec->network && c.spec->ca_env) {}
   const Context& ctx;
   const int sock;  // the control socket to the runner
   Layers layers;   // what the steps (and the program child's) reported done
@@ -45,6 +46,7 @@ struct State {
   pid_t program = -1;
   int program_status = 0;
   bool network;  // the job has a network profile: proxy listener, proxy environment
+  bool ca_env;   // and it intercepts a host: the CA bundle's variables
 };
 
 // The program child runs on this stack, in pid 1's memory, pid 1 paused until
@@ -209,15 +211,19 @@ void pid1_watch_children(State& s) {
     fail_in_child(s.sock, "pipe2", "loader", errno);
 }
 
+char* const* envp_of(const State& s) {
+  if (!s.network) return s.ctx.envp.data();
+  return s.ca_env ? s.ctx.envp_network_ca.data() : s.ctx.envp_network.data();
+}
+
 // The program child (program.cpp) until its execve; EOF on the exec-error
 // pipe means execve succeeded (nsjail's handshake), a record names the failed step.
 void pid1_start_program(State& s) {
   int exec_err[2];
   if (::pipe2(exec_err, O_CLOEXEC) != 0) fail_in_child(s.sock, "pipe2", "exec-error", errno);
   trace::mark("pid 1: clone program");
-  program::Start start{
-      &s.ctx,      exec_err[0], exec_err[1], s.ruleset_fd, s.go[0],
-      s.loaded[1], s.go[1],     s.loaded[0], &s.layers,    s.network ? s.ctx.envp_network.data() : s.ctx.envp.data()};
+  program::Start start{&s.ctx,      exec_err[0], exec_err[1], s.ruleset_fd, s.go[0],
+                       s.loaded[1], s.go[1],     s.loaded[0], &s.layers,    envp_of(s)};
   s.program =
       ::clone(program::clone_entry, program_stack + sizeof program_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
   if (s.program < 0) fail_in_child(s.sock, "clone(CLONE_VM|CLONE_VFORK)", s.ctx.argv[0], errno);
@@ -289,9 +295,10 @@ void pid1_await_claim(State& s) {
         pid1_size_work(s, code_room_bytes);
       }
       if (r == 1 && cmd == kMsgWorkspace) fail_in_child(s.sock, "workspace claim", "code room", EINVAL);
-      if (r == 1 && (cmd == kMsgClaim || cmd == kMsgClaimNetwork)) {
+      if (r == 1 && (cmd == kMsgClaim || cmd == kMsgClaimNetwork || cmd == kMsgClaimNetworkCa)) {
         claimed = true;
-        s.network = cmd == kMsgClaimNetwork;
+        s.network = cmd == kMsgClaimNetwork || cmd == kMsgClaimNetworkCa;
+        s.ca_env = cmd == kMsgClaimNetworkCa;
       }
     }
     if (fds[2].revents) {
@@ -335,9 +342,10 @@ void pid1_open_proxy_listener(State& s) {
 }
 
 // Warm "preload": the loader, blocked reading its go pipe, runs the job's code
-// ('n': with the proxy environment, for a job with a network profile).
+// ('n': with the proxy environment, for a job with a network profile; 'c':
+// and the CA bundle's variables).
 void pid1_release_loader(State& s) {
-  char one = s.network ? 'n' : '1';
+  char one = s.ca_env ? 'c' : s.network ? 'n' : '1';
   if (::write(s.go[1], &one, 1) != 1) fail_in_child(s.sock, "write", "go", errno);
   ::close(s.go[1]);
 }

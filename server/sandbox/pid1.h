@@ -33,7 +33,8 @@ struct Context {
   int stderr_write;
   std::vector<char*> argv;  // null-terminated
   std::vector<char*> envp;
-  std::vector<char*> envp_network;  // envp and kProxyEnv: a job with a network profile
+  std::vector<char*> envp_network;     // envp and kProxyEnv: a job with a network profile
+  std::vector<char*> envp_network_ca;  // and kCaBundleEnv: its profile intercepts a host
   const seccomp::Program* seccomp;
   const rlimits::Table* rlimits;
   int last_cap;                  // highest capability number on this kernel

@@ -96,6 +96,7 @@ json to_json(const LaunchSpec& s) {
           {"code_path", s.code_path},
           {"inputs", inputs},
           {"readonly_paths", s.readonly_paths},
+          {"ca_bundle_path", s.ca_bundle_path},
           {"work_max_bytes", s.work_max_bytes},
           {"tmp_max_bytes", s.tmp_max_bytes},
           {"outputs_max_bytes", s.outputs_max_bytes},
@@ -128,6 +129,7 @@ json to_json(const LaunchSpec& s) {
           {"inputs_max_bytes", s.inputs_max_bytes},
           {"inputs_max_files", s.inputs_max_files},
           {"network", s.network},
+          {"ca_env", s.ca_env},
           {"workspace_in", s.workspace_in},
           {"workspace_out", s.workspace_out},
           {"workspace_max_bytes", s.workspace_max_bytes},
@@ -145,6 +147,7 @@ json to_json(const Claim& c) {
           {"timeout_ms", c.timeout_ms},
           {"progress", c.progress},
           {"network", c.network},
+          {"ca_env", c.ca_env},
           {"workspace_in", c.workspace_in},
           {"workspace_out", c.workspace_out}};
 }
@@ -159,6 +162,7 @@ util::Result<Claim> claim_from_json(const json& j) {
     c.timeout_ms = integer_field(j, "timeout_ms", 1, kTimeoutMsMax, "claim");
     c.progress = j.value("progress", false);
     c.network = j.value("network", false);
+    c.ca_env = c.network && j.value("ca_env", false);
     c.workspace_in = j.value("workspace_in", "");
     c.workspace_out = j.value("workspace_out", "");
     if (auto why = workspace_paths_problem(c.workspace_in, c.workspace_out))
@@ -189,6 +193,7 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     for (auto& in : j.at("inputs"))
       s.inputs.push_back({in.at("name").get<std::string>(), in.at("host_path").get<std::string>()});
     j.at("readonly_paths").get_to(s.readonly_paths);
+    j.at("ca_bundle_path").get_to(s.ca_bundle_path);
     constexpr const char* kWhat = "launch spec";
     s.work_max_bytes = integer_field(j, "work_max_bytes", 0, kCountMax, kWhat);
     s.tmp_max_bytes = integer_field(j, "tmp_max_bytes", 0, kCountMax, kWhat);
@@ -225,6 +230,7 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     s.seccomp_bpf_base64 = j.value("seccomp_bpf_base64", "");
     s.progress = j.value("progress", false);
     s.network = j.value("network", false);
+    s.ca_env = s.network && j.value("ca_env", false);
     auto warm = warm_from_string(j.value("warm", ""));
     if (!warm) return util::make_error(util::ErrorCode::kSpec, "warm must be \"\", \"exec\" or \"preload\"");
     s.warm = *warm;

@@ -38,6 +38,12 @@ struct LaunchSpec {
   std::string code_path;          // e.g. /work/main.py
   std::vector<InputBind> inputs;
   std::vector<std::string> readonly_paths;  // host paths bound read-only at the same place
+  // The egress CA bundle (system CAs and the server's CA), bound read-only
+  // at kCaBundlePath for a sandbox that may have a network profile; "" for none.
+  std::string ca_bundle_path;
+  // A job with a network profile that intercepts a host: kCaBundleEnv too
+  // (cold; a warm sandbox's claim brings it).
+  bool ca_env = false;
   uint64_t work_max_bytes = 0;
   uint64_t tmp_max_bytes = 0;
   uint64_t outputs_max_bytes = 0;
@@ -122,9 +128,25 @@ inline constexpr size_t kCacheFilesMax = 256;
 constexpr uint16_t kProxyPort = 3128;
 // The variables a job with a profile gets: clients that honour any of them
 // (curl, pip, python's urllib, requests, node's undici with a flag) use the proxy.
+// The CA bundle's variables name the bundle of the server's CA and the
+// system's: what the proxy shows for a host whose requests it reads
+// (network.profiles.<p>.credentials and rules) verifies; other hosts' own
+// certificates verify as before.
+inline constexpr const char* kCaBundlePath = "/etc/throwbox-ca.pem";
 inline constexpr const char* kProxyEnv[] = {"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128",
                                             "http_proxy=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128",
                                             "ALL_PROXY=http://127.0.0.1:3128"};
+// And, for a job whose profile intercepts a host (ca_env), the bundle's
+// variables: only then, because they replace a client's own choice (requests
+// prefers REQUESTS_CA_BUNDLE to pip's --cert).
+inline constexpr const char* kCaBundleEnv[] = {
+    "SSL_CERT_FILE=/etc/throwbox-ca.pem", "REQUESTS_CA_BUNDLE=/etc/throwbox-ca.pem",
+    "CURL_CA_BUNDLE=/etc/throwbox-ca.pem", "NODE_EXTRA_CA_CERTS=/etc/throwbox-ca.pem", "PIP_CERT=/etc/throwbox-ca.pem"};
+// The variables of kProxyEnv, by name: a policy's sandbox.env may not set them.
+inline constexpr const char* kProxyEnvNames[] = {
+    "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",    "https_proxy",        "ALL_PROXY",      "all_proxy",
+    "NO_PROXY",   "no_proxy",    "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+    "PIP_CERT"};
 
 // The job half of a warm sandbox: what the broker sends once a job claims it.
 struct Claim {
@@ -134,6 +156,7 @@ struct Claim {
   uint64_t timeout_ms = 0;
   bool progress = false;
   bool network = false;      // as LaunchSpec::network
+  bool ca_env = false;       // as LaunchSpec::ca_env
   std::string workspace_in;  // as LaunchSpec's; needs the spec's workspace_max_bytes
   std::string workspace_out;
 };

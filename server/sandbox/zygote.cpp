@@ -114,11 +114,13 @@ std::vector<char*> to_cstrings(const std::vector<std::string>& v) {
   return out;
 }
 
-// The environment and kProxyEnv; the strings are static.
-std::vector<char*> with_proxy_env(const std::vector<std::string>& env) {
+// The environment and kProxyEnv (and kCaBundleEnv); the strings are static.
+std::vector<char*> with_proxy_env(const std::vector<std::string>& env, bool ca) {
   std::vector<char*> out = to_cstrings(env);
   out.pop_back();
   for (const char* var : kProxyEnv) out.push_back(const_cast<char*>(var));
+  if (ca)
+    for (const char* var : kCaBundleEnv) out.push_back(const_cast<char*>(var));
   out.push_back(nullptr);
   return out;
 }
@@ -373,7 +375,8 @@ void zygote_prepare_layers(Build& b) {
                         b.ch.err_write.get(),
                         to_cstrings(spec.argv),
                         to_cstrings(spec.env),
-                        with_proxy_env(spec.env),
+                        with_proxy_env(spec.env, false),
+                        with_proxy_env(spec.env, true),
                         &b.filter,
                         &b.limits,
                         capabilities::read_last_cap_in_parent(),

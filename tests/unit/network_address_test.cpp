@@ -440,14 +440,19 @@ TEST_CASE("the python loader of a warm sandbox carries the proxy variables and c
   const std::string& loader = spec.argv[2];
   CHECK(loader.find("def _throwbox_loader():") == 0);
   CHECK(loader.find("__THROWBOX_PROXY_ENV__") == std::string::npos);
+  CHECK(loader.find("__THROWBOX_CA_ENV__") == std::string::npos);
   CHECK(loader.find("os.environ.update({") != std::string::npos);
-  for (const char* var : sandbox::kProxyEnv) {
-    const std::string v(var);
-    const size_t eq = v.find('=');
-    REQUIRE(eq != std::string::npos);
-    const std::string item = "'" + v.substr(0, eq) + "': '" + v.substr(eq + 1) + "'";
-    CHECK_MESSAGE(loader.find(item) != std::string::npos, "missing ", item);
-  }
+  auto check_vars = [&](const auto& vars) {
+    for (const char* var : vars) {
+      const std::string v(var);
+      const size_t eq = v.find('=');
+      REQUIRE(eq != std::string::npos);
+      const std::string item = "'" + v.substr(0, eq) + "': '" + v.substr(eq + 1) + "'";
+      CHECK_MESSAGE(loader.find(item) != std::string::npos, "missing ", item);
+    }
+  };
+  check_vars(sandbox::kProxyEnv);
+  check_vars(sandbox::kCaBundleEnv);
 
   TempDir dir;
   const std::string file = dir.path + "/loader.py";

@@ -209,12 +209,19 @@ TEST_CASE("a launch spec's workspace: both paths absolute or neither; a warm spe
 }
 
 TEST_CASE("a claim's workspace: read back, both paths or neither, and only for a warm spec that takes one") {
-  sandbox::Claim c{"j1", "print(1)", {}, 2000, false, true, "/w/tree", "/w/next"};
+  sandbox::Claim c{"j1", "print(1)", {}, 2000, false, true, true, "/w/tree", "/w/next"};
   auto back = sandbox::claim_from_json(json::parse(sandbox::to_json(c).dump()));
   REQUIRE(back.ok());
   CHECK(back->workspace_in == "/w/tree");
   CHECK(back->workspace_out == "/w/next");
   CHECK(back->network);
+  CHECK(back->ca_env);
+  // The CA bundle's variables come only with a network profile.
+  json no_network = sandbox::to_json(c);
+  no_network["network"] = false;
+  auto no_net = sandbox::claim_from_json(no_network);
+  REQUIRE(no_net.ok());
+  CHECK_FALSE(no_net->ca_env);
   CHECK(error_with(sandbox::to_json(c), "workspace_out", "\"\"", sandbox::claim_from_json) ==
         "claim: workspace_in and workspace_out are both absolute paths, or both \"\"");
 

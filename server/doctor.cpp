@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <linux/seccomp.h>
 
 #include "server/broker/identities.h"
@@ -133,6 +134,25 @@ Line probe_parser(broker::Jobs& jobs) {
   return {"parser helper", true, "confined, in a child: " + tried, "", true};
 }
 
+// Each profile's credentials: present, or missing and why; never a value.
+// No line when no profile has one.
+std::optional<Line> probe_credentials(const policy::Policy& pol) {
+  std::string detail;
+  bool ok = true;
+  size_t count = 0;
+  for (auto& [name, profile] : pol.network.profiles)
+    for (auto& c : profile.credentials) {
+      ++count;
+      const bool present = c.value_problem.empty();
+      ok = ok && present;
+      detail += (detail.empty() ? "" : "; ") + name + ": " + c.host + ":" + std::to_string(c.port) + " " + c.header +
+                (present ? " present" : " MISSING (" + c.value_problem + ")");
+    }
+  if (count == 0) return std::nullopt;
+  return Line{"egress credentials", ok, detail,
+              ok ? "" : "make each value_file named a one-line file only the server's user may read", true};
+}
+
 }  // namespace
 
 int run(const policy::Policy& pol, const std::string& state_dir, const std::string& runner_exe) {
@@ -191,6 +211,7 @@ int run(const policy::Policy& pol, const std::string& state_dir, const std::stri
   }
   lines.push_back(job);
   lines.push_back(parser);
+  if (auto credentials = probe_credentials(pol)) lines.push_back(*credentials);
 
   bool healthy = true;
   std::vector<std::string> degraded;

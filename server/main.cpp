@@ -427,7 +427,8 @@ int serve(int argc, char** argv) {
 int doctor_command(int argc, char** argv) {
   Options opt = parse_flags("doctor", argc, argv);
   spdlog::set_level(spdlog::level::from_str(opt.log_level == "info" ? "warn" : opt.log_level));
-  auto pol = policy::load_file(opt.policy_path);
+  // A credential's unreadable secret is a line of its own, not the end.
+  auto pol = policy::load_file(opt.policy_path, policy::Secrets::kReported);
   if (!pol) throw std::runtime_error(pol.error().message);
   if (auto s = util::make_dirs(opt.state_dir, 0700); !s) throw std::runtime_error(s.error().message);
   return doctor::run(*pol, opt.state_dir, runner_exe());

@@ -97,12 +97,27 @@ Identities make_identities(const policy::Policy& policy) {
 
 // Started even without profiles, so a reload can add some. Where it cannot
 // start, a policy with profiles is refused; one without runs without it.
-std::unique_ptr<network::Proxy> start_proxy(const policy::Policy& policy, helper::Parsers& parsers) {
-  auto proxy = network::Proxy::start(policy.network, parsers);
+std::unique_ptr<network::Proxy> start_proxy(const policy::Policy& policy, helper::Parsers& parsers,
+                                            network::EgressCa& ca) {
+  auto proxy = network::Proxy::start(policy.network, parsers, &ca);
   if (proxy) return std::move(*proxy);
   if (!policy.network.profiles.empty()) throw std::runtime_error("egress proxy: " + proxy.error().message);
   spdlog::warn("egress proxy: {}; network profiles cannot be added by a reload", proxy.error().message);
   return nullptr;
+}
+
+// The CA is made at first start whatever the policy, so a reload may add
+// profiles that intercept; its bundle is rewritten at every start (the
+// system's CAs may have changed).
+std::unique_ptr<network::EgressCa> open_egress_ca(const std::string& state_dir, SpecHost& spec_host) {
+  auto ca = network::EgressCa::open(state_dir);
+  if (!ca) throw std::runtime_error(ca.error().message);
+  std::string warning;
+  auto bundle = (*ca)->write_bundle(state_dir, warning);
+  if (!bundle) throw std::runtime_error("egress CA bundle: " + bundle.error().message);
+  if (!warning.empty()) spdlog::warn("{}", warning);
+  spec_host.ca_bundle_path = *bundle;
+  return std::move(*ca);
 }
 
 ReceiptSigner open_receipts(const std::string& state_dir) {
@@ -136,7 +151,8 @@ Jobs::Jobs(policy::Live& live, store::Store& store, std::string runner_exe, nloh
       keys_([this](const std::string& tenant, const std::string& key) { return ledger_->find_by_key(tenant, key); }),
       fleet_(std::move(runner_exe), store.state_dir(), spec_host_.cgroup_host),
       parsers_(start_parsers(fleet_.runner_exe(), identities_, parser_lease_)),
-      proxy_(start_proxy(policy_, *parsers_)) {
+      egress_ca_(open_egress_ca(store.state_dir(), spec_host_)),
+      proxy_(start_proxy(policy_, *parsers_, *egress_ca_)) {
   // Cold jobs' scratch directories are made in it by their runners.
   if (auto s = util::make_dirs(store_.state_dir() + "/run", 0700); !s)
     throw std::runtime_error("scratch directory: " + s.error().message);

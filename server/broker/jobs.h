@@ -138,6 +138,8 @@ class Jobs final : public Broker {
   // The parser helper: every byte a job or an upload made is parsed there.
   IdentityLease parser_lease_;  // its uid, as root
   std::unique_ptr<helper::Parsers> parsers_;
+  // The proxy's CA for hosts whose requests it reads (<state>/egress-ca*.pem).
+  std::unique_ptr<network::EgressCa> egress_ca_;
   // The egress proxy (its request heads parsed by parsers_): null only when
   // it could not start and the policy has no network profiles.
   std::unique_ptr<network::Proxy> proxy_;

@@ -10,6 +10,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "server/util/fs.h"
@@ -18,6 +19,7 @@ namespace network {
 namespace {
 
 constexpr size_t kPemMax = 64 * 1024;
+constexpr size_t kSystemBundleMax = 16 << 20;
 constexpr long kCaDays = 3650;
 constexpr long kLeafDays = 7;
 
@@ -183,6 +185,23 @@ util::Result<EgressCa::Leaf> EgressCa::leaf_for(const std::string& host) {
   ++made_;
   leaves_[host] = Cached{*leaf, now + std::chrono::hours(24 * (kLeafDays - 1))};
   return *leaf;
+}
+
+util::Result<std::string> EgressCa::write_bundle(const std::string& state_dir, std::string& warning) const {
+  const char* env = std::getenv(X509_get_default_cert_file_env());
+  const std::string system = env != nullptr && *env != '\0' ? env : X509_get_default_cert_file();
+  std::string bundle;
+  if (auto text = util::read_file(system, kSystemBundleMax)) {
+    bundle = std::move(*text);
+    if (!bundle.empty() && bundle.back() != '\n') bundle += '\n';
+  } else {
+    warning = "egress CA bundle: the system's CAs (" + system + ") cannot be read: " + text.error().message +
+              "; jobs trust only the server's CA";
+  }
+  bundle += ca_pem_;
+  const std::string path = state_dir + "/" + kBundleFile;
+  if (auto s = util::write_file_atomic(path, bundle, 0644); !s) return s.error();
+  return path;
 }
 
 uint64_t EgressCa::leaves_made() const {

@@ -24,6 +24,10 @@ class EgressCa {
  public:
   static constexpr const char* kCertFile = "egress-ca.pem";
   static constexpr const char* kKeyFile = "egress-ca-key.pem";
+  static constexpr const char* kBundleFile = "egress-ca-bundle.pem";
+  // Where a sandbox sees the bundle (bound read-only), and the variables
+  // that name it to clients.
+  static constexpr const char* kBundleInSandbox = "/etc/throwbox-ca.pem";
 
   // The CA in state_dir, made when there is none (a certificate without its
   // key, or a key others may read, is an error naming the file).
@@ -31,6 +35,12 @@ class EgressCa {
 
   // The CA certificate, PEM.
   const std::string& ca_pem() const { return ca_pem_; }
+
+  // Writes <state_dir>/egress-ca-bundle.pem (0644): the system's CAs (the
+  // file OpenSSL's default paths name, or SSL_CERT_FILE) and this CA. Its
+  // path; a system file that cannot be read leaves this CA alone in it and
+  // says so in `warning`.
+  util::Result<std::string> write_bundle(const std::string& state_dir, std::string& warning) const;
 
   struct Leaf {
     std::shared_ptr<x509_st> cert;

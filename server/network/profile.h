@@ -20,8 +20,9 @@ struct Credential {
   uint16_t port = 443;
   std::string header;  // a field name
   std::string value_file;
-  std::string value_prefix;  // put before the file's text ("Bearer ")
-  std::string value;         // value_prefix and the file's text: the server's only, never in effective_json
+  std::string value_prefix;   // put before the file's text ("Bearer ")
+  std::string value;          // value_prefix and the file's text: the server's only, never in effective_json
+  std::string value_problem;  // why value_file could not be read (doctor's load only; else it is an error)
 };
 
 struct Profile {
@@ -34,6 +35,7 @@ struct Profile {
   // job's TLS with a certificate of its own CA and checks each request.
   std::vector<Credential> credentials;
   std::vector<RequestRule> rules;
+  bool intercepts() const { return !credentials.empty() || !rules.empty(); }
 };
 
 struct Settings {

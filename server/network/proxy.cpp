@@ -23,6 +23,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/helper/wire.h"
+#include "server/network/intercept.h"
 #include "server/sandbox/job_end.h"
 
 namespace network {
@@ -45,6 +46,10 @@ constexpr size_t kReasonPhraseMax = 300;  // of a reason, in the status line
 // it the child is killed, and the job's later requests are refused.
 constexpr auto kHeadParseTimeout = std::chrono::seconds(2);
 constexpr const char* kJobEnded = "the job ended";
+// Intercepted requests listed in a job's record, per connection and in all;
+// beyond them they are counted (requests_not_listed).
+constexpr size_t kListedRequestsPerConnectionMax = 64;
+constexpr uint64_t kListedRequestsMax = 1024;
 
 struct Rules {
   std::map<std::string, Address> hosts;
@@ -66,6 +71,18 @@ std::string reason_phrase(const std::string& reason) {
 
 class Tunnel;
 
+// Whether the profile reads requests to host: a credential or a rule names it.
+bool intercepts(const Profile& p, const std::string& host) {
+  return std::any_of(p.credentials.begin(), p.credentials.end(), [&](const Credential& c) { return c.host == host; }) ||
+         std::any_of(p.rules.begin(), p.rules.end(), [&](const RequestRule& r) { return r.host == host; });
+}
+
+const Credential* credential_for(const Profile& p, const std::string& host, uint16_t port) {
+  for (const Credential& c : p.credentials)
+    if (c.host == host && c.port == port) return &c;
+  return nullptr;
+}
+
 // Lookups of one job in flight at once; its further ones wait for a slot
 // (within their own connect timeout), so no job holds more of the resolver.
 constexpr size_t kLookupsPerJobMax = 4;
@@ -74,10 +91,11 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
  public:
   // rules: what the job started under, kept to its end whatever a reload does.
   // parser: the job's own parser helper child, for its request heads.
-  SessionImpl(asio::io_context& io, Resolver& resolver, std::shared_ptr<const Rules> rules,
+  SessionImpl(asio::io_context& io, Resolver& resolver, TlsContexts* tls, std::shared_ptr<const Rules> rules,
               const Rules::Profile& profile, std::string job_id, int64_t deadline_ms, helper::Child parser)
       : io_(io),
         resolver_(resolver),
+        tls_(tls),
         held_rules_(std::move(rules)),
         rules_(*held_rules_),
         profile_(profile),
@@ -104,9 +122,17 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
   void job_ended(const std::shared_ptr<Tunnel>& notice);
   void queue_lookup(std::shared_ptr<Tunnel> t);
   void lookup_ended();
-  // A tunnel's request head to the parser child; its answer (checked) to
-  // Tunnel::on_parsed. One at a time, in arrival order.
-  void parse_head(std::shared_ptr<Tunnel> t, std::string bytes);
+  // A message to the parser child (a request head, or a request inside an
+  // intercepted connection); its answer's document and bytes to `done`, or
+  // the child's failure. One at a time, in arrival order.
+  using ParseDone = std::function<void(util::Result<std::pair<nlohmann::json, std::string>>)>;
+  void parse(helper::Message request, ParseDone done);
+  // Whether one more intercepted request may be listed in the job's record.
+  bool list_request() {
+    if (requests_listed_ >= kListedRequestsMax) return false;
+    ++requests_listed_;
+    return true;
+  }
   // How many of n bytes may still pass within the job's byte cap.
   uint64_t charge(uint64_t n) {
     const uint64_t take = std::min<uint64_t>(n, profile_.policy.max_bytes - bytes_);
@@ -125,6 +151,7 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
 
   asio::io_context& io_;
   Resolver& resolver_;
+  TlsContexts* const tls_;  // null: this server cannot intercept
   const std::shared_ptr<const Rules> held_rules_;
   const Rules& rules_;
   const Rules::Profile& profile_;
@@ -143,17 +170,18 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
   helper::Child parser_;
   asio::local::stream_protocol::socket parser_sock_;
   asio::steady_timer parser_timer_;
-  std::deque<std::pair<std::shared_ptr<Tunnel>, std::string>> heads_;
+  std::deque<std::pair<helper::Message, ParseDone>> heads_;
   bool parsing_ = false;
   std::string parser_failure_;  // once the child failed, every later head gets this
   std::string parse_out_, parse_header_, parse_meta_;
   Report report_;
   uint64_t accepted_ = 0;
   uint64_t bytes_ = 0;
+  uint64_t requests_listed_ = 0;
   bool finished_ = false;
 };
 
-class Tunnel : public std::enable_shared_from_this<Tunnel> {
+class Tunnel : public InterceptOwner, public std::enable_shared_from_this<Tunnel> {
  public:
   Tunnel(std::shared_ptr<SessionImpl> s, tcp::socket client)
       : s_(std::move(s)),
@@ -183,6 +211,43 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
       return false;
     return info.tcpi_state == TCP_ESTABLISHED || info.tcpi_state == TCP_FIN_WAIT1 || info.tcpi_state == TCP_FIN_WAIT2;
   }
+  // The intercepted connection's side (intercept.h).
+  bool ended() const override { return done_; }
+  uint64_t charge(uint64_t n) override { return s_->charge(n); }
+  void count(bool up, uint64_t n) override { (up ? rec().bytes_up : rec().bytes_down) += n; }
+  void parse_inner(std::string head, std::function<void(util::Result<InnerRequest>)> done) override {
+    helper::Message request;
+    request.kind = helper::Kind::kInnerRequest;
+    const Credential* credential = credential_for(profile(), dest_.host, dest_.port);
+    const std::string header = credential ? credential->header : "";
+    request.meta = {{"authority", dest_.text()}, {"credential_header", header}};
+    request.bytes = std::move(head);
+    s_->parse(std::move(request), [dest = dest_, header, done = std::move(done)](auto answer) {
+      if (!answer) return done(answer.error());
+      done(inner_from_json(answer->first, std::move(answer->second), dest, header));
+    });
+  }
+  void add_request(InterceptedRequest request) override {
+    if (slot_ != SIZE_MAX && rec().requests.size() < kListedRequestsPerConnectionMax && s_->list_request())
+      rec().requests.push_back(std::move(request));
+    else
+      ++rec().requests_not_listed;
+  }
+  void set_last_status(int status, const std::string& failure) override {
+    if (rec().requests.empty() || rec().requests.back().status != 0) return;
+    rec().requests.back().status = status;
+    if (!failure.empty()) {
+      rec().requests.back().verdict = "failed";
+      rec().requests.back().reason = failure;
+    }
+  }
+  void end_connection(const char* verdict, const std::string& reason) override { end(verdict, reason); }
+  void answer_failed(const std::string& reason) override { failed(reason); }
+  std::string byte_cap_reason() const override {
+    return "byte cap reached: profile " + profile().name + " allows " + std::to_string(profile().max_bytes) +
+           " bytes per job";
+  }
+
   // pid 1's notice is answered once every held tunnel is cut; then closed.
   void acknowledge_end() {
     done_ = true;
@@ -259,7 +324,13 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
     if (ec) return malformed("malformed request: " + ec.message());
     head_bytes_ = n;
     if (is_job_end_notice()) return s_->job_ended(shared_from_this());
-    s_->parse_head(shared_from_this(), head_buf_.substr(0, n));
+    helper::Message request;
+    request.kind = helper::Kind::kRequestHead;
+    request.bytes = head_buf_.substr(0, n);
+    s_->parse(std::move(request), [self = shared_from_this()](auto answer) {
+      if (!answer) return self->on_parsed(answer.error());
+      self->on_parsed(head_from_json(answer->first, std::move(answer->second)));
+    });
   }
 
  public:
@@ -297,6 +368,15 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
         return refuse("address literal " + dest_.text() + " is not allowed by profile " + p.name +
                       " (ask for a host name the profile lists)");
       return refuse(dest_.text() + " is not allowed by profile " + p.name);
+    }
+    // A host with a credential or rules: its requests are read, so over TLS only.
+    if (intercepts(p, dest_.host)) {
+      if (!connect_)
+        return refuse(dest_.host + " is reached over https only (profile " + p.name +
+                      " checks its requests); use an https:// URL");
+      if (s_->tls_ == nullptr) return failed("this server cannot read requests to " + dest_.host + " (no CA)");
+      intercepted_ = true;
+      rec().intercepted = true;
     }
     resolve();
   }
@@ -381,6 +461,19 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
   // helper rewrote it (origin form, Host the checked authority, proxy
   // headers dropped, one request only), checked by head_from_json.
   void on_connected() {
+    // Bytes are passed on as they come: a small write (a response's head)
+    // must not wait for the ACK of the one before (the peer's delayed ACK
+    // would hold it 40 ms).
+    error_code ignored;
+    client_.set_option(tcp::no_delay(true), ignored);
+    upstream_.set_option(tcp::no_delay(true), ignored);
+    if (intercepted_) {
+      // The job's TLS begins once the proxy has answered; nothing may come before.
+      if (!head_buf_.empty()) return malformed("bytes after the CONNECT head, before the proxy answered it");
+      relaying_ = true;
+      return intercept(shared_from_this(), client_, upstream_, dest_.host, dest_.port, *s_->tls_,
+                       credential_for(profile(), dest_.host, dest_.port), profile().rules);
+    }
     if (connect_) {
       out_ = "HTTP/1.1 200 Connection established\r\n\r\n";
       asio::async_write(client_, asio::buffer(out_), [self = shared_from_this()](error_code ec, size_t) {
@@ -406,11 +499,6 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
                         if (capped) return self->cut(self->byte_cap_reason());
                         next(*self);
                       });
-  }
-
-  std::string byte_cap_reason() const {
-    return "byte cap reached: profile " + profile().name + " allows " + std::to_string(profile().max_bytes) +
-           " bytes per job";
   }
 
   // What the client sent after the head (a TLS ClientHello, a body) goes first.
@@ -467,6 +555,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
   const uint64_t ordinal_;  // this connection's number in the job, counted at accept
   Connection scratch_;      // the record of a connection beyond the logged ones
   bool connect_ = false;
+  bool intercepted_ = false;
   bool head_read_ = false;
   bool lookup_started_ = false;
   bool resolved_ = false;
@@ -540,8 +629,8 @@ void SessionImpl::lookup_ended() {
   }
 }
 
-void SessionImpl::parse_head(std::shared_ptr<Tunnel> t, std::string bytes) {
-  heads_.emplace_back(std::move(t), std::move(bytes));
+void SessionImpl::parse(helper::Message request, ParseDone done) {
+  heads_.emplace_back(std::move(request), std::move(done));
   parse_next();
 }
 
@@ -553,7 +642,7 @@ void SessionImpl::parser_failed(const std::string& why) {
   parser_timer_.cancel();
   parsing_ = false;
   auto waiting = std::move(heads_);
-  for (auto& [t, _] : waiting) t->on_parsed(util::make_error(util::ErrorCode::kInvalidArgument, parser_failure_));
+  for (auto& [_, done] : waiting) done(util::make_error(util::ErrorCode::kInvalidArgument, parser_failure_));
 }
 
 void SessionImpl::parse_next() {
@@ -561,14 +650,11 @@ void SessionImpl::parse_next() {
   if (!parser_failure_.empty() || !parser_sock_.is_open()) {
     if (parser_failure_.empty()) parser_failure_ = "this job has no request parser";
     auto waiting = std::move(heads_);
-    for (auto& [t, _] : waiting) t->on_parsed(util::make_error(util::ErrorCode::kInvalidArgument, parser_failure_));
+    for (auto& [_, done] : waiting) done(util::make_error(util::ErrorCode::kInvalidArgument, parser_failure_));
     return;
   }
   parsing_ = true;
-  helper::Message request;
-  request.kind = helper::Kind::kRequestHead;
-  request.bytes = std::move(heads_.front().second);
-  parse_out_ = helper::encode(request);
+  parse_out_ = helper::encode(heads_.front().first);
   parser_timer_.expires_after(kHeadParseTimeout);
   parser_timer_.async_wait([self = shared_from_this()](error_code ec) {
     if (!ec && self->parsing_) self->parser_failed("no answer within 2 s");
@@ -590,15 +676,15 @@ void SessionImpl::parse_next() {
         if (ec3) return self->parser_failed(ec3.message());
         self->parser_timer_.cancel();
         self->parsing_ = false;
-        std::shared_ptr<Tunnel> t = std::move(self->heads_.front().first);
+        ParseDone done = std::move(self->heads_.front().second);
         self->heads_.pop_front();
-        const nlohmann::json meta =
+        nlohmann::json meta =
             nlohmann::json::parse(std::string_view(self->parse_meta_).substr(0, h.meta_bytes), nullptr, false);
         if (h.kind != helper::Kind::kAnswer || !meta.is_object()) {
           self->parser_failed("an answer that is not one");
-          return t->on_parsed(util::make_error(util::ErrorCode::kInvalidArgument, self->parser_failure_));
+          return done(util::make_error(util::ErrorCode::kInvalidArgument, self->parser_failure_));
         }
-        t->on_parsed(head_from_json(meta, self->parse_meta_.substr(h.meta_bytes)));
+        done(std::make_pair(std::move(meta), self->parse_meta_.substr(h.meta_bytes)));
         self->parse_next();
       });
     });
@@ -659,14 +745,28 @@ Report SessionImpl::finish() {
 
 nlohmann::json to_json(const Report& report) {
   nlohmann::json list = nlohmann::json::array();
-  for (auto& c : report.connections)
-    list.push_back({{"host", c.host},
-                    {"port", c.port},
-                    {"address", c.address},
-                    {"bytes_up", c.bytes_up},
-                    {"bytes_down", c.bytes_down},
-                    {"verdict", c.verdict},
-                    {"reason", c.reason}});
+  for (auto& c : report.connections) {
+    nlohmann::json entry = {{"host", c.host},
+                            {"port", c.port},
+                            {"address", c.address},
+                            {"bytes_up", c.bytes_up},
+                            {"bytes_down", c.bytes_down},
+                            {"verdict", c.verdict},
+                            {"reason", c.reason},
+                            {"intercepted", c.intercepted}};
+    if (c.intercepted) {
+      nlohmann::json requests = nlohmann::json::array();
+      for (auto& r : c.requests)
+        requests.push_back({{"method", r.method},
+                            {"path", r.path},
+                            {"status", r.status},
+                            {"verdict", r.verdict},
+                            {"reason", r.reason}});
+      entry["requests"] = std::move(requests);
+      entry["requests_not_listed"] = c.requests_not_listed;
+    }
+    list.push_back(std::move(entry));
+  }
   return {
       {"profile", report.profile}, {"connections", list}, {"connections_not_listed", report.connections_not_listed}};
 }
@@ -676,15 +776,28 @@ Report report_from_json(const nlohmann::json& j) {
   if (!j.is_object()) return r;
   r.profile = j.value("profile", "");
   r.connections_not_listed = j.value("connections_not_listed", uint64_t{0});
-  for (auto& c : j.value("connections", nlohmann::json::array()))
-    r.connections.push_back({c.value("host", ""), c.value("port", uint16_t{0}), c.value("address", ""),
-                             c.value("bytes_up", uint64_t{0}), c.value("bytes_down", uint64_t{0}),
-                             c.value("verdict", ""), c.value("reason", "")});
+  for (auto& c : j.value("connections", nlohmann::json::array())) {
+    Connection conn;
+    conn.host = c.value("host", "");
+    conn.port = c.value("port", uint16_t{0});
+    conn.address = c.value("address", "");
+    conn.bytes_up = c.value("bytes_up", uint64_t{0});
+    conn.bytes_down = c.value("bytes_down", uint64_t{0});
+    conn.verdict = c.value("verdict", "");
+    conn.reason = c.value("reason", "");
+    conn.intercepted = c.value("intercepted", false);
+    conn.requests_not_listed = c.value("requests_not_listed", uint64_t{0});
+    for (auto& q : c.value("requests", nlohmann::json::array()))
+      conn.requests.push_back({q.value("method", ""), q.value("path", ""), q.value("status", 0), q.value("verdict", ""),
+                               q.value("reason", "")});
+    r.connections.push_back(std::move(conn));
+  }
   return r;
 }
 
-// The policy's network section, checked and parsed.
-util::Result<std::shared_ptr<const Rules>> compile_rules(const Settings& policy) {
+// The policy's network section, checked and parsed. can_intercept: the
+// proxy has a CA; without one a profile with credentials or rules is refused.
+util::Result<std::shared_ptr<const Rules>> compile_rules(const Settings& policy, bool can_intercept) {
   auto rules = std::make_shared<Rules>();
   for (auto& [name, address] : policy.hosts) {
     auto a = parse_address(address);
@@ -697,6 +810,9 @@ util::Result<std::shared_ptr<const Rules>> compile_rules(const Settings& policy)
     rules->allow_private.push_back(*cidr);
   }
   for (auto& [name, p] : policy.profiles) {
+    if (!can_intercept && (!p.credentials.empty() || !p.rules.empty()))
+      return util::make_error(util::ErrorCode::kPolicy,
+                              "network.profiles." + name + ": credentials and rules need the server's egress CA");
     Rules::Profile profile{p, {}};
     for (auto& entry : p.allow) {
       auto rule = parse_allow(entry);
@@ -718,13 +834,19 @@ struct Proxy::Impl {
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
   // After io: destroyed before it, its last answers queued on io and dropped with it.
   std::unique_ptr<Resolver> resolver;
+  std::unique_ptr<TlsContexts> tls;  // null without a CA; used on the io thread only
   std::thread thread;
 };
 
-util::Result<std::unique_ptr<Proxy>> Proxy::start(const Settings& policy, helper::Parsers& parsers) {
+util::Result<std::unique_ptr<Proxy>> Proxy::start(const Settings& policy, helper::Parsers& parsers, EgressCa* ca) {
   auto impl = std::make_unique<Impl>();
   impl->parsers = &parsers;
-  auto rules = compile_rules(policy);
+  if (ca != nullptr) {
+    auto tls = TlsContexts::make(*ca);
+    if (!tls) return util::make_error(util::ErrorCode::kInternal, "network: " + tls.error().message);
+    impl->tls = std::move(*tls);
+  }
+  auto rules = compile_rules(policy, impl->tls != nullptr);
   if (!rules) return rules.error();
   impl->rules = std::move(*rules);
   auto resolver = Resolver::start();
@@ -753,7 +875,7 @@ Proxy::~Proxy() {
 }
 
 util::Status Proxy::update(const Settings& policy) {
-  auto rules = compile_rules(policy);
+  auto rules = compile_rules(policy, impl_->tls != nullptr);
   if (!rules) return rules.error();
   std::lock_guard lock(impl_->rules_mu);
   impl_->rules = std::move(*rules);
@@ -774,8 +896,9 @@ util::Result<std::shared_ptr<Session>> Proxy::open(const std::string& job_id, co
   // The job's parser child, forked here on the job's own thread, not the proxy's.
   auto parser = impl_->parsers->child();
   if (!parser) return util::make_error(util::ErrorCode::kInternal, "network: " + parser.error().message);
-  return std::shared_ptr<Session>(std::make_shared<SessionImpl>(impl_->io, *impl_->resolver, std::move(rules), chosen,
-                                                                job_id, deadline_ms, std::move(*parser)));
+  return std::shared_ptr<Session>(std::make_shared<SessionImpl>(impl_->io, *impl_->resolver, impl_->tls.get(),
+                                                                std::move(rules), chosen, job_id, deadline_ms,
+                                                                std::move(*parser)));
 }
 
 }  // namespace network

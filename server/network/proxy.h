@@ -24,7 +24,9 @@
 
 #include "server/helper/client.h"
 #include "server/network/address.h"
+#include "server/network/egress_ca.h"
 #include "server/network/head.h"
+#include "server/network/intercept.h"
 #include "server/network/resolver.h"
 #include "server/network/profile.h"
 #include "server/util/fd.h"
@@ -41,6 +43,11 @@ struct Connection {
   uint64_t bytes_down = 0;  // destination -> job
   std::string verdict;      // allowed | refused | failed | cut
   std::string reason;       // "" for allowed
+  // A host with a credential or rules (profile.h): its TLS ended by the
+  // proxy, each request checked and listed (intercept.h).
+  bool intercepted = false;
+  std::vector<InterceptedRequest> requests;
+  uint64_t requests_not_listed = 0;
 };
 
 struct Report {
@@ -67,7 +74,9 @@ class Session {
 class Proxy {
  public:
   // parsers: the parser helper every session's request heads go through.
-  static util::Result<std::unique_ptr<Proxy>> start(const Settings& policy, helper::Parsers& parsers);
+  // ca: the server's CA for intercepted hosts (null: a profile that
+  // intercepts is refused).
+  static util::Result<std::unique_ptr<Proxy>> start(const Settings& policy, helper::Parsers& parsers, EgressCa* ca);
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;

@@ -141,6 +141,7 @@ using Keys = std::span<const Key<S>>;
 
 struct Reader {
   std::string error;
+  Secrets secrets = Secrets::kRequired;
 
   bool fail(const std::string& key, const std::string& what) {
     if (error.empty()) error = key + ": " + what;
@@ -522,11 +523,10 @@ bool parse_sandbox(Reader& r, const json& s, Sandbox& o) {
     for (auto& [k, v] : s["env"].items()) {
       if (!v.is_string() || k.empty() || k.find('=') != std::string::npos)
         return r.fail("sandbox.env." + k, "must be a string value with a name without '='");
-      for (const char* proxy :
-           {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"})
+      for (const char* proxy : sandbox::kProxyEnvNames)
         if (k == proxy)
           return r.fail("sandbox.env." + k,
-                        "throwbox sets the proxy variables itself, for jobs with a network "
+                        "throwbox sets the proxy and CA bundle variables itself, for jobs with a network "
                         "profile (network.profiles)");
       o.env[k] = v.get<std::string>();
     }
@@ -709,8 +709,11 @@ bool parse_interception(Reader& r, const std::string& key, const json& v, Networ
         return r.fail(k + ".value_file", "is required: the file that holds the secret");
       c.value_file = e["value_file"].get<std::string>();
       auto secret = read_secret_file(c.value_file);
-      if (!secret) return r.fail(k + ".value_file", secret.error().message);
-      c.value = c.value_prefix + *secret;
+      if (!secret && r.secrets == Secrets::kRequired) return r.fail(k + ".value_file", secret.error().message);
+      if (secret)
+        c.value = c.value_prefix + *secret;
+      else
+        c.value_problem = secret.error().message;
       for (auto& other : p.credentials)
         if (other.host == c.host && other.port == c.port)
           return r.fail(k, "a second credential for " + c.host + ":" + std::to_string(c.port));
@@ -1023,8 +1026,9 @@ std::vector<std::string> Policy::available_runtimes() const {
   return names;
 }
 
-util::Result<Policy> parse(const json& doc, const std::string& source) {
+util::Result<Policy> parse(const json& doc, const std::string& source, Secrets secrets) {
   Reader r;
+  r.secrets = secrets;
   Policy p;
   p.source = source;
   if (!parse_policy(r, doc, p)) return make_error(util::ErrorCode::kPolicy, source + ": " + r.error);
@@ -1060,7 +1064,7 @@ std::string json_position(std::string_view text, size_t byte) {
 
 }  // namespace
 
-util::Result<Policy> load_file(const std::string& path) {
+util::Result<Policy> load_file(const std::string& path, Secrets secrets) {
   auto text = util::read_file(path, kPolicyFileMaxBytes);
   if (!text) return make_error(util::ErrorCode::kPolicy, "cannot read policy: " + text.error().message);
   json doc;
@@ -1072,7 +1076,7 @@ util::Result<Policy> load_file(const std::string& path) {
   } catch (const json::exception& e) {  // a number beyond a double's range
     return make_error(util::ErrorCode::kPolicy, path + ": not valid JSON: " + json_reason(e.what()));
   }
-  return parse(doc, path);
+  return parse(doc, path, secrets);
 }
 
 namespace {

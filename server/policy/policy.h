@@ -190,8 +190,11 @@ struct Policy {
 };
 
 // Parses and validates; every error names the offending key ("limits.timeout_s.max: ...").
-util::Result<Policy> parse(const nlohmann::json& doc, const std::string& source);
-util::Result<Policy> load_file(const std::string& path);
+// secrets: kRequired refuses a credential whose value_file cannot be used;
+// kReported (doctor) leaves its value empty and says why in value_problem.
+enum class Secrets { kRequired, kReported };
+util::Result<Policy> parse(const nlohmann::json& doc, const std::string& source, Secrets secrets = Secrets::kRequired);
+util::Result<Policy> load_file(const std::string& path, Secrets secrets = Secrets::kRequired);
 // The bundled policies/default.json: next to the binary's source tree or installed.
 // Where the policy is read when --policy is not given: the first readable of
 // default_path_candidates() (/etc/throwbox/policy.json first), else the first.

@@ -45,10 +45,12 @@ readonly THROWBOX_RUN_DEBS=(g++ cmake pkg-config ninja-build nlohmann-json3-dev 
 #   iproute2 openssl curl python3-pip  integration.network_egress: its fake internet (ip netns, veth, a
 #                                   test CA), and curl and pip run by jobs through the egress proxy;
 #                                   ss (iproute2) for integration.http_listen
+#   python3-requests                integration.credentials: requests run by jobs through the
+#                                   credential proxy
 #   procps                          pgrep and ps: the tests that look for a job's processes on the host
 #   clang-format-14                 unit.format: the C++ tree as .clang-format lays it out
 readonly THROWBOX_TEST_DEBS=(doctest-dev clang libclang-rt-14-dev passwd help2man lintian apparmor systemd
-  iproute2 openssl curl python3-pip procps clang-format-14)
+  iproute2 openssl curl python3-pip python3-requests procps clang-format-14)
 
 # missing_debs PKG...: those not installed (node and npm: a working pair from anywhere).
 missing_debs() {

@@ -181,6 +181,11 @@ case $host in
         node "integration/$t.test.mjs"
     done
     check_leftovers "root http"
+    # Keys kept outside the box: the credential proxy against the fake
+    # internet's API, the server as root with the warm pool.
+    run_test "$host root integration.credentials" 600 "${root_env[@]}" THROWBOX_POLICY="$repo/policies/default.json" \
+      THROWBOX_TEST_MODES=warm node "integration/credentials.test.mjs"
+    check_leftovers "root credentials"
     # Egress by policy against the fake internet in two network
     # namespaces: the server as root (pool on and off) and as throwbox-test.
     # 3-6 min under TCG: with it the v2 guest ran past its 1500 s budget, so

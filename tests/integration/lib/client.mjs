@@ -99,12 +99,13 @@ function serverEnv(extra) {
  *                  arguments follow it. transport.pid stays the server's
  *                  where the wrapper execs it, as nsenter and setpriv do
  *   bin            the throwbox binary (default: $THROWBOX_BIN)
- * Returns {client, close, stderrText, transport}.
+ *   args           more arguments for `throwbox serve` (--log-level debug)
+ * Returns {client, close, stderrText, transport, stateDir}.
  */
-export async function connect({ stateDir, policy, env, validateOutput = true, label, wrap, bin } = {}) {
+export async function connect({ stateDir, policy, env, validateOutput = true, label, wrap, bin, args: more = [] } = {}) {
   const dir = stateDir ?? mkStateDir();
   const policyFile = policy ?? process.env.THROWBOX_POLICY;
-  const args = ['serve', '--state-dir', dir];
+  const args = ['serve', '--state-dir', dir, ...more];
   if (policyFile) args.push('--policy', policyFile);
   const server = bin ?? throwboxBin();
 
@@ -149,7 +150,7 @@ export async function connect({ stateDir, policy, env, validateOutput = true, la
     error.message += `\n--- throwbox stderr ---\n${stderrText()}`;
     throw error;
   }
-  return { client, close, stderrText, transport };
+  return { client, close, stderrText, transport, stateDir: dir };
 }
 
 // Prefer utf-8; send anything that is not valid UTF-8 as base64.

@@ -26,7 +26,8 @@ export const asUser = (user) => ['setpriv', `--reuid=${user}`, `--regid=${user}`
  * scratch directory of their own:
  *   writePolicy(mode, network, timeoutMaxS)  the bundled policy (THROWBOX_POLICY) with
  *       mode.pool, that network section and timeout ceiling; its file
- *   start(mode, policy)  a client of a server (mode.user: as that user)
+ *   start(mode, policy, extra)  a client of a server (mode.user: as that user); extra:
+ *       { env, args } for it (SSL_CERT_FILE, --log-level)
  *   remove()             the scratch directory
  */
 export function boxServers(inet, prefix) {
@@ -67,8 +68,8 @@ export function boxServers(inet, prefix) {
     return path.join(dir, path.basename(bin));
   }
 
-  async function start(mode, policy) {
-    if (!mode.user) return connect({ policy, wrap: inet.wrap, label: mode.name });
+  async function start(mode, policy, { env = {}, args = [] } = {}) {
+    if (!mode.user) return connect({ policy, wrap: inet.wrap, label: mode.name, env, args });
     const ids = userIds(mode.user);
     const stateDir = mkStateDir();
     fs.chownSync(stateDir, ids.uid, ids.gid);
@@ -78,7 +79,7 @@ export function boxServers(inet, prefix) {
     return connect({
       policy, stateDir, bin: binaryFor(mode.user), label: mode.name,
       wrap: [...inet.wrap, ...asUser(mode.user)],
-      env: { HOME: home, TMPDIR: home, USER: mode.user, LOGNAME: mode.user },
+      env: { HOME: home, TMPDIR: home, USER: mode.user, LOGNAME: mode.user, ...env }, args,
     });
   }
 

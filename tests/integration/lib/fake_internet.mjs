@@ -10,6 +10,9 @@
 //                                 TCP echo :7, a TCP sink on :443 (nothing may reach it)
 //     198.18.1.11     tls.test    HTTPS :443 (/hello, /big, /slow)
 //     198.18.1.12     pypi.test   HTTPS :443, a PEP 503 index of one wheel
+//     198.18.1.13     api.test    HTTPS :443, an API that answers only its key
+//                                 (when startFakeInternet is given `api`)
+//     198.18.1.14     badcert.test  the same API behind a self-signed certificate
 //     10.77.0.5       internal    HTTP :80, private: a request reaching it is a failure
 //     169.254.169.254 metadata    HTTP :80, link-local: likewise
 //     198.18.1.53     a nameserver (UDP :53) when startFakeInternet is given
@@ -34,7 +37,7 @@ const SETUP_TIMEOUT_MS = 15_000;
 
 export const ADDR = {
   box: '198.18.0.2', gateway: '198.18.0.1',
-  data: '198.18.1.10', tls: '198.18.1.11', pypi: '198.18.1.12',
+  data: '198.18.1.10', tls: '198.18.1.11', pypi: '198.18.1.12', api: '198.18.1.13', badcert: '198.18.1.14',
   internal: '10.77.0.5', metadata: '169.254.169.254', dns: '198.18.1.53',
 };
 // What each service answers: the test compares what a job received with these.
@@ -110,6 +113,19 @@ function makeCertificates(dir, leaves, ipSans) {
   return { ca, leaves: out };
 }
 
+// A self-signed certificate for name (trusted by nobody), valid one day.
+function selfSigned(dir, name) {
+  const conf = path.join(dir, `${name}.self.cnf`);
+  fs.writeFileSync(conf, [
+    '[req]', 'distinguished_name = dn', 'prompt = no', '[dn]', `CN = ${name}`,
+    '[v3_self]', 'basicConstraints = critical,CA:FALSE', `subjectAltName = DNS:${name}`, '',
+  ].join('\n'));
+  const leaf = { cert: path.join(dir, `${name}.self.pem`), key: path.join(dir, `${name}.self.key`) };
+  run('openssl', ['req', '-x509', '-config', conf, '-extensions', 'v3_self', '-newkey', 'ec', '-pkeyopt',
+    'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', leaf.key, '-out', leaf.cert, '-days', '1']);
+  return leaf;
+}
+
 // The interface names of a namespace, from `ip -o link`.
 function links(ns) {
   return run('ip', ['-n', ns, '-o', 'link', 'show']).split('\n').filter(Boolean)
@@ -125,7 +141,9 @@ function links(ns) {
  *   whose /etc/hosts has those names.
  *   inet, box          the namespaces' names
  *   wrap               ['nsenter', '--net=<box>'] (and with dns, the resolv.conf): run a command in the box
- *   caPem, caFile      the test CA (leaves for tls.test and pypi.test)
+ * api (optional): { key }: api.test and badcert.test (the fake API, lib/fake_internet_server.py
+ *   Api), answering only "Authorization: Bearer <key>".
+ *   caPem, caFile      the test CA (leaves for tls.test, pypi.test and api.test)
  *   wheel              {name, token}: the index's one wheel; its module's TOKEN
  *   mark()             a position in the events log
  *   events(since)      the servers' events after a mark (default: after set-up)
@@ -133,7 +151,7 @@ function links(ns) {
  *   inBox(args), inInet(args)  run a command in that namespace: {status, stdout, stderr}
  *   stop()             tear down; throws if a namespace of ours is left
  */
-export async function startFakeInternet({ ipSans = false, dns = null } = {}) {
+export async function startFakeInternet({ ipSans = false, dns = null, api = null } = {}) {
   const why = fakeInternetUnavailable();
   if (why) skipFile(why);
 
@@ -175,7 +193,8 @@ export async function startFakeInternet({ ipSans = false, dns = null } = {}) {
     ipIn(box, 'addr', 'add', `${ADDR.box}/24`, 'dev', 'veth0');
     ipIn(box, 'route', 'add', 'default', 'via', ADDR.gateway);
     ipIn(inet, 'addr', 'add', `${ADDR.gateway}/24`, 'dev', 'veth0');
-    for (const a of [ADDR.data, ADDR.tls, ADDR.pypi, ADDR.internal, ADDR.metadata, ...(dns ? [ADDR.dns] : [])]) {
+    for (const a of [ADDR.data, ADDR.tls, ADDR.pypi, ADDR.internal, ADDR.metadata, ...(dns ? [ADDR.dns] : []),
+      ...(api ? [ADDR.api, ADDR.badcert] : [])]) {
       ipIn(inet, 'addr', 'add', `${a}/32`, 'dev', 'lo');
     }
     // The premise of "nothing leaves": the box has no other link, the fake
@@ -189,7 +208,8 @@ export async function startFakeInternet({ ipSans = false, dns = null } = {}) {
       if (routes) throw new Error(`fake internet: the inet namespace has a default route: ${routes}`);
     }
 
-    const certs = makeCertificates(dir, { 'tls.test': ADDR.tls, 'pypi.test': ADDR.pypi }, ipSans);
+    const certs = makeCertificates(dir, { 'tls.test': ADDR.tls, 'pypi.test': ADDR.pypi,
+      ...(api ? { 'api.test': ADDR.api } : {}) }, ipSans);
     const token = crypto.randomBytes(8).toString('hex');
     const wheelName = run(PYTHON, [SERVER_SCRIPT, 'wheel', dir, token]).trim();
     const eventsFile = path.join(dir, 'events.jsonl');
@@ -206,6 +226,9 @@ export async function startFakeInternet({ ipSans = false, dns = null } = {}) {
           wheel: path.join(dir, wheelName), ...certs.leaves['pypi.test'] },
         { name: 'internal', kind: 'http', addr: ADDR.internal, port: 80, text: TEXT.internal },
         { name: 'metadata', kind: 'http', addr: ADDR.metadata, port: 80, text: TEXT.metadata },
+        ...(api ? [{ name: 'api', kind: 'api', addr: ADDR.api, port: 443, api_key: api.key, ...certs.leaves['api.test'] },
+          { name: 'badcert', kind: 'api', addr: ADDR.badcert, port: 443, api_key: api.key, ...selfSigned(dir, 'badcert.test') }]
+          : []),
         ...(dns ? [{ name: 'dns', kind: 'dns', addr: ADDR.dns, port: 53, zone: dns.zone ?? {}, silent: dns.silent ?? [] }] : []),
       ],
     };

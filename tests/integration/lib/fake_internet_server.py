@@ -202,6 +202,67 @@ class Web(BaseHTTPRequestHandler):
         return self.send_body(404, b"not found\n")
 
 
+class Api(BaseHTTPRequestHandler):
+    """An authenticated HTTPS API (the credential proxy's tests): HTTP/1.1
+    with keep-alive; every request is logged with all its headers and its
+    body's size; only the service's key ("Bearer <key>") gets an answer.
+      /v1/redirect   302 to https://elsewhere.test/v1/reports/stolen
+      /v1/chunked    a chunked answer in three chunks
+      anything else  200, JSON naming the method and path"""
+    protocol_version = "HTTP/1.1"
+    timeout = 30
+    # Headers and body go in separate writes: without this the client's
+    # delayed ACK holds the body 40 ms, which would hide what a proxy costs.
+    disable_nagle_algorithm = True
+    server_version = "fake-api"
+    sys_version = ""
+
+    def setup(self):
+        super().setup()
+        if isinstance(self.connection, ssl.SSLSocket):
+            self.connection.do_handshake()
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, doc, extra=()):
+        body = (json.dumps(doc) + "\n").encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in extra:
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def handle_any(self):
+        svc = self.server.service
+        length = int(self.headers.get("Content-Length", "0") or "0")
+        body = self.rfile.read(length) if length else b""
+        event(svc=svc["name"], event="request", method=self.command, path=self.path,
+              headers=[[k, v] for k, v in self.headers.items()], body_bytes=len(body),
+              body_sha256=hashlib.sha256(body).hexdigest(), peer=self.client_address[0])
+        if self.headers.get_all("Authorization") != ["Bearer " + svc["api_key"]]:
+            return self.answer(401, {"error": "unauthorized"})
+        url = urlsplit(self.path)
+        if url.path == "/v1/redirect":
+            return self.answer(302, {"moved": True}, [("Location", "https://elsewhere.test/v1/reports/stolen")])
+        if url.path == "/v1/chunked":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for part in (b"one,", b"two,", b"three\n"):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+            return None
+        return self.answer(200, {"ok": True, "method": self.command, "path": self.path, "body_bytes": len(body),
+                                 "body_sha256": hashlib.sha256(body).hexdigest()})
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = handle_any
+
+
 class Dns(socketserver.BaseRequestHandler):
     """A nameserver for the fake internet, over UDP: A records from the
     service's zone, an empty answer for any other type of a zone name, no
@@ -264,7 +325,7 @@ def serve(config_file):
     with open(config_file) as f:
         config = json.load(f)
     EVENTS = open(config["events"], "a", encoding="utf-8")
-    servers = [DnsServer(s) if s["kind"] == "dns" else Server(s, Echo if s["kind"] == "echo" else Web)
+    servers = [DnsServer(s) if s["kind"] == "dns" else Server(s, {"echo": Echo, "api": Api}.get(s["kind"], Web))
                for s in config["services"]]
     for s in servers:
         threading.Thread(target=s.serve_forever, daemon=True).start()

@@ -9,8 +9,8 @@
 // The fake API (lib/fake_internet_server.py, Api) logs every request with
 // all its headers, so what reached it is known whatever the job or the proxy
 // says, and answers only its key. Every case runs against a root server
-// with the warm pool, one with the pool off, and one running as the normal
-// user throwbox-test; each server logs at debug level, and the key is
+// with the warm pool and with the pool off, and one running as the normal
+// user throwbox-test, likewise; each server logs at debug level, and the key is
 // looked for in its log, its audit log, the result and the job's sandbox.
 import test, { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -87,6 +87,7 @@ const MODES = [
   { key: 'warm', name: 'root server, warm pool', pool: { enabled: true, claim_wait_ms: 20000 } },
   { key: 'cold', name: 'root server, pool off', pool: { enabled: false } },
   { key: 'user', name: `server as ${TEST_USER}`, pool: { enabled: true, claim_wait_ms: 20000 }, user: TEST_USER },
+  { key: 'user-cold', name: `server as ${TEST_USER}, pool off`, pool: { enabled: false }, user: TEST_USER },
 ].filter((m) => !process.env.THROWBOX_TEST_MODES || process.env.THROWBOX_TEST_MODES.split(',').includes(m.key));
 
 // Python for the jobs: a request inside a CONNECT tunnel over TLS, raw, so

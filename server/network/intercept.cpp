@@ -230,18 +230,23 @@ class Interception : public std::enable_shared_from_this<Interception> {
     });
   }
 
-  // The job's answer from the proxy itself; the connection ends after it.
+  // A request the proxy answers itself (refused before anything is sent).
   void refuse_request(int status, const std::string& method, const std::string& path, const std::string& reason) {
     owner_->add_request({method, printable(path), status, "refused", printable(reason)});
+    answer_and_close(status, "refused", reason);
+  }
+
+  // The proxy's own answer, one line saying why; the connection ends after it
+  // with that verdict.
+  void answer_and_close(int status, const char* verdict, const std::string& reason) {
     const std::string body = "throwbox proxy: " + reason + "\n";
     out_ = "HTTP/1.1 " + std::to_string(status) + " " + status_text(status) +
            "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: " +
            std::to_string(body.size()) + "\r\n\r\n" + body;
-    asio::async_write(*job_, asio::buffer(out_), [self = shared_from_this(), reason](error_code, size_t) {
-      self->owner_->end_connection("refused", self->printable_reason(reason));
+    asio::async_write(*job_, asio::buffer(out_), [self = shared_from_this(), verdict, reason](error_code, size_t) {
+      self->owner_->end_connection(verdict, printable(reason));
     });
   }
-  std::string printable_reason(const std::string& reason) const { return printable(reason); }
 
   // Exactly Content-Length bytes: what came after the head first.
   void send_body() {
@@ -264,13 +269,18 @@ class Interception : public std::enable_shared_from_this<Interception> {
 
   // 8. The response, relayed as it comes; the parser finds where it ends.
   void read_response() {
+    new_parser();
+    read_up();
+  }
+
+  // A parser for the next response to req_ (after an interim one, the final).
+  void new_parser() {
     parser_.emplace();
     parser_->header_limit(kResponseHeadMaxBytes);
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     parser_->eager(true);
     if (req_.method == "HEAD") parser_->skip(true);
     status_seen_ = false;
-    read_up();
   }
 
   void read_up() {
@@ -298,14 +308,7 @@ class Interception : public std::enable_shared_from_this<Interception> {
       if (ec == http::error::need_buffer && n == 0) break;
       note_status();
       // An interim response (100 Continue, 103) is relayed; the final one follows it.
-      if (parser_->is_done() && interim()) {
-        parser_.emplace();
-        parser_->header_limit(kResponseHeadMaxBytes);
-        parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
-        parser_->eager(true);
-        if (req_.method == "HEAD") parser_->skip(true);
-        status_seen_ = false;
-      }
+      if (parser_->is_done() && interim()) new_parser();
     }
     out_ = up_in_.substr(0, used);
     up_in_.erase(0, used);
@@ -335,19 +338,9 @@ class Interception : public std::enable_shared_from_this<Interception> {
     if (!sent_any_) {
       const std::string reason = where() + " closed the connection without an answer";
       owner_->set_last_status(502, printable(reason));
-      return refuse_request_failed(reason);
+      return answer_and_close(502, "failed", reason);
     }
     owner_->end_connection("failed", where() + " closed the connection before its response was complete");
-  }
-
-  void refuse_request_failed(const std::string& reason) {
-    const std::string body = "throwbox proxy: " + reason + "\n";
-    out_ =
-        "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: " +
-        std::to_string(body.size()) + "\r\n\r\n" + body;
-    asio::async_write(*job_, asio::buffer(out_), [self = shared_from_this(), reason](error_code, size_t) {
-      self->owner_->end_connection("failed", printable(reason));
-    });
   }
 
   // 9. The next request, when both sides keep the connection.

@@ -355,6 +355,37 @@ for (const mode of MODES) {
       assert.deepEqual(reached, Object.values(passed).map(([, want]) => want).sort(), 'only the allowed requests reached the API');
     });
 
+    it('a TLS server name other than the host is refused, even from a client that verifies nothing', async () => {
+      const t = token();
+      const sc = await py('api', [
+        'ctx = ssl.create_default_context()',
+        'ctx.check_hostname = False',
+        'ctx.verify_mode = ssl.CERT_NONE',
+        's = socket.create_connection(proxy(), timeout=10)',
+        's.sendall(b"CONNECT api.test:443 HTTP/1.1\\r\\nHost: api.test:443\\r\\n\\r\\n")',
+        'head = b""',
+        'while b"\\r\\n\\r\\n" not in head:',
+        '    head += s.recv(1)',
+        'got = b""',
+        'try:',
+        '    t = ctx.wrap_socket(s, server_hostname="tls.test")',
+        `    t.sendall(b"GET /v1/reports/x?t=${t} HTTP/1.1\\r\\nHost: api.test\\r\\n\\r\\n")`,
+        '    got = t.recv(65536)',
+        'except (ssl.SSLError, OSError) as e:',
+        '    got = str(e).encode()',
+        'emit({"connect": head.split(b" ")[1].decode(), "got": got.decode("utf-8", "replace")})',
+      ].join('\n'));
+      const out = lastJson(sc);
+      assert.equal(out.connect, '200', JSON.stringify(out));
+      assert.ok(!out.got.startsWith('HTTP/1.1 200'), `no answer from the API: ${JSON.stringify(out)}`);
+      const c = intercepted(sc, 'api.test');
+      assert.equal(c.verdict, 'refused', JSON.stringify(c));
+      assert.match(c.reason, /TLS server name tls\.test is not api\.test/, JSON.stringify(c));
+      assert.deepEqual(c.requests, []);
+      await delay(scaled(300));
+      assert.deepEqual(apiRequests(inet.events(), t), []);
+    });
+
     it('keep-alive: several requests on one connection, each checked and listed; bodies and chunked answers pass', async () => {
       const t = token();
       const body = 'x'.repeat(100_000);

@@ -24,10 +24,8 @@ class EgressCa {
  public:
   static constexpr const char* kCertFile = "egress-ca.pem";
   static constexpr const char* kKeyFile = "egress-ca-key.pem";
+  // Copied into sandboxes (sandbox::kCaBundlePath).
   static constexpr const char* kBundleFile = "egress-ca-bundle.pem";
-  // Where a sandbox sees the bundle (bound read-only), and the variables
-  // that name it to clients.
-  static constexpr const char* kBundleInSandbox = "/etc/throwbox-ca.pem";
 
   // The CA in state_dir, made when there is none (a certificate without its
   // key, or a key others may read, is an error naming the file).

@@ -122,12 +122,17 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
     p.readonly_binds.push_back({path, 0, {}, -1, path.substr(1), is_dir});
   }
 
-  // The egress CA bundle: a file of the state directory, bound read-only.
+  // The egress CA bundle: a file of the state directory, copied into the
+  // root (a bind would name the state directory in /proc/self/mountinfo).
   if (!spec.ca_bundle_path.empty()) {
     bool is_dir = false;
     if (auto st = check_source(spec.ca_bundle_path, O_NOFOLLOW, is_dir); !st) return st.error();
     if (is_dir) return util::make_error(util::ErrorCode::kSandbox, spec.ca_bundle_path + ": not a regular file");
-    p.readonly_binds.push_back({spec.ca_bundle_path, O_NOFOLLOW, {}, -1, std::string(kCaBundlePath).substr(1), false});
+    struct stat st {};
+    if (::lstat(spec.ca_bundle_path.c_str(), &st) != 0)
+      return util::make_error(util::ErrorCode::kSandbox, util::call_error("lstat", spec.ca_bundle_path, errno));
+    p.root_opts = tmpfs_opts(kRootTmpfsBytes + static_cast<uint64_t>(st.st_size) + 4096, kRootInodes, "0755", true);
+    p.root_copies.push_back({spec.ca_bundle_path, O_NOFOLLOW, {}, -1, std::string(kCaBundlePath).substr(1), false});
   }
 
   // A synthesized /etc: the sandbox user and localhost, nothing of the host's.

@@ -44,7 +44,10 @@ struct Plan {
   std::string dev, proc, inputs, work, tmp, outputs;
   std::vector<std::string> dirs;  // created in this order
   std::vector<Link> links;
-  std::vector<File> files;           // synthesized /etc
+  std::vector<File> files;  // synthesized /etc
+  // Host files copied into the root (the egress CA bundle): copies, not
+  // binds, for the same reason as the inputs'.
+  std::vector<Bind> root_copies;
   std::vector<Bind> readonly_binds;  // policy paths: the runtime
   std::vector<Bind> device_binds;    // /dev/null, zero, full, random, urandom
   std::vector<Link> device_links;

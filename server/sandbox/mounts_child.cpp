@@ -104,7 +104,7 @@ void mount_root_in_child(const Plan& p, int sock) {
     fail_in_child(sock, "mount(MS_PRIVATE)", "/", errno);
   for (const auto* group : {&p.readonly_binds, &p.device_binds})
     for (const Bind& b : *group) open_source_in_child(b, sock);
-  for (const auto* group : {&p.input_copies, &p.cache_copies})
+  for (const auto* group : {&p.input_copies, &p.cache_copies, &p.root_copies})
     for (const Bind& b : *group) open_input_in_child(b, sock);
   // The new root is a tmpfs owned by this mount namespace: it vanishes with it.
   mount_tmpfs(p.root, p.root_opts, MS_NOSUID | MS_NODEV, sock);
@@ -122,6 +122,7 @@ void build_root_in_child(const Plan& p, const LaunchSpec& spec, int sock) {
       fail_in_child(sock, "write", f.path.c_str(), errno);
     ::close(fd);
   }
+  for (const Bind& b : p.root_copies) copy_input_in_child(b, sock);
 
   // The runtime (/usr and friends): read-only, no set-id, no device nodes.
   for (const Bind& b : p.readonly_binds) bind_readonly(b, MOUNT_ATTR_NODEV, sock);

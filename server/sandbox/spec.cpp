@@ -193,7 +193,7 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     for (auto& in : j.at("inputs"))
       s.inputs.push_back({in.at("name").get<std::string>(), in.at("host_path").get<std::string>()});
     j.at("readonly_paths").get_to(s.readonly_paths);
-    j.at("ca_bundle_path").get_to(s.ca_bundle_path);
+    s.ca_bundle_path = j.value("ca_bundle_path", "");
     constexpr const char* kWhat = "launch spec";
     s.work_max_bytes = integer_field(j, "work_max_bytes", 0, kCountMax, kWhat);
     s.tmp_max_bytes = integer_field(j, "tmp_max_bytes", 0, kCountMax, kWhat);

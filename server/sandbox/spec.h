@@ -38,8 +38,8 @@ struct LaunchSpec {
   std::string code_path;          // e.g. /work/main.py
   std::vector<InputBind> inputs;
   std::vector<std::string> readonly_paths;  // host paths bound read-only at the same place
-  // The egress CA bundle (system CAs and the server's CA), bound read-only
-  // at kCaBundlePath for a sandbox that may have a network profile; "" for none.
+  // The egress CA bundle (system CAs and the server's CA), copied read-only
+  // to kCaBundlePath for a sandbox whose job may intercept; "" for none.
   std::string ca_bundle_path;
   // A job with a network profile that intercepts a host: kCaBundleEnv too
   // (cold; a warm sandbox's claim brings it).

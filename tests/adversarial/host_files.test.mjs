@@ -31,8 +31,9 @@ opened = {p: try_os(lambda q: len(open(q, 'rb').read()), p) for p in ['/etc/shad
 var = {"var": sorted(os.listdir('/var')), "cache": sorted(os.listdir('/var/cache'))} if os.path.isdir('/var') else None
 if var:
     var["fs"] = [l.split(" - ")[1].split()[0] for l in open('/proc/self/mountinfo') if l.split()[4] == '/var/cache/throwbox']
+bundle = open('/etc/throwbox-ca.pem').read() if os.path.exists('/etc/throwbox-ca.pem') else None
 emit({"stat": res, "open": opened, "etc": sorted(os.listdir('/etc')), "var_view": var,
-      "passwd": open('/etc/passwd').read(), "reached": True})
+      "passwd": open('/etc/passwd').read(), "bundle": bundle, "reached": True})
 `);
   assert.equal(out.reached, true);
   const cached = Object.values(loadPolicy().runtimes).some((rt) => rt.cache) && loadPolicy().runtimes.python?.cache;
@@ -54,7 +55,14 @@ emit({"stat": res, "open": opened, "etc": sorted(os.listdir('/etc')), "var_view"
   for (const p of loadPolicy().sandbox.readonly_paths) {
     if (p.startsWith('/etc/') && fs.existsSync(p)) expected.add(p.slice('/etc/'.length).split('/')[0]);
   }
-  assert.deepEqual(out.etc, [...expected].sort(), '/etc listing inside the sandbox');
+  // A warm sandbox (its claim may bring a profile that intercepts) also has
+  // the egress CA bundle: public certificates, nothing else.
+  assert.deepEqual(out.etc.filter((n) => n !== 'throwbox-ca.pem'), [...expected].sort(), '/etc listing inside the sandbox');
+  if (out.bundle !== null) {
+    assert.match(out.bundle, /-----BEGIN CERTIFICATE-----/);
+    assert.equal(out.bundle.replace(/-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----\s*/g, '').trim(), '',
+      'the bundle holds certificates and nothing else');
+  }
 
   // The passwd inside is synthesized, not the host's.
   assert.notEqual(out.passwd, hostPasswd);

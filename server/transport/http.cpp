@@ -258,6 +258,19 @@ util::Status HttpServer::run() {
   });
   util::Periodic janitor(kSessionJanitorInterval, [this] { expire_sessions(); });
 
+  // SIGHUP: the tokens file and the OAuth settings are read again; registered
+  // before the address is announced, so a reload sent once it is takes them.
+  struct Registered {
+    util::Reloads* reloads;
+    ~Registered() {
+      if (reloads) reloads->remove("tokens"), reloads->remove("oauth");
+    }
+  } registered{ctx_.reloads};
+  if (ctx_.reloads) {
+    if (!opt_.tokens_file.empty()) ctx_.reloads->add("tokens", [this] { return reload_tokens(); });
+    if (!opt_.oauth_file.empty()) ctx_.reloads->add("oauth", [this] { return reload_oauth(); });
+  }
+
   std::fprintf(stderr, "throwbox: listening on %s://%s%s\n", tls ? "https" : "http", hostport.c_str(), kPath);
   std::fflush(stderr);
   {
@@ -269,17 +282,6 @@ util::Status HttpServer::run() {
             ? " OAuth (issuer " + creds.oauth->config().issuer + ", audience " + creds.oauth->config().audience + "),"
             : "",
         hosts_.size(), origins_.size());
-  }
-  // SIGHUP: the tokens file and the OAuth settings are read again.
-  struct Registered {
-    util::Reloads* reloads;
-    ~Registered() {
-      if (reloads) reloads->remove("tokens"), reloads->remove("oauth");
-    }
-  } registered{ctx_.reloads};
-  if (ctx_.reloads) {
-    if (!opt_.tokens_file.empty()) ctx_.reloads->add("tokens", [this] { return reload_tokens(); });
-    if (!opt_.oauth_file.empty()) ctx_.reloads->add("oauth", [this] { return reload_oauth(); });
   }
   srv->listen_after_bind();
   signals.request_stop();

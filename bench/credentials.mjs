@@ -30,15 +30,10 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { REPO, dier, prepare, sleep, stats, medianDiffInterval } from './lib/fake_internet.mjs';
 
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const GAP_MS = 300;
-
-function die(message) {
-  process.stderr.write(`bench/credentials.mjs: ${message}\n`);
-  process.exit(1);
-}
+const die = dier('bench/credentials.mjs');
 
 function parseArgs(argv) {
   const opts = { requests: 50, rounds: 8, 'leaf-servers': 6 };
@@ -55,40 +50,8 @@ function parseArgs(argv) {
 const opts = parseArgs(process.argv.slice(2));
 if (opts.requests > 60) die('--requests at most 60: a connection lists 64 requests');
 
-if (process.getuid?.() !== 0) die('run as root (the fake internet is two network namespaces and a veth pair)');
-process.env.THROWBOX_BIN = path.resolve(process.env.THROWBOX_BIN ?? path.join(REPO, 'build', 'throwbox'));
-const BIN = process.env.THROWBOX_BIN;
-for (const f of [BIN, ...['throwbox-runner', 'throwbox-parser'].map((n) => path.join(path.dirname(BIN), n))]) {
-  try { fs.accessSync(f, fs.constants.X_OK); } catch { die(`${f} is missing or not executable (set THROWBOX_BIN)`); }
-}
-if (!fs.existsSync(path.join(REPO, 'tests', 'node_modules', '@modelcontextprotocol', 'sdk'))) {
-  die('the MCP SDK client is not installed: npm ci --prefix tests');
-}
-process.env.THROWBOX_TEST_WATCHDOG_S ??= '3600';
-const { startFakeInternet, fakeInternetUnavailable, ADDR } = await import('../tests/integration/lib/fake_internet.mjs');
-const { connect, upload, runCode, textOf, REQUEST_TIMEOUT_MS } = await import('../tests/integration/lib/client.mjs');
-{
-  const why = fakeInternetUnavailable();
-  if (why) die(`no fake internet on this host: ${why}`);
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-function stats(samples) {
-  const s = [...samples].sort((a, b) => a - b);
-  const n = s.length;
-  if (!n) return { n: 0, median: NaN, p95: NaN, p05: NaN };
-  const median = n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-  const rank = (q) => s[Math.min(n - 1, Math.round(q * (n - 1)))];
-  return { n, median, p05: rank(0.05), p95: rank(0.95) };
-}
-// A 95% bootstrap interval of median(b) - median(a) (2,000 resamples, fixed seed).
-function medianDiffInterval(a, b) {
-  let seed = 0x2545f491;
-  const rand = () => { seed ^= seed << 13; seed ^= seed >>> 17; seed ^= seed << 5; return (seed >>> 0) / 2 ** 32; };
-  const resample = (xs) => stats(Array.from(xs, () => xs[Math.floor(rand() * xs.length)])).median;
-  const diffs = Array.from({ length: 2000 }, () => resample(b) - resample(a)).sort((x, y) => x - y);
-  return [diffs[49], diffs[1949]];
-}
+const { inet: { startFakeInternet, ADDR }, client: { connect, upload, runCode, textOf, REQUEST_TIMEOUT_MS } } =
+  await prepare(die);
 const f2 = (x) => x.toFixed(2);
 
 const KEY = crypto.randomBytes(16).toString('hex');

@@ -29,17 +29,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
+import { REPO, dier, prepare, sleep, stats, medianDiffInterval } from './lib/fake_internet.mjs';
 
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const GAP_MS = 300;
 const PYTHON = '/usr/bin/python3';
 const started = Date.now();
 
-function die(message) {
-  process.stderr.write(`bench/egress.mjs: ${message}\n`);
-  process.exit(1);
-}
+const die = dier('bench/egress.mjs');
 
 function parseArgs(argv) {
   const opts = { requests: 40, rounds: 5, starts: 20 };
@@ -56,48 +52,10 @@ function parseArgs(argv) {
 const opts = parseArgs(process.argv.slice(2));
 if (2 * (opts.requests + 1) > 1024) die('--requests at most 511: a proxied round is one job, at most 1024 connections (the policy ceiling)');
 
-// Preconditions, each with a clear message (the fake internet itself would
-// only exit 77, the tests' "skipped").
-if (process.getuid?.() !== 0) die('run as root (the fake internet is two network namespaces and a veth pair)');
-process.env.THROWBOX_BIN = path.resolve(process.env.THROWBOX_BIN ?? path.join(REPO, 'build', 'throwbox'));
-const BIN = process.env.THROWBOX_BIN;
-for (const f of [BIN, ...['throwbox-runner', 'throwbox-parser'].map((n) => path.join(path.dirname(BIN), n))]) {
-  try { fs.accessSync(f, fs.constants.X_OK); } catch { die(`${f} is missing or not executable (set THROWBOX_BIN)`); }
-}
-if (!fs.existsSync(path.join(REPO, 'tests', 'node_modules', '@modelcontextprotocol', 'sdk'))) {
-  die('the MCP SDK client is not installed: npm ci --prefix tests');
-}
-// The tests' client kills the process after 120 s (a hung test); a benchmark
-// runs longer. Set before the module is loaded: it reads it once.
-process.env.THROWBOX_TEST_WATCHDOG_S ??= '3600';
-const { startFakeInternet, fakeInternetUnavailable, ADDR, TEXT } = await import('../tests/integration/lib/fake_internet.mjs');
-const { connect, upload, runCode, textOf, REQUEST_TIMEOUT_MS } = await import('../tests/integration/lib/client.mjs');
-{
-  const why = fakeInternetUnavailable();
-  if (why) die(`no fake internet on this host: ${why}`);
-}
+const { inet: { startFakeInternet, ADDR, TEXT }, client: { connect, upload, runCode, textOf, REQUEST_TIMEOUT_MS } } =
+  await prepare(die);
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-// bench/speed.py's: the median and the nearest-rank p95.
-function stats(samples) {
-  const s = [...samples].sort((a, b) => a - b);
-  const n = s.length;
-  if (!n) return { n: 0, median: NaN, p95: NaN };
-  const median = n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-  return { n, median, p95: s[Math.min(n - 1, Math.round(0.95 * (n - 1)))] };
-}
 const r3 = (x) => Math.round(x * 1000) / 1000;
-
-// A 95% bootstrap interval of median(b) - median(a) (2,000 resamples, a fixed
-// seed): whether a difference stands out of this machine's noise.
-function medianDiffInterval(a, b) {
-  let seed = 0x2545f491;
-  const rand = () => { seed ^= seed << 13; seed ^= seed >>> 17; seed ^= seed << 5; return (seed >>> 0) / 2 ** 32; };
-  const resample = (xs) => stats(Array.from(xs, () => xs[Math.floor(rand() * xs.length)])).median;
-  const diffs = Array.from({ length: 2000 }, () => resample(b) - resample(a)).sort((x, y) => x - y);
-  return [diffs[49], diffs[1949]];
-}
 const interval = ([lo, hi]) => `[${lo.toFixed(2)}, ${hi.toFixed(2)}]`;
 
 // The measuring code, the same for both sides but for its constants. Direct,

@@ -101,9 +101,10 @@ class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
         event(svc=self.service["name"], event="error", peer=client_address[0], error=repr(sys.exc_info()[1]))
 
 
-class Web(BaseHTTPRequestHandler):
+class Handler(BaseHTTPRequestHandler):
+    """What the HTTP services share: the TLS handshake in the connection's
+    own thread, no access log, the service's configuration as svc."""
     timeout = 30
-    server_version = "fake-internet"
     sys_version = ""
 
     def setup(self):
@@ -117,6 +118,10 @@ class Web(BaseHTTPRequestHandler):
     @property
     def svc(self):
         return self.server.service
+
+
+class Web(Handler):
+    server_version = "fake-internet"
 
     def send_body(self, status, body, content_type="text/plain"):
         self.send_response(status)
@@ -202,7 +207,7 @@ class Web(BaseHTTPRequestHandler):
         return self.send_body(404, b"not found\n")
 
 
-class Api(BaseHTTPRequestHandler):
+class Api(Handler):
     """An authenticated HTTPS API (the credential proxy's tests): HTTP/1.1
     with keep-alive; every request is logged with all its headers and its
     body's size; only the service's key ("Bearer <key>") gets an answer.
@@ -210,20 +215,10 @@ class Api(BaseHTTPRequestHandler):
       /v1/chunked    a chunked answer in three chunks
       anything else  200, JSON naming the method and path"""
     protocol_version = "HTTP/1.1"
-    timeout = 30
     # Headers and body go in separate writes: without this the client's
     # delayed ACK holds the body 40 ms, which would hide what a proxy costs.
     disable_nagle_algorithm = True
     server_version = "fake-api"
-    sys_version = ""
-
-    def setup(self):
-        super().setup()
-        if isinstance(self.connection, ssl.SSLSocket):
-            self.connection.do_handshake()
-
-    def log_message(self, *args):
-        pass
 
     def answer(self, status, doc, extra=()):
         body = (json.dumps(doc) + "\n").encode()
@@ -237,7 +232,7 @@ class Api(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def handle_any(self):
-        svc = self.server.service
+        svc = self.svc
         length = int(self.headers.get("Content-Length", "0") or "0")
         body = self.rfile.read(length) if length else b""
         event(svc=svc["name"], event="request", method=self.command, path=self.path,

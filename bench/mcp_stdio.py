@@ -125,13 +125,16 @@ def is_spare(runner):
     return len(kids) <= 1  # none: a build from before the zygote, kept for A/B runs
 
 
-def idle_and_ready(runner):
+def idle_and_ready(runner, loader=False):
     inits = children(runner)
-    if len(inits) != 1:
+    # A runner whose child is still its zygote has not built its sandbox yet.
+    if len(inits) != 1 or comm(inits[0]) != "throwbox-init":
         return False
     loaders = children(inits[0])
     if len(loaders) != 1:
-        return len(loaders) == 0  # an "exec" warm sandbox has no program yet
+        # An "exec" warm sandbox has no program yet; a "preload" one (loader)
+        # has its loader once pid 1 has started it.
+        return len(loaders) == 0 and not loader
     try:
         with open("/proc/%d/stat" % loaders[0]) as f:
             state = f.read().rsplit(")", 1)[1].split()[0]
@@ -142,16 +145,58 @@ def idle_and_ready(runner):
     return state == "S" and "pipe" in wchan
 
 
-def wait_quiet(server, want=0, timeout=20):
+def wait_quiet(server, want=0, timeout=20, loader=False):
     """Until the server's runners are its spare runner and `want` idle warm
     sandboxes whose loaders have finished their start-up (each sleeps on its
-    go pipe): nothing is being built or torn down. False if it timed out."""
+    go pipe): nothing is being built or torn down. loader: every warm
+    sandbox has one (the pool's runtimes all preload). False if it timed out."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         runners = [c for c in children(server.p.pid) if comm(c) == "throwbox-runner"]
         spares = [r for r in runners if is_spare(r)]
         sandboxes = [r for r in runners if r not in spares]
-        if len(spares) == 1 and len(sandboxes) == want and all(idle_and_ready(r) for r in sandboxes):
+        if len(spares) == 1 and len(sandboxes) == want and all(idle_and_ready(r, loader) for r in sandboxes):
             return True
         time.sleep(0.002)
     return False
+
+
+class Pipelined(Stdio):
+    """A Stdio client that keeps several calls in flight: a reader thread
+    hands each reply to the thread that waits for its id."""
+
+    def __init__(self, argv, **kw):
+        super().__init__(argv, **kw)
+        self.waiting = {}  # id -> [threading.Event, reply]
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            msg = json.loads(line)
+            with self.lock:
+                slot = self.waiting.pop(msg.get("id"), None)
+            if slot is not None:
+                slot[1] = msg
+                slot[0].set()
+        with self.lock:
+            for slot in self.waiting.values():
+                slot[0].set()
+            self.waiting.clear()
+
+    def call(self, method, params):
+        if not hasattr(self, "reader"):  # initialize, before the reader starts
+            return Stdio.call(self, method, params)
+        slot = [threading.Event(), None]
+        with self.lock:
+            self.next_id += 1
+            mid = self.next_id
+            self.waiting[mid] = slot
+            self.send({"jsonrpc": "2.0", "id": mid, "method": method, "params": params})
+        slot[0].wait()
+        msg = slot[1]
+        if msg is None:
+            sys.exit("%s: the server closed its stdout (exit status %s)" % (method, self.p.poll()))
+        if "error" in msg:
+            sys.exit("%s: %s" % (method, msg["error"]))
+        return msg["result"]

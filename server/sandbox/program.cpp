@@ -28,13 +28,14 @@ constexpr int kLoaderGoParkFd = 4;
 constexpr int kLoaderReadyParkFd = 5;
 constexpr int kLoaderGoFd = 3;
 constexpr int kLoaderReadyFd = 4;
+// A template's listening socket (template_fork.h), where its loader finds it.
+constexpr int kTemplateListenFd = 6;
 
-// The program child's state: what pid 1 handed it, the descriptors as they
-// move, and the step running now (named in a failure report).
+// The program's state between its steps: the descriptors as they move, and
+// the step running now (named in a failure report).
 struct Child {
-  const Start& start;
-  const pid1::Context& ctx;
-  int exec_err_fd, ruleset_fd, go_fd, ready_fd;
+  Io& io;
+  int exec_err_fd, ruleset_fd, go_fd, ready_fd, listen_fd;
   const char* step = "setup";
 
   // Reports through the exec-error pipe; pid 1 relays it to the runner.
@@ -44,13 +45,13 @@ struct Child {
     (void)::write(exec_err_fd, &f, sizeof f);
     ::_exit(127);
   }
-  void done(Layer layer) const { start.layers->add(layer); }
+  void done(Layer layer) const { io.layers->add(layer); }
 };
 
-void program_close_pid1_ends(Child& c) {
-  ::close(c.start.exec_err_read);
-  if (c.start.go_write >= 0) ::close(c.start.go_write);
-  if (c.start.loaded_read >= 0) ::close(c.start.loaded_read);
+void program_close_pid1_ends(const Start& start) {
+  ::close(start.exec_err_read);
+  if (start.go_write >= 0) ::close(start.go_write);
+  if (start.loaded_read >= 0) ::close(start.loaded_read);
   trace::mark("program: started");
 }
 
@@ -73,7 +74,7 @@ void program_start_session(Child& c) {
 // the warm loader's go and ready pipes; the exec-error pipe stays above.
 void program_place_fds(Child& c) {
   c.step = "fcntl(F_DUPFD_CLOEXEC)";
-  for (int* fd : {&c.exec_err_fd, &c.ruleset_fd, &c.go_fd, &c.ready_fd}) {
+  for (int* fd : {&c.exec_err_fd, &c.ruleset_fd, &c.go_fd, &c.ready_fd, &c.listen_fd}) {
     if (*fd < 0) continue;
     int moved = ::fcntl(*fd, F_DUPFD_CLOEXEC, 20);
     if (moved < 0) c.fail(errno);
@@ -83,7 +84,7 @@ void program_place_fds(Child& c) {
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0 || ::dup2(null_fd, 0) < 0) c.fail(errno);
   c.step = "dup2(stdout/stderr)";
-  if (::dup2(c.ctx.stdout_write, 1) < 0 || ::dup2(c.ctx.stderr_write, 2) < 0) c.fail(errno);
+  if (::dup2(c.io.stdout_write, 1) < 0 || ::dup2(c.io.stderr_write, 2) < 0) c.fail(errno);
   c.step = "dup3(landlock ruleset, loader pipes)";
   if (c.ruleset_fd >= 0) {
     if (::dup3(c.ruleset_fd, kRulesetParkFd, O_CLOEXEC) < 0) c.fail(errno);
@@ -95,13 +96,18 @@ void program_place_fds(Child& c) {
     c.go_fd = kLoaderGoParkFd;
     c.ready_fd = kLoaderReadyParkFd;
   }
+  if (c.listen_fd >= 0) {
+    if (::dup3(c.listen_fd, kTemplateListenFd, O_CLOEXEC) < 0) c.fail(errno);
+    c.listen_fd = kTemplateListenFd;
+  }
 }
 
 // Every other descriptor closed, except the exec-error pipe (close-on-exec):
 // nothing of pid 1's, the zygote's or the runner's reaches the program.
 void program_close_other_fds(Child& c) {
   c.step = "close_range";
-  if (::close_range(kLoaderReadyParkFd + 1, static_cast<unsigned>(c.exec_err_fd - 1), 0) != 0) c.fail(errno);
+  const int first = c.listen_fd >= 0 ? kTemplateListenFd + 1 : kLoaderReadyParkFd + 1;
+  if (::close_range(static_cast<unsigned>(first), static_cast<unsigned>(c.exec_err_fd - 1), 0) != 0) c.fail(errno);
   if (::close_range(static_cast<unsigned>(c.exec_err_fd + 1), ~0U, 0) != 0) c.fail(errno);
   if (c.ruleset_fd < 0) ::close(kRulesetParkFd);
   if (c.go_fd < 0) {
@@ -119,7 +125,7 @@ void program_enter_work(Child& c) {
 }
 
 void program_apply_rlimits(Child& c) {
-  if (int err = rlimits::apply_in_child(*c.ctx.rlimits, &c.step)) c.fail(err);
+  if (int err = rlimits::apply_in_child(*c.io.rlimits, &c.step)) c.fail(err);
   c.done(Layer::rlimits);
   trace::mark("program: rlimits");
 }
@@ -151,7 +157,7 @@ void program_place_loader_pipes(Child& c) {
 }
 
 void program_drop_capabilities(Child& c) {
-  if (int err = capabilities::drop_all_in_child(c.ctx.last_cap, &c.step)) c.fail(err);
+  if (int err = capabilities::drop_all_in_child(c.io.last_cap, &c.step)) c.fail(err);
   c.done(Layer::capabilities_dropped);
   trace::mark("program: caps dropped");
 }
@@ -159,23 +165,18 @@ void program_drop_capabilities(Child& c) {
 // Last: from here on every syscall, execve's included, passes the filter.
 void program_install_seccomp(Child& c) {
   c.step = "seccomp(SECCOMP_SET_MODE_FILTER)";
-  if (int err = seccomp::install_in_child(*c.ctx.seccomp)) c.fail(err);
+  if (int err = seccomp::install_in_child(c.io.filter, c.io.filter_len)) c.fail(err);
   c.done(Layer::seccomp);
   trace::mark("program: seccomp, execve");
-}
-
-[[noreturn]] void program_execve(Child& c) {
-  c.step = "execve";
-  ::execve(c.ctx.argv[0], c.ctx.argv.data(), c.start.envp);
-  c.fail(errno);
 }
 
 // The program child's steps, in order; each fails closed (the program never starts):
 // 1 close pid 1's ends  2 empty signal mask  3 new session  4 place fds 0-5
 // 5 close every other fd  6 cwd /work  7 rlimits  8 no_new_privs
 // 9 Landlock  10 loader pipes  11 capabilities  12 seccomp (last)  13 execve.
-[[noreturn]] void program_main(Child& c) {
-  program_close_pid1_ends(c);
+// A program forked from a template takes 2-12 (take_steps_in_child) and
+// returns into its interpreter instead of 13.
+void program_steps(Child& c) {
   program_clear_signal_mask(c);
   program_start_session(c);
   program_place_fds(c);
@@ -187,15 +188,41 @@ void program_install_seccomp(Child& c) {
   program_place_loader_pipes(c);
   program_drop_capabilities(c);
   program_install_seccomp(c);
-  program_execve(c);
+}
+
+[[noreturn]] void program_execve(Child& c, const Start& start) {
+  c.step = "execve";
+  ::execve(start.ctx->argv[0], start.ctx->argv.data(), start.envp);
+  c.fail(errno);
 }
 
 }  // namespace
 
+void take_steps_in_child(Io& io) {
+  Child c{io, io.report_fd, io.ruleset_fd, io.go_fd, io.ready_fd, io.listen_fd};
+  program_steps(c);
+  io.report_fd = c.exec_err_fd;  // moved above the program's descriptors
+}
+
 int clone_entry(void* start) {
   const auto& s = *static_cast<const Start*>(start);
-  Child c{s, *s.ctx, s.exec_err_write, s.ruleset_fd, s.go_read, s.loaded_write};
-  program_main(c);
+  const pid1::Context& ctx = *s.ctx;
+  Io io{ctx.stdout_write,
+        ctx.stderr_write,
+        s.exec_err_write,
+        s.ruleset_fd,
+        s.go_read,
+        s.loaded_write,
+        s.listen_fd,
+        ctx.rlimits,
+        ctx.seccomp->instructions.data(),
+        ctx.seccomp->instructions.size(),
+        ctx.last_cap,
+        s.layers};
+  program_close_pid1_ends(s);
+  Child c{io, io.report_fd, io.ruleset_fd, io.go_fd, io.ready_fd, io.listen_fd};
+  program_steps(c);
+  program_execve(c, s);
 }
 
 }  // namespace sandbox::program

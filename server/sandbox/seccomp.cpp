@@ -179,7 +179,6 @@ util::Result<Program> compile_in_parent(bool memory_cgroup) {
 }
 
 util::Result<Program> from_bytes(const std::string& raw) {
-  constexpr size_t kMaxInstructions = 4096;  // BPF_MAXINSNS
   if (raw.empty() || raw.size() % sizeof(sock_filter) != 0 || raw.size() / sizeof(sock_filter) > kMaxInstructions)
     return util::make_error(util::ErrorCode::kSandbox, "seccomp program in the launch spec is malformed");
   Program p;

@@ -3,6 +3,7 @@
 #pragma once
 #include <linux/filter.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -23,5 +24,9 @@ util::Result<Program> from_bytes(const std::string& raw);
 // seccomp(SECCOMP_SET_MODE_FILTER); returns errno on failure, 0 on success.
 // Needs no_new_privs already set. Async-signal-safe.
 int install_in_child(const Program& program);
+// The same from raw instructions (a template's fork gets them in a request).
+// EINVAL for none or more than the kernel takes.
+constexpr size_t kMaxInstructions = 4096;  // BPF_MAXINSNS
+int install_in_child(const sock_filter* instructions, size_t count);
 
 }  // namespace sandbox::seccomp

@@ -12,8 +12,12 @@
 namespace sandbox::seccomp {
 
 int install_in_child(const Program& program) {
-  sock_fprog fprog{static_cast<unsigned short>(program.instructions.size()),
-                   const_cast<sock_filter*>(program.instructions.data())};
+  return install_in_child(program.instructions.data(), program.instructions.size());
+}
+
+int install_in_child(const sock_filter* instructions, size_t count) {
+  if (count == 0 || count > kMaxInstructions) return EINVAL;
+  sock_fprog fprog{static_cast<unsigned short>(count), const_cast<sock_filter*>(instructions)};
   if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) != 0) return errno;
   return 0;
 }

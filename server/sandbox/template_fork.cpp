@@ -55,16 +55,25 @@ bool receive(int conn) {
   do n = ::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
   g_fd_count = 0;
+  bool extra = false;
   for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count && g_fd_count < kFds; ++i)
-      std::memcpy(&g_fds[g_fd_count++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (g_fd_count < kFds) {
+        g_fds[g_fd_count++] = fd;
+      } else {
+        ::close(fd);  // more than a request has: refused, none of them kept
+        extra = true;
+      }
+    }
   }
   const Request& r = g_in.request;
   if (n < static_cast<ssize_t>(sizeof r) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || r.magic != kMagic ||
       r.version != kVersion || r.filter_len == 0 || r.filter_len > seccomp::kMaxInstructions ||
-      static_cast<size_t>(n) != sizeof r + r.filter_len * sizeof(sock_filter) || r.has_ruleset > 1 ||
+      static_cast<size_t>(n) != sizeof r + r.filter_len * sizeof(sock_filter) || r.has_ruleset > 1 || extra ||
       g_fd_count != (r.has_ruleset ? kFds : kFds - 1)) {
     close_received();
     return false;

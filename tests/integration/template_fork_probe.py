@@ -186,6 +186,31 @@ def run(work, state):
         last_cap = int(f.read())
     limits = [(7, 256)] + [(7, 256)] * 8  # RLIMIT_NOFILE, nine times (the table's size)
     outputs = []
+    # Refused, and the template serves on: a request whose magic is wrong,
+    # and a right one with descriptors too many. Each connection is closed
+    # without a hello, no fork is made, and the template keeps none of the
+    # descriptors it was sent.
+    fds_before = len(os.listdir("/proc/%d/fd" % template.pid))
+    good = struct.pack("IIiI", 0x74626f78, 1, last_cap, 0) + \
+        b"".join(struct.pack("i4xQ", r, v) for r, v in limits) + struct.pack("I4x", 1) + filt
+    bad = struct.pack("I", 0x0badf00d) + good[4:]
+    for what, body, nfds in (("a wrong magic", bad, 6), ("eight descriptors for six", good, 8)):
+        spare = [os.open("/dev/null", os.O_RDONLY) for _ in range(nfds)]
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        conn.connect(listen_path)
+        socket.send_fds(conn, [body], spare)
+        for fd in spare:
+            os.close(fd)
+        conn.settimeout(10)
+        try:
+            answer = conn.recv(1)
+        except ConnectionResetError:
+            answer = b""
+        check(answer == b"", "a request with %s is refused (the connection closed, no hello)" % what)
+        conn.close()
+    fds_after = len(os.listdir("/proc/%d/fd" % template.pid))
+    check(fds_after == fds_before, "the template kept none of the refused requests' descriptors (%d before, %d after)"
+          % (fds_before, fds_after))
     for n in range(2):
         root = os.path.join(work, "root%d" % n)
         os.makedirs(os.path.join(root, "work"))

@@ -40,7 +40,6 @@ struct State {
   const int sock;  // the control socket to the runner
   Layers layers;   // what the steps (and the program child's) reported done
   int ruleset_fd = -1;
-  int listen_fd = -1;        // a template: its listening socket, from the runner
   int sfd = -1;              // signalfd for SIGCHLD
   int go[2] = {-1, -1};      // warm "preload": pid 1 -> loader
   int loaded[2] = {-1, -1};  // loader -> pid 1
@@ -223,8 +222,8 @@ void pid1_start_program(State& s) {
   int exec_err[2];
   if (::pipe2(exec_err, O_CLOEXEC) != 0) fail_in_child(s.sock, "pipe2", "exec-error", errno);
   trace::mark("pid 1: clone program");
-  program::Start start{&s.ctx,  exec_err[0], exec_err[1], s.ruleset_fd, s.go[0],   s.loaded[1],
-                       s.go[1], s.loaded[0], s.listen_fd, &s.layers,    envp_of(s)};
+  program::Start start{&s.ctx,      exec_err[0], exec_err[1], s.ruleset_fd, s.go[0],
+                       s.loaded[1], s.go[1],     s.loaded[0], &s.layers,    envp_of(s)};
   s.program =
       ::clone(program::clone_entry, program_stack + sizeof program_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
   if (s.program < 0) fail_in_child(s.sock, "clone(CLONE_VM|CLONE_VFORK)", s.ctx.argv[0], errno);

@@ -28,14 +28,12 @@ constexpr int kLoaderGoParkFd = 4;
 constexpr int kLoaderReadyParkFd = 5;
 constexpr int kLoaderGoFd = 3;
 constexpr int kLoaderReadyFd = 4;
-// A template's listening socket (template_fork.h), where its loader finds it.
-constexpr int kTemplateListenFd = 6;
 
 // The program's state between its steps: the descriptors as they move, and
 // the step running now (named in a failure report).
 struct Child {
   Io& io;
-  int exec_err_fd, ruleset_fd, go_fd, ready_fd, listen_fd;
+  int exec_err_fd, ruleset_fd, go_fd, ready_fd;
   const char* step = "setup";
 
   // Reports through the exec-error pipe; pid 1 relays it to the runner.
@@ -74,7 +72,7 @@ void program_start_session(Child& c) {
 // the warm loader's go and ready pipes; the exec-error pipe stays above.
 void program_place_fds(Child& c) {
   c.step = "fcntl(F_DUPFD_CLOEXEC)";
-  for (int* fd : {&c.exec_err_fd, &c.ruleset_fd, &c.go_fd, &c.ready_fd, &c.listen_fd}) {
+  for (int* fd : {&c.exec_err_fd, &c.ruleset_fd, &c.go_fd, &c.ready_fd}) {
     if (*fd < 0) continue;
     int moved = ::fcntl(*fd, F_DUPFD_CLOEXEC, 20);
     if (moved < 0) c.fail(errno);
@@ -96,18 +94,13 @@ void program_place_fds(Child& c) {
     c.go_fd = kLoaderGoParkFd;
     c.ready_fd = kLoaderReadyParkFd;
   }
-  if (c.listen_fd >= 0) {
-    if (::dup3(c.listen_fd, kTemplateListenFd, O_CLOEXEC) < 0) c.fail(errno);
-    c.listen_fd = kTemplateListenFd;
-  }
 }
 
 // Every other descriptor closed, except the exec-error pipe (close-on-exec):
 // nothing of pid 1's, the zygote's or the runner's reaches the program.
 void program_close_other_fds(Child& c) {
   c.step = "close_range";
-  const int first = c.listen_fd >= 0 ? kTemplateListenFd + 1 : kLoaderReadyParkFd + 1;
-  if (::close_range(static_cast<unsigned>(first), static_cast<unsigned>(c.exec_err_fd - 1), 0) != 0) c.fail(errno);
+  if (::close_range(kLoaderReadyParkFd + 1, static_cast<unsigned>(c.exec_err_fd - 1), 0) != 0) c.fail(errno);
   if (::close_range(static_cast<unsigned>(c.exec_err_fd + 1), ~0U, 0) != 0) c.fail(errno);
   if (c.ruleset_fd < 0) ::close(kRulesetParkFd);
   if (c.go_fd < 0) {
@@ -199,7 +192,7 @@ void program_steps(Child& c) {
 }  // namespace
 
 void take_steps_in_child(Io& io) {
-  Child c{io, io.report_fd, io.ruleset_fd, io.go_fd, io.ready_fd, io.listen_fd};
+  Child c{io, io.report_fd, io.ruleset_fd, io.go_fd, io.ready_fd};
   program_steps(c);
   io.report_fd = c.exec_err_fd;  // moved above the program's descriptors
 }
@@ -213,14 +206,13 @@ int clone_entry(void* start) {
         s.ruleset_fd,
         s.go_read,
         s.loaded_write,
-        s.listen_fd,
         ctx.rlimits,
         ctx.seccomp->instructions.data(),
         ctx.seccomp->instructions.size(),
         ctx.last_cap,
         s.layers};
   program_close_pid1_ends(s);
-  Child c{io, io.report_fd, io.ruleset_fd, io.go_fd, io.ready_fd, io.listen_fd};
+  Child c{io, io.report_fd, io.ruleset_fd, io.go_fd, io.ready_fd};
   program_steps(c);
   program_execve(c, s);
 }

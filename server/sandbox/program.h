@@ -26,7 +26,6 @@ struct Io {
   int report_fd;                   // an ExecFailure goes here when a step fails
   int ruleset_fd;                  // Landlock ruleset, or -1
   int go_fd, ready_fd;             // warm "preload": the loader's pipes, or -1
-  int listen_fd;                   // a template: its listening socket (fd 6), or -1
   const rlimits::Table* rlimits;
   const sock_filter* filter;
   size_t filter_len;
@@ -48,7 +47,6 @@ struct Start {
   int ruleset_fd;                     // Landlock ruleset, or -1
   int go_read, loaded_write;          // warm "preload": the loader's pipes, or -1
   int go_write, loaded_read;          // pid 1's ends, closed by the child, or -1
-  int listen_fd;                      // a template: its listening socket, or -1
   Layers* layers;                     // pid 1's: each step adds its layer once done
   char* const* envp;                  // ctx->envp, or envp_network for a job with a network profile
 };

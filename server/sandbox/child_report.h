@@ -24,6 +24,10 @@ constexpr char kMsgListener = 'L';  // child -> parent
 // /proc/<pid 1>/root before the program may start (workspace.h).
 constexpr char kMsgWorkspace = 'P';  // parent -> child (warm): a claim with a workspace: give /work its size
 constexpr char kMsgWorkReady = 'B';  // child -> parent: /work is ready for the copy (cold: pivoted; warm: resized)
+// A sandbox forked from a template (LaunchSpec::from_template_pid): the
+// program's descriptors (template_fork::Fd's order from kStdout), as SCM_RIGHTS, for
+// the runner to have the template fork the program with.
+constexpr char kMsgFork = 'F';  // child -> parent
 
 struct ExitReport {
   int wait_status;       // of the program (waitpid)

@@ -14,6 +14,8 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <stdio.h>
@@ -23,9 +25,11 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "server/sandbox/capabilities.h"
 #include "server/sandbox/capture.h"
 #include "server/sandbox/cgroups.h"
 #include "server/sandbox/trace.h"
@@ -34,6 +38,7 @@
 #include "server/sandbox/harvest.h"
 #include "server/sandbox/layers.h"
 #include "server/sandbox/mounts.h"
+#include "server/sandbox/template_fork.h"
 #include "server/sandbox/workspace.h"
 #include "server/sandbox/zygote.h"
 #include "server/util/clock.h"
@@ -220,11 +225,120 @@ void supervise(const LaunchSpec& spec, int sock, util::UniqueFd& out, util::Uniq
   }
 }
 
+// Forked from a template: pid 1 sent the program's descriptors (kMsgFork).
+// The template is asked for a fork with them, pid 1's pidfd, the job's
+// limits and filter; the fork's hello names it (its credentials: a process
+// of the template's pid namespace, or the request is refused), and it is
+// moved into the job's cgroup before it may join pid 1's namespaces. pid 1
+// learns the rest from its report pipe.
+util::Status fork_from_template(const LaunchSpec& spec, pid_t pid1, std::vector<util::UniqueFd>& passed,
+                                int64_t deadline) {
+  auto failed = [](std::string what) {
+    return util::make_error(util::ErrorCode::kSandbox, "forking the program from the template: " + std::move(what));
+  };
+  using namespace template_fork;
+  if (spec.from_template_pid == 0) return failed("this sandbox is not forked from a template");
+  if (passed.size() != kFds - 2 && passed.size() != kFds - 1)
+    return failed("pid 1 sent " + std::to_string(passed.size()) + " descriptors");
+  const cgroups::Host host = cgroups::host_from_json(spec.cgroup_host);
+  auto filter = zygote::filter_for(spec, host);
+  if (!filter) return failed(filter.error().message);
+  if (filter->instructions.empty() || filter->instructions.size() > seccomp::kMaxInstructions)
+    return failed("the seccomp program has " + std::to_string(filter->instructions.size()) + " instructions");
+  const rlimits::Table limits = zygote::limits_for(spec, host);
+  Request r{};
+  r.magic = kMagic;
+  r.version = kVersion;
+  r.last_cap = capabilities::read_last_cap_in_parent();
+  r.has_ruleset = passed.size() == kFds - 1 ? 1 : 0;
+  for (int i = 0; i < rlimits::kCount; ++i)
+    r.limits[i] = {limits.entries[i].resource, static_cast<uint64_t>(limits.entries[i].value)};
+  r.filter_len = static_cast<uint32_t>(filter->instructions.size());
+  std::string request(reinterpret_cast<const char*>(&r), sizeof r);
+  request.append(reinterpret_cast<const char*>(filter->instructions.data()),
+                 filter->instructions.size() * sizeof(sock_filter));
+
+  util::UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid1, 0)));
+  if (!pidfd.valid()) return failed(util::call_error("pidfd_open", "pid 1", errno));
+  util::UniqueFd conn(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!conn.valid()) return failed(util::call_error("socket", "AF_UNIX", errno));
+  const int one = 1;
+  if (::setsockopt(conn.get(), SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0)
+    return failed(util::call_error("setsockopt", "SO_PASSCRED", errno));
+  struct sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, spec.from_template_socket.c_str(), spec.from_template_socket.size() + 1);
+  // A full backlog (EAGAIN) is waited out until the deadline.
+  while (::connect(conn.get(), reinterpret_cast<const struct sockaddr*>(&addr), sizeof addr) != 0) {
+    if (errno != EAGAIN || now_ms() >= deadline)
+      return failed(util::call_error("connect", spec.from_template_socket, errno));
+    struct timespec pause {
+      0, 1000 * 1000
+    };
+    ::nanosleep(&pause, nullptr);
+  }
+  int fds[kFds];
+  fds[kPidfd] = pidfd.get();
+  for (size_t i = 0; i < passed.size(); ++i) fds[i + 1] = passed[i].get();
+  const int count = static_cast<int>(passed.size()) + 1;
+  const ssize_t sent = util::send_with_fds(conn.get(), request.data(), request.size(), fds, count);
+  if (sent != static_cast<ssize_t>(request.size())) return failed(util::call_error("sendmsg", "request", errno));
+  passed.clear();  // the template has them now; pid 1 hears from the fork
+  pidfd.reset();
+
+  // The hello, with the fork's credentials.
+  struct ucred cred {};
+  char tag = 0;
+  for (;;) {
+    struct pollfd p {
+      conn.get(), POLLIN, 0
+    };
+    const int64_t left = deadline - now_ms();
+    if (left <= 0) return failed("the template's fork did not say hello in time");
+    const int pr = ::poll(&p, 1, static_cast<int>(left));
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr < 0) return failed(util::call_error("poll", "hello", errno));
+    if (pr == 0) continue;
+    struct iovec iov {
+      &tag, 1
+    };
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(struct ucred))] = {};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(conn.get(), &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n != 1 || tag != kHello) return failed("the template answered no hello (it refused the request or died)");
+    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len == CMSG_LEN(sizeof cred))
+        std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+    break;
+  }
+  if (cred.pid <= 0) return failed("the hello carried no credentials");
+  struct stat fork_ns {
+  }, template_ns{};
+  const std::string fork_path = "/proc/" + std::to_string(cred.pid) + "/ns/pid";
+  const std::string template_path = "/proc/" + std::to_string(spec.from_template_pid) + "/ns/pid";
+  if (::stat(fork_path.c_str(), &fork_ns) != 0 || ::stat(template_path.c_str(), &template_ns) != 0 ||
+      fork_ns.st_ino != template_ns.st_ino || fork_ns.st_dev != template_ns.st_dev)
+    return failed("the hello's process " + std::to_string(cred.pid) + " is not in the template's pid namespace");
+  const cgroups::Job cgroup = cgroups::Job::named_in_parent(host, spec.job_id);
+  if (auto a = cgroup.attach_in_parent(cred.pid); !a) return failed(a.error().message);
+  const char joined = kJoined;
+  if (::send(conn.get(), &joined, 1, MSG_NOSIGNAL) != 1) return failed(util::call_error("send", "joined", errno));
+  trace::mark("template fork in the job's cgroup");
+  return util::ok_status();
+}
+
 // Warm: waits for pid 1's "built" message, announces the sandbox to the pool
 // and reads the claim line. An error, pid 1's death, a cancel (SIGTERM: the
 // pool discarding an idle sandbox) or EOF on claim_fd end the wait unclaimed.
-util::Result<Claim> await_claim(int sock, int cancel_fd, int ready_fd, int claim_fd) {
+util::Result<Claim> await_claim(const LaunchSpec& spec, pid_t pid1, int sock, int cancel_fd, int ready_fd,
+                                int claim_fd) {
   const int64_t setup_deadline = now_ms() + kSetupTimeoutMs;
+  bool forked = false;
   bool built = false;
   std::string line;
   char buf[65536];
@@ -240,17 +354,29 @@ util::Result<Claim> await_claim(int sock, int cancel_fd, int ready_fd, int claim
     if (fds[1].revents) return util::make_error(util::ErrorCode::kCancelled, "cancelled before the program started");
     if (fds[0].revents) {
       char msg[1024];
-      ssize_t n = ::recv(sock, msg, sizeof msg - 1, MSG_DONTWAIT);
+      std::vector<util::UniqueFd> passed;
+      ssize_t n = util::receive_with_fds(sock, msg, sizeof msg - 1, MSG_DONTWAIT,
+                                         [&passed](int fd) { passed.emplace_back(fd); });
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
       if (n <= 0) return util::make_error(util::ErrorCode::kSandbox, "sandbox init exited before a claim");
       if (msg[0] == kMsgError) {
         msg[n] = '\0';
         return util::make_error(util::ErrorCode::kSandbox, msg + 1);
       }
+      if (n == 1 && msg[0] == kMsgFork && !forked) {
+        forked = true;
+        if (auto f = fork_from_template(spec, pid1, passed, setup_deadline); !f) return f.error();
+      }
       if (msg[0] == kMsgWarm && !built) {
         built = true;
-        static const char kReady[] = "{\"warm\":\"ready\"}\n";
-        if (!util::write_all(ready_fd, kReady, sizeof kReady - 1))
+        std::string ready = "{\"warm\":\"ready\"}\n";
+        if (!spec.template_socket.empty())
+          ready =
+              nlohmann::json{
+                  {"warm", "ready"}, {"template_pid", pid1}, {"template_start_time", zygote::process_start_time(pid1)}}
+                  .dump() +
+              "\n";
+        if (!util::write_all(ready_fd, ready.data(), ready.size()))
           return util::make_error(util::ErrorCode::kSandbox, util::call_error("write", "warm ready", errno));
       }
     }
@@ -373,6 +499,10 @@ void Teardown::finish() {
     ::rmdir(root_.c_str());
     root_.clear();
   }
+  if (!socket_.empty()) {
+    ::unlink(socket_.c_str());
+    socket_.clear();
+  }
   cgroup_.destroy();
   cgroup_ = cgroups::Job();
 }
@@ -384,6 +514,7 @@ void Teardown::adopt(const zygote::Report& built, const LaunchSpec* spec) {
   }
   if (spec) {
     root_ = mounts::root_path(*spec);
+    socket_ = spec->template_socket;
     cgroup_ = cgroups::Job::named_in_parent(cgroups::host_from_json(spec->cgroup_host), spec->job_id);
   }
 }
@@ -425,7 +556,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   // 3. Warm: idle until a job claims the sandbox, then put its code, inputs
   // and workspace in and release the program.
   if (sv.setup_error.empty() && spec.warm != Warm::cold) {
-    auto claim = await_claim(ch.sock.get(), cancel_fd, progress_fd, claim_fd);
+    auto claim = await_claim(spec, pid, ch.sock.get(), cancel_fd, progress_fd, claim_fd);
     if (!claim) {
       sv.setup_error = claim.error().message;
       sv.cancelled = claim.error().code == util::ErrorCode::kCancelled;

@@ -22,6 +22,10 @@ class Teardown;
 // a job with a network profile also hands its proxy listener over there.
 // A warm spec (spec.warm) also writes {"warm":"ready"} there once the sandbox
 // is built, then reads one Claim line (JSON) from claim_fd (the runner's stdin).
+// A template's line also names its pid 1 and that one's start time
+// ({"warm":"ready","template_pid":..,"template_start_time":..}), what a
+// sandbox forked from it names (LaunchSpec::from_template_pid); it takes no
+// claim and ends when cancelled, its forks' sandboxes with it.
 // A cold spec starts its program only at EOF on claim_fd: the broker records
 // the job while the sandbox is built and closes the runner's stdin after.
 // The zygote (forked at the runner's start) got the same spec, built pid 1
@@ -57,6 +61,7 @@ class Teardown {
   util::UniqueFd sock_;  // closing it releases a pid 1 that did report
   std::string root_;     // mount point to remove
   cgroups::Job cgroup_;
+  std::string socket_;  // a template's socket path to remove
 };
 
 }  // namespace sandbox::launcher

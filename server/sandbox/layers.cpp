@@ -33,8 +33,10 @@ std::vector<std::string> layer_names(Layers done, int landlock_abi, cgroups::Mod
   if (done.has(Layer::user_ns))
     names.emplace_back(!done.has(Layer::own_uid)          ? "host_uid:shared"
                        : done.has(Layer::subordinate_uid) ? "host_uid:subordinate"
+                       : done.has(Layer::template_fork)   ? "host_uid:template"
                                                           : "host_uid:own");
   if (done.has(Layer::user_limits)) names.emplace_back("user_limits");
+  if (done.has(Layer::template_fork)) names.emplace_back("template_fork");
   return names;
 }
 

@@ -31,6 +31,7 @@ enum class Layer : uint8_t {
   own_uid,          // the user namespace is owned by the sandbox's own host uid (root servers)
   user_limits,      // the user namespace's ucount limits were written
   subordinate_uid,  // own_uid from the server user's /etc/subuid range
+  template_fork,    // the program is a template's fork; the user namespace is owned by the template's uid
 };
 
 // A set of Layer, as sent over the report pipe and the control socket.
@@ -53,8 +54,12 @@ class Layers {
 // made), "pivot_root", "readonly_root", "fd_hygiene", "rlimits",
 // "no_new_privs", "landlock:abi<N>", "capabilities_dropped", "seccomp",
 // "cgroups:<mode>", then "host_uid:own" (a host uid of its own),
-// "host_uid:subordinate" (one of the server user's subordinate uids) or
-// "host_uid:shared" (the server's, with others), and "user_limits".
+// "host_uid:template" (a host uid of its own, the user namespace owned by
+// the template's: what the kernel counts per user is the template's
+// forks' together), "host_uid:subordinate" (one of the server user's
+// subordinate uids) or "host_uid:shared" (the server's, with others), then
+// "user_limits", and "template_fork" (the program was forked from a
+// template, template_fork.h).
 std::vector<std::string> layer_names(Layers done, int landlock_abi, cgroups::Mode cgroup_mode);
 
 }  // namespace sandbox

@@ -14,6 +14,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -177,6 +180,82 @@ util::Status write_id_maps_in_parent(pid_t child, uint32_t host_uid, uint32_t ho
       !s)
     return s;
   return write_proc_file(child, "gid_map", std::to_string(kSandboxGid) + " " + std::to_string(host_gid) + " 1\n");
+}
+
+}  // namespace sandbox::namespaces
+
+namespace sandbox::namespaces {
+
+namespace {
+// "inside outside count" lines: the sandbox user's, then the ids first..
+// first+count-1 to themselves, the sandbox user's own host id left out
+// (the kernel refuses overlapping ranges).
+std::string template_map(uint32_t sandbox_id, uint32_t host_id, uint32_t first, uint32_t count) {
+  std::string map = std::to_string(sandbox_id) + " " + std::to_string(host_id) + " 1\n";
+  auto identity = [&map](uint64_t from, uint64_t to) {  // [from, to)
+    if (from < to) map += std::to_string(from) + " " + std::to_string(from) + " " + std::to_string(to - from) + "\n";
+  };
+  const uint64_t end = uint64_t{first} + count;
+  if (count == 0) return map;
+  if (host_id >= first && host_id < end) {
+    identity(first, host_id);
+    identity(uint64_t{host_id} + 1, end);
+  } else {
+    identity(first, end);
+  }
+  return map;
+}
+}  // namespace
+
+util::Status write_template_id_maps_in_parent(pid_t child, uint32_t host_uid, uint32_t host_gid, uint32_t first,
+                                              uint32_t count) {
+  if (auto s = write_proc_file(child, "setgroups", "deny"); !s) return s;
+  if (auto s = write_proc_file(child, "uid_map", template_map(kSandboxUid, host_uid, first, count)); !s) return s;
+  return write_proc_file(child, "gid_map", template_map(kSandboxGid, host_gid, first, count));
+}
+
+util::Result<uint32_t> map_id_in_parent(pid_t pid, const char* map_file, uint32_t id, bool from_host) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/" + map_file;
+  std::ifstream in(path);
+  if (!in) return util::make_error(util::ErrorCode::kSandbox, util::call_error("open", path, errno));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    uint64_t inside = 0, outside = 0, count = 0;
+    if (!(fields >> inside >> outside >> count)) continue;
+    const uint64_t from = from_host ? outside : inside, to = from_host ? inside : outside;
+    if (id >= from && id - from < count) return static_cast<uint32_t>(to + (id - from));
+  }
+  return util::make_error(util::ErrorCode::kSandbox, std::string(from_host ? "host id " : "id ") + std::to_string(id) +
+                                                         " is not mapped in the user namespace of " + path);
+}
+
+util::Status enter_template_in_parent(int pidfd, uint32_t owner_uid, uint32_t owner_gid) {
+  auto failed = [](const char* call, int e) {
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error(call, "the template's namespaces", e));
+  };
+  // As root: the template's user is pid 1's user namespace's owner, the
+  // file-system ids stay root's (pid 1 opens its sources as the server).
+  if (::geteuid() == 0 && owner_uid != 0) {
+    if (auto s = become_owner_in_parent(owner_uid, owner_gid); !s) return s;
+  }
+  if (::setns(pidfd, CLONE_NEWUSER | CLONE_NEWPID) != 0) return failed("setns", errno);
+  // The id change cleared dumpable on the memory pid 1 will share: the
+  // runner opens pid 1's /proc entries.
+  if (::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) return failed("prctl(PR_SET_DUMPABLE)", errno);
+  return util::ok_status();
+}
+
+util::Status own_files_as_template_user_in_parent() {
+  (void)::setfsuid(kSandboxUid);
+  (void)::setfsgid(kSandboxGid);
+  if (::setfsuid(static_cast<uid_t>(-1)) != kSandboxUid || ::setfsgid(static_cast<gid_t>(-1)) != kSandboxGid)
+    return util::make_error(util::ErrorCode::kSandbox,
+                            util::call_error("setfsuid", "the template's sandbox user", EPERM));
+  // The change cleared dumpable again: pid 1's /proc is owned by it only if set.
+  if (::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
+    return util::make_error(util::ErrorCode::kSandbox, util::call_error("prctl", "PR_SET_DUMPABLE", errno));
+  return util::ok_status();
 }
 
 }  // namespace sandbox::namespaces

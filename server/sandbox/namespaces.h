@@ -56,6 +56,28 @@ void unshare_cgroup_in_child(int report_sock);
 // to host_uid/host_gid: the only identity that exists inside.
 util::Status write_id_maps_in_parent(pid_t child, uint32_t host_uid, uint32_t host_gid);
 
+// A template's user namespace (LaunchSpec::template_socket): the sandbox
+// user to host_uid/host_gid as write_id_maps_in_parent does, and the host
+// ids first..first+count-1 to themselves (host_uid and host_gid left out):
+// a job sandbox made inside it maps its own host id there.
+util::Status write_template_id_maps_in_parent(pid_t child, uint32_t host_uid, uint32_t host_gid, uint32_t first,
+                                              uint32_t count);
+// An id across the user namespace of `pid` (map_file: "uid_map" or
+// "gid_map", read from outside): a host id to the one inside (from_host),
+// or an id inside to the host's; an error when unmapped.
+util::Result<uint32_t> map_id_in_parent(pid_t pid, const char* map_file, uint32_t id, bool from_host);
+// A zygote whose pid 1 is made inside a template's namespaces: as root it
+// first makes the template's user (owner_uid/owner_gid, host ids) its
+// effective ids, keeping its capabilities and root's file-system ids
+// (become_owner_in_parent), then joins the user and pid namespaces of the
+// process `pidfd` names (the template's pid 1), with every capability in
+// that user namespace. pid 1's user namespace is then the template's
+// user's, whose forks may join it.
+util::Status enter_template_in_parent(int pidfd, uint32_t owner_uid, uint32_t owner_gid);
+// After the clone, to write pid 1's id maps through /proc (owned by that
+// user): the file-system ids become the template's sandbox user's.
+util::Status own_files_as_template_user_in_parent();
+
 // UTS: a fixed hostname so nothing of the host's name leaks.
 void set_hostname_in_child(int report_sock);
 // The empty network namespace gets loopback up and nothing else.

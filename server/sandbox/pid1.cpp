@@ -24,6 +24,7 @@
 #include "server/sandbox/landlock.h"
 #include "server/sandbox/namespaces.h"
 #include "server/sandbox/program.h"
+#include "server/sandbox/template_fork.h"
 #include "server/sandbox/trace.h"
 #include "server/util/fd_passing.h"
 
@@ -246,6 +247,50 @@ void pid1_start_program(State& s) {
     failure.step[sizeof failure.step - 1] = '\0';
     fail_in_child(s.sock, failure.step, s.ctx.argv[0], failure.err);
   }
+}
+
+// Forked from a template: the program's descriptors go to the runner, which
+// has the template fork the program into this sandbox's namespaces (it
+// arrives here as an orphan, reparented); the report pipe brings its Started
+// record, or the ExecFailure of the step that failed, or EOF when the
+// template or the runner gave up before any step (the runner says why).
+void pid1_fork_from_template(State& s) {
+  using namespace template_fork;
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) fail_in_child(s.sock, "pipe2", "template report", errno);
+  int fds[kFds - 1];
+  fds[kStdout - 1] = s.ctx.stdout_write;
+  fds[kStderr - 1] = s.ctx.stderr_write;
+  fds[kReport - 1] = report[1];
+  fds[kGo - 1] = s.go[0];
+  fds[kReady - 1] = s.loaded[1];
+  fds[kRuleset - 1] = s.ruleset_fd;
+  const char tag = kMsgFork;
+  trace::mark("pid 1: fork from the template");
+  if (util::send_with_fds(s.sock, &tag, 1, fds, s.ruleset_fd >= 0 ? kFds - 1 : kFds - 2) != 1)
+    fail_in_child(s.sock, "sendmsg", "the program's descriptors", errno);
+  for (int fd : fds)
+    if (fd >= 0) ::close(fd);
+  s.ruleset_fd = s.go[0] = s.loaded[1] = -1;
+  union {
+    Started started;
+    program::ExecFailure failure;
+  } got{};
+  ssize_t n;
+  do n = ::read(report[0], &got, sizeof got);
+  while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  trace::mark("pid 1: forked program started");
+  if (n == static_cast<ssize_t>(sizeof got.started) && got.started.zero == 0 && got.started.pid > 1) {
+    s.program = got.started.pid;
+    s.layers = s.layers | Layers(got.started.layers);
+    return;
+  }
+  if (n == static_cast<ssize_t>(sizeof got.failure) && got.failure.err != 0) {
+    got.failure.step[sizeof got.failure.step - 1] = '\0';
+    fail_in_child(s.sock, got.failure.step, s.ctx.argv[0], got.failure.err);
+  }
+  fail_in_child(s.sock, "the template's fork sent no report", s.ctx.argv[0], n < 0 ? errno : EPIPE);
 }
 
 // Warm, a claim with a workspace: /work gets the workspace's size, not the
@@ -475,7 +520,8 @@ void pid1_report_exit(State& s) {
 // 13 loopback  14 Landlock ruleset  15 await start (in the cgroup, zygote
 // reaped; a workspace copied in)  16 cgroup namespace  17 fill /inputs
 // 18 watch children  19 cold with a network profile: the proxy listener
-// 20 start the program (cold; warm "preload": its loader)  21 warm: await
+// 20 start the program (cold; warm "preload": its loader; forked from a
+// template: the runner has the template fork it)  21 warm: await
 // the claim (with a workspace: /work resized first)  22 warm: freeze /inputs
 // 23 warm with a network profile: the proxy listener  24 warm "exec": start
 // the program; "preload": release the loader  25 report ready, with the
@@ -484,6 +530,7 @@ void pid1_report_exit(State& s) {
 // (the runner copies /outputs and a workspace out meanwhile).
 [[noreturn]] void pid1_main(State& s) {
   const Warm warm = s.ctx.spec->warm;
+  const bool forked = s.ctx.spec->from_template_pid != 0;
   pid1_close_runner_ends(s);
   pid1_unshare_network(s);
   pid1_detach_stdio(s);
@@ -503,7 +550,8 @@ void pid1_report_exit(State& s) {
   pid1_fill_inputs(s);
   pid1_watch_children(s);
   if (warm == Warm::cold) pid1_open_proxy_listener(s);
-  if (warm != Warm::exec) pid1_start_program(s);
+  if (warm != Warm::exec && forked) pid1_fork_from_template(s);
+  if (warm != Warm::exec && !forked) pid1_start_program(s);
   if (warm != Warm::cold) pid1_await_claim(s);
   if (warm != Warm::cold) pid1_freeze_inputs(s);
   if (warm != Warm::cold) pid1_open_proxy_listener(s);

@@ -41,6 +41,7 @@ struct Context {
   int landlock_abi;              // 0: Landlock not used
   const placement::Cpus* cpus;   // the zygote's CPUs, restored after go
   const UserLimit* user_limits;  // kUserLimits entries, written by pid 1 in its user namespace
+  int template_listen_fd;        // a template's listening socket, or -1 (kept past pid 1's first step)
   // The runner's ends the zygote holds: the control socket, the pipes'
   // reading ends, the zygote's report pipe. pid 1 closes them first.
   int runner_fds[4];

@@ -28,12 +28,13 @@ constexpr int kLoaderGoParkFd = 4;
 constexpr int kLoaderReadyParkFd = 5;
 constexpr int kLoaderGoFd = 3;
 constexpr int kLoaderReadyFd = 4;
+static_assert(kTemplateListenFd == kLoaderReadyParkFd + 1, "the template's socket is placed after the parked pipes");
 
 // The program's state between its steps: the descriptors as they move, and
 // the step running now (named in a failure report).
 struct Child {
   Io& io;
-  int exec_err_fd, ruleset_fd, go_fd, ready_fd;
+  int exec_err_fd, ruleset_fd, go_fd, ready_fd, listen_fd;
   const char* step = "setup";
 
   // Reports through the exec-error pipe; pid 1 relays it to the runner.
@@ -69,10 +70,11 @@ void program_start_session(Child& c) {
 
 // The descriptors to keep, first moved out of the way (>= 20), then placed:
 // 0 /dev/null, 1 and 2 the capture pipes, 3 the Landlock ruleset, 4 and 5
-// the warm loader's go and ready pipes; the exec-error pipe stays above.
+// the warm loader's go and ready pipes, 6 a template's listening socket
+// (kept across execve); the exec-error pipe stays above.
 void program_place_fds(Child& c) {
   c.step = "fcntl(F_DUPFD_CLOEXEC)";
-  for (int* fd : {&c.exec_err_fd, &c.ruleset_fd, &c.go_fd, &c.ready_fd}) {
+  for (int* fd : {&c.exec_err_fd, &c.ruleset_fd, &c.go_fd, &c.ready_fd, &c.listen_fd}) {
     if (*fd < 0) continue;
     int moved = ::fcntl(*fd, F_DUPFD_CLOEXEC, 20);
     if (moved < 0) c.fail(errno);
@@ -94,13 +96,19 @@ void program_place_fds(Child& c) {
     c.go_fd = kLoaderGoParkFd;
     c.ready_fd = kLoaderReadyParkFd;
   }
+  c.step = "dup2(template socket)";
+  if (c.listen_fd >= 0) {
+    if (::dup2(c.listen_fd, kTemplateListenFd) < 0) c.fail(errno);
+    c.listen_fd = kTemplateListenFd;
+  }
 }
 
 // Every other descriptor closed, except the exec-error pipe (close-on-exec):
 // nothing of pid 1's, the zygote's or the runner's reaches the program.
 void program_close_other_fds(Child& c) {
   c.step = "close_range";
-  if (::close_range(kLoaderReadyParkFd + 1, static_cast<unsigned>(c.exec_err_fd - 1), 0) != 0) c.fail(errno);
+  if (::close_range(kTemplateListenFd + 1, static_cast<unsigned>(c.exec_err_fd - 1), 0) != 0) c.fail(errno);
+  if (c.listen_fd < 0) ::close(kTemplateListenFd);
   if (::close_range(static_cast<unsigned>(c.exec_err_fd + 1), ~0U, 0) != 0) c.fail(errno);
   if (c.ruleset_fd < 0) ::close(kRulesetParkFd);
   if (c.go_fd < 0) {
@@ -164,7 +172,7 @@ void program_install_seccomp(Child& c) {
 }
 
 // The program child's steps, in order; each fails closed (the program never starts):
-// 1 close pid 1's ends  2 empty signal mask  3 new session  4 place fds 0-5
+// 1 close pid 1's ends  2 empty signal mask  3 new session  4 place fds 0-6
 // 5 close every other fd  6 cwd /work  7 rlimits  8 no_new_privs
 // 9 Landlock  10 loader pipes  11 capabilities  12 seccomp (last)  13 execve.
 // A program forked from a template takes 2-12 (take_steps_in_child) and
@@ -192,7 +200,7 @@ void program_steps(Child& c) {
 }  // namespace
 
 void take_steps_in_child(Io& io) {
-  Child c{io, io.report_fd, io.ruleset_fd, io.go_fd, io.ready_fd};
+  Child c{io, io.report_fd, io.ruleset_fd, io.go_fd, io.ready_fd, io.listen_fd};
   program_steps(c);
   io.report_fd = c.exec_err_fd;  // moved above the program's descriptors
 }
@@ -206,13 +214,14 @@ int clone_entry(void* start) {
         s.ruleset_fd,
         s.go_read,
         s.loaded_write,
+        ctx.template_listen_fd,
         ctx.rlimits,
         ctx.seccomp->instructions.data(),
         ctx.seccomp->instructions.size(),
         ctx.last_cap,
         s.layers};
   program_close_pid1_ends(s);
-  Child c{io, io.report_fd, io.ruleset_fd, io.go_fd, io.ready_fd};
+  Child c{io, io.report_fd, io.ruleset_fd, io.go_fd, io.ready_fd, io.listen_fd};
   program_steps(c);
   program_execve(c, s);
 }

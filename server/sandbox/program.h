@@ -26,6 +26,7 @@ struct Io {
   int report_fd;                   // an ExecFailure goes here when a step fails
   int ruleset_fd;                  // Landlock ruleset, or -1
   int go_fd, ready_fd;             // warm "preload": the loader's pipes, or -1
+  int listen_fd;                   // a template's listening socket (kTemplateListenFd), or -1
   const rlimits::Table* rlimits;
   const sock_filter* filter;
   size_t filter_len;

@@ -58,7 +58,7 @@ struct Builder {
   }
 };
 
-void add_rules(Builder& b, bool memory_cgroup) {
+void add_rules(Builder& b, bool memory_cgroup, Role role) {
   // Debuggers and memory peeking: reading or steering another process.
   b.deny("ptrace");
   b.deny("process_vm_readv");
@@ -69,7 +69,9 @@ void add_rules(Builder& b, bool memory_cgroup) {
     b.deny(s);
   // New namespaces reopen kernel attack surface that unprivileged users reach only through them.
   b.deny("unshare");
-  b.deny("setns");
+  // A template's forks join the namespaces of their job's pid 1; the job's
+  // own filter, installed by each fork on top of this one, refuses it.
+  if (role == Role::job) b.deny("setns");
   for (unsigned long flag : {CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
                              CLONE_NEWNET, CLONE_NEWTIME})
     b.deny_if("clone", EPERM, SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
@@ -144,7 +146,7 @@ void add_rules(Builder& b, bool memory_cgroup) {
 
 }  // namespace
 
-util::Result<Program> compile_in_parent(bool memory_cgroup) {
+util::Result<Program> compile_in_parent(bool memory_cgroup, Role role) {
   Ctx ctx(seccomp_init(SCMP_ACT_ALLOW), seccomp_release);
   // libseccomp returns no reason (no errno) for a context it cannot make.
   if (!ctx) return util::make_error(util::ErrorCode::kSandbox, "seccomp_init(SCMP_ACT_ALLOW) made no filter context");
@@ -160,7 +162,7 @@ util::Result<Program> compile_in_parent(bool memory_cgroup) {
   if (int r = seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2); r != 0)
     return util::make_error(util::ErrorCode::kSandbox, "seccomp_attr_set(CTL_OPTIMIZE): " + util::errno_name(-r));
   Builder b{ctx.get(), ""};
-  add_rules(b, memory_cgroup);
+  add_rules(b, memory_cgroup, role);
   if (!b.error.empty()) return util::make_error(util::ErrorCode::kSandbox, b.error);
 
   util::UniqueFd mem(::memfd_create("throwbox-seccomp", MFD_CLOEXEC));

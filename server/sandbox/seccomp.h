@@ -15,10 +15,14 @@ struct Program {
   std::vector<sock_filter> instructions;
 };
 
+// Whose filter: a job's, or a template's (template_fork.h), which is the
+// job's but for setns: its forks join their job's namespaces.
+enum class Role { job, template_process };
+
 // Builds the deny-list filter (see seccomp.cpp for every rule and its threat).
 // Without a per-job memory cgroup, shared anonymous memory is refused too:
 // nothing else would bound it (RLIMIT_DATA counts private memory only).
-util::Result<Program> compile_in_parent(bool memory_cgroup = true);
+util::Result<Program> compile_in_parent(bool memory_cgroup = true, Role role = Role::job);
 // A program compiled elsewhere (the server, once), as raw sock_filter bytes.
 util::Result<Program> from_bytes(const std::string& raw);
 // seccomp(SECCOMP_SET_MODE_FILTER); returns errno on failure, 0 on success.

@@ -18,6 +18,7 @@ constexpr const char* kWarmNames[] = {"", "exec", "preload"};
 constexpr uint64_t kCountMax = INT64_MAX;
 constexpr uint64_t kTimeoutMsMax = 24ULL * 3600 * 1000;
 constexpr uint64_t kIdMax = UINT32_MAX - 1;  // (uid_t)-1 means "no change" to setresuid
+constexpr uint64_t kPidMax = 4194304;        // PID_MAX_LIMIT
 constexpr double kCoresMax = 65536;
 
 // A numeric field out of its range; caught where the reader returns.
@@ -86,6 +87,31 @@ std::optional<Status> status_from_string(std::string_view text) { return from_na
 const char* to_string(Warm warm) { return kWarmNames[static_cast<size_t>(warm)]; }
 std::optional<Warm> warm_from_string(std::string_view text) { return from_names<Warm>(kWarmNames, text); }
 
+// A template or a sandbox forked from one: what the fields must be together.
+static std::optional<std::string> template_problem(const LaunchSpec& s) {
+  const bool is_template = !s.template_socket.empty();
+  const bool forked = !s.from_template_socket.empty() || s.from_template_pid != 0;
+  if (!is_template && (s.template_ids_first != 0 || s.template_ids_count != 0))
+    return "template_ids_first and template_ids_count belong to a template (template_socket)";
+  if (!is_template && !forked) return std::nullopt;
+  if (is_template && forked) return "a template is not itself forked from one";
+  if (s.warm != Warm::preload) return "a template, and a sandbox forked from one, is warm \"preload\"";
+  if (s.subordinate_uid != 0) return "templates do not run with subordinate ids";
+  const std::string& socket = is_template ? s.template_socket : s.from_template_socket;
+  if (socket[0] != '/' || socket.size() >= 108) return "a template's socket is an absolute path under 108 bytes";
+  if (is_template) {
+    const uint64_t end = uint64_t{s.template_ids_first} + s.template_ids_count;
+    if ((s.template_ids_count != 0) != s.own_user_ns)
+      return "a template maps template_ids exactly when it has its own user namespace's owner (own_user_ns)";
+    if (s.template_ids_count != 0 && (s.template_ids_first <= kSandboxUid || end > kIdMax))
+      return "template_ids lie above the sandbox user's id and within the id space";
+    return std::nullopt;
+  }
+  if (s.from_template_pid <= 0 || s.from_template_start_time == 0 || s.from_template_socket.empty())
+    return "a sandbox forked from a template names its pid 1, its start time and its socket";
+  return std::nullopt;
+}
+
 json to_json(const LaunchSpec& s) {
   json inputs = json::array();
   for (auto& in : s.inputs) inputs.push_back({{"name", in.name}, {"host_path", in.host_path}});
@@ -135,7 +161,13 @@ json to_json(const LaunchSpec& s) {
           {"workspace_max_bytes", s.workspace_max_bytes},
           {"cache_dir", s.cache_dir},
           {"cache_link_dir", s.cache_link_dir},
-          {"cache_files", s.cache_files}};
+          {"cache_files", s.cache_files},
+          {"template_socket", s.template_socket},
+          {"template_ids_first", s.template_ids_first},
+          {"template_ids_count", s.template_ids_count},
+          {"from_template_pid", s.from_template_pid},
+          {"from_template_start_time", s.from_template_start_time},
+          {"from_template_socket", s.from_template_socket}};
 }
 
 json to_json(const Claim& c) {
@@ -259,6 +291,13 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     s.cache_link_dir = j.value("cache_link_dir", "");
     if (j.contains("cache_files")) j.at("cache_files").get_to(s.cache_files);
     if (auto why = cache_problem(s)) return util::make_error(util::ErrorCode::kSpec, "launch spec: " + *why);
+    s.template_socket = j.value("template_socket", "");
+    s.template_ids_first = static_cast<uint32_t>(optional_integer_field(j, "template_ids_first", 0, kIdMax, kWhat));
+    s.template_ids_count = static_cast<uint32_t>(optional_integer_field(j, "template_ids_count", 0, kIdMax, kWhat));
+    s.from_template_pid = static_cast<int32_t>(optional_integer_field(j, "from_template_pid", 0, kPidMax, kWhat));
+    s.from_template_start_time = optional_integer_field(j, "from_template_start_time", 0, kCountMax, kWhat);
+    s.from_template_socket = j.value("from_template_socket", "");
+    if (auto why = template_problem(s)) return util::make_error(util::ErrorCode::kSpec, "launch spec: " + *why);
     if (s.argv.empty() || s.argv[0].empty() || s.argv[0][0] != '/')
       return util::make_error(util::ErrorCode::kSpec, "argv[0] must be an absolute path");
     if (s.scratch_dir.empty() || s.scratch_dir[0] != '/' || s.harvest_dir.empty())

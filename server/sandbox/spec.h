@@ -118,7 +118,31 @@ struct LaunchSpec {
   std::string cache_dir;
   std::string cache_link_dir;
   std::vector<std::string> cache_files;
+  // A template (template_fork.h): a warm "preload" sandbox whose program,
+  // its start-up done, forks the programs of other sandboxes. The zygote
+  // binds a listening socket at template_socket (mode 0600) that the
+  // program keeps as kTemplateListenFd. Its user namespace also maps host
+  // ids template_ids_first.. (template_ids_count of them, host_uid/host_gid
+  // left out) to themselves, so that a sandbox made inside it can map its
+  // own host id; pid 1 leaves the namespace counts of its user namespace
+  // unlimited (the forks' sandboxes are made in it) and builds no Landlock
+  // ruleset (a fork would carry it). "" and 0: not a template.
+  std::string template_socket;
+  uint32_t template_ids_first = 0;
+  uint32_t template_ids_count = 0;
+  // A sandbox whose program is forked from a template (warm "preload"): the
+  // zygote makes pid 1's namespaces inside the template's user and pid
+  // namespaces (those of its pid 1, host pid from_template_pid, started at
+  // from_template_start_time in clock ticks, /proc/<pid>/stat field 22: a
+  // reused pid is refused), and the runner asks the template at
+  // from_template_socket for the program. 0 and "": not forked.
+  int32_t from_template_pid = 0;
+  uint64_t from_template_start_time = 0;
+  std::string from_template_socket;
 };
+
+// Where a template's program finds its listening socket.
+constexpr int kTemplateListenFd = 6;
 
 inline constexpr const char* kCacheMountPath = "/var/cache/throwbox";
 inline constexpr size_t kCacheFilesMax = 256;

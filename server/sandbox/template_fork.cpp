@@ -183,9 +183,18 @@ void become_program(int conn) {
   // The pidfd names pid 1: nothing of the template's reaches the program.
   ::close(g_fds[kPidfd]);
   const Request& r = g_in.request;
-  program::Io io{g_fds[kStdout], g_fds[kStderr], g_fds[kReport], r.has_ruleset ? g_fds[kRuleset] : -1,
-                 g_fds[kGo],     g_fds[kReady],  &g_limits,      g_in.filter,
-                 r.filter_len,   r.last_cap,     &layers};
+  program::Io io{g_fds[kStdout],
+                 g_fds[kStderr],
+                 g_fds[kReport],
+                 r.has_ruleset ? g_fds[kRuleset] : -1,
+                 g_fds[kGo],
+                 g_fds[kReady],
+                 -1,
+                 &g_limits,
+                 g_in.filter,
+                 r.filter_len,
+                 r.last_cap,
+                 &layers};
   program::take_steps_in_child(io);
   // take_steps_in_child moved the report pipe above the others.
   Started s{0, ::getpid(), layers.bits()};

@@ -12,6 +12,8 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,10 +52,12 @@ constexpr size_t kStackBytes = 1 << 20;  // pid 1's stack, below it a guard page
 constexpr size_t kMessageMax = 2048;
 constexpr size_t kWarmStackBytes = 256 * 1024;  // below zygote_main's frame: parse, plan, clone
 constexpr size_t kWarmHeapBytes = 512 * 1024;   // the parsed spec, the plan, the filter
+constexpr int kTemplateBacklog = 64;            // fork requests waiting for a template's accept
 
 // The report on the wire: this header, then the spec and the rest.
 struct Wire {
   int32_t pid;
+  int32_t helper_pid;
   int32_t landlock_abi;
   uint32_t layers;  // Layers the zygote's steps made
   uint64_t spec_bytes;
@@ -62,6 +66,22 @@ struct Wire {
 };
 
 char* stack_top = nullptr;
+// The pid a pidfd names, as this process's /proc sees it (fdinfo's "Pid:"); 0 when unknown.
+pid_t host_pid_of(int pidfd) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+  util::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return 0;
+  char buf[512];
+  const long n = util::read_some(fd.get(), buf, sizeof buf - 1);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = std::strstr(buf, "\nPid:");
+  return p ? static_cast<pid_t>(std::strtol(p + 5, nullptr, 10)) : 0;
+}
+
+// The stack of the helper that clones a forked sandbox's pid 1 (zygote_clone_pid1).
+alignas(64) char helper_stack[64 * 1024];
 
 bool read_exactly(int fd, void* data, size_t size) {
   size_t got = 0;
@@ -150,6 +170,10 @@ struct Build {
   cgroups::Host prepared_host;
   cgroups::Job prepared_cgroup;
   std::string prepared_error;
+  // Forked from a template: the job's cgroup was joined and the harvest
+  // directory made before the zygote entered the template's namespaces.
+  bool born_in_cgroup = false;
+  uint32_t map_uid = 0, map_gid = 0;  // pid 1's sandbox user, as the id maps name it
 
   [[noreturn]] void fail(std::string message) {
     report.error = std::move(message);
@@ -269,8 +293,11 @@ void zygote_parse_spec(Build& b) {
 
 // The values pid 1 writes to its user namespace's /proc/sys/user (pid1.h).
 // One cgroup namespace: pid 1's own, made after start.
+// A template's are left as they are: its forks' sandboxes are made in its
+// user namespace (its own filter refuses it any namespace).
 void zygote_plan_user_limits(Build& b) {
   const LaunchSpec& spec = b.spec;
+  if (!spec.template_socket.empty()) return;
   const std::pair<const char*, uint64_t> limits[pid1::kUserLimits] = {
       {"max_user_namespaces", 0},
       {"max_pid_namespaces", 0},
@@ -341,13 +368,7 @@ void zygote_plan_mounts(Build& b) {
 void zygote_prepare_layers(Build& b) {
   const LaunchSpec& spec = b.spec;
   b.host = cgroups::host_from_json(spec.cgroup_host);
-  // Normally compiled once by the server; a runner started by hand compiles its own.
-  auto filter = spec.seccomp_bpf_base64.empty() ? seccomp::compile_in_parent(b.host.mode != cgroups::Mode::none)
-                                                : [&]() -> util::Result<seccomp::Program> {
-    auto raw = util::base64_decode(spec.seccomp_bpf_base64);
-    if (!raw) return util::make_error(util::ErrorCode::kSandbox, "seccomp program in the launch spec is not base64");
-    return seccomp::from_bytes(*raw);
-  }();
+  auto filter = filter_for(spec, b.host);
   if (!filter) b.fail(filter.error().message);
   b.filter = std::move(*filter);
   const int landlock_abi = landlock::abi_version();
@@ -358,14 +379,7 @@ void zygote_prepare_layers(Build& b) {
         "(needs Linux 5.13+ with landlock in the lsm= boot list)");
   if (b.host.mode == cgroups::Mode::none && spec.require_cgroups)
     b.fail("the policy requires cgroups (sandbox.require.cgroups) but none are usable: " + b.host.why_not);
-  // With a memory cgroup the cgroup is the limit (an OOM kill is reported as
-  // memory_exceeded) and RLIMIT_DATA only a backstop at twice it; without one,
-  // RLIMIT_DATA is the limit.
-  const uint64_t data_max = b.host.mode == cgroups::Mode::none ? spec.memory_max_bytes : 2 * spec.memory_max_bytes;
-  b.limits = rlimits::build_in_parent(
-      {spec.pids_max, spec.nofile_max,
-       std::max({spec.work_max_bytes, spec.tmp_max_bytes, spec.outputs_max_bytes, spec.workspace_max_bytes}), data_max,
-       spec.timeout_ms, spec.sigpending_max, spec.msgqueue_max_bytes});
+  b.limits = limits_for(spec, b.host);
   zygote_plan_user_limits(b);
   b.cpus = placement::allowed_in_parent();
   b.ctx = pid1::Context{&b.spec,
@@ -380,9 +394,11 @@ void zygote_prepare_layers(Build& b) {
                         &b.filter,
                         &b.limits,
                         capabilities::read_last_cap_in_parent(),
-                        landlock_abi,
+                        // A template's fork would carry its domain into the job: none.
+                        spec.template_socket.empty() ? landlock_abi : 0,
                         &b.cpus,
                         b.user_limits,
+                        -1,
                         {b.ch.sock.get(), b.ch.out_read.get(), b.ch.err_read.get(), b.report_fd}};
   trace::mark("layers prepared");
 }
@@ -401,6 +417,71 @@ void zygote_make_scratch(Build& b) {
   if (::mkdir(b.plan.root.c_str(), 0700) != 0) b.fail(util::call_error("mkdir", b.plan.root, errno));
 }
 
+void zygote_make_harvest_dir(Build& b);
+
+// A template: the listening socket its forks are asked for on, bound where
+// the spec says (0600: only the runners, as the server's user, connect),
+// kept by pid 1 and given to the program as kTemplateListenFd. The runner
+// removes the path when the template ends.
+void zygote_open_template_socket(Build& b) {
+  const std::string& path = b.spec.template_socket;
+  if (path.empty()) return;
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) b.fail(util::call_error("socket", "AF_UNIX template listener", errno));
+  struct sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);  // under 108 bytes (spec_from_json)
+  const mode_t old = ::umask(0177);
+  const int bound = ::bind(fd, reinterpret_cast<const struct sockaddr*>(&addr), sizeof addr);
+  const int bind_errno = errno;
+  ::umask(old);
+  if (bound != 0) b.fail(util::call_error("bind", path, bind_errno));
+  if (::listen(fd, kTemplateBacklog) != 0) b.fail(util::call_error("listen", path, errno));
+  b.ctx.template_listen_fd = fd;
+  trace::mark("template socket");
+}
+
+// Forked from a template: pid 1's namespaces are made inside the template's
+// user and pid namespaces, so that the template's fork may join them. What
+// the zygote does as the host's (root, or the server's user) comes first:
+// the harvest directory, and the job's cgroup made and joined (pid 1 is born
+// in it). The template is the process the spec names, started when it says
+// (a pid since reused is refused); the job's host ids are translated into its
+// user namespace for pid 1's id maps.
+void zygote_enter_template(Build& b) {
+  const LaunchSpec& spec = b.spec;
+  b.map_uid = spec.host_uid;
+  b.map_gid = spec.host_gid;
+  if (spec.from_template_pid == 0) return;
+  zygote_make_harvest_dir(b);
+  if (b.prepared_id.empty()) {
+    auto made =
+        cgroups::Job::create_in_parent(b.host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
+    if (!made) b.fail(made.error().message);
+    if (auto a = made->attach_in_parent(::getpid()); !a) b.fail(a.error().message);
+    if (made->mode() != cgroups::Mode::none) b.report.layers.add(Layer::cgroups);
+  }
+  b.born_in_cgroup = true;
+  const pid_t pid = spec.from_template_pid;
+  util::UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd.valid())
+    b.fail(util::call_error("pidfd_open", "the template's pid 1 (" + std::to_string(pid) + ")", errno));
+  const uint64_t started = process_start_time(pid);
+  if (started != spec.from_template_start_time)
+    b.fail("pid " + std::to_string(pid) + " is not the template's pid 1 any more (started at " +
+           std::to_string(started) + ", the template at " + std::to_string(spec.from_template_start_time) + ")");
+  auto uid = namespaces::map_id_in_parent(pid, "uid_map", spec.host_uid, true);
+  auto gid = namespaces::map_id_in_parent(pid, "gid_map", spec.host_gid, true);
+  auto owner_uid = namespaces::map_id_in_parent(pid, "uid_map", kSandboxUid, false);
+  auto owner_gid = namespaces::map_id_in_parent(pid, "gid_map", kSandboxGid, false);
+  for (auto* r : {&uid, &gid, &owner_uid, &owner_gid})
+    if (!*r) b.fail(r->error().message);
+  b.map_uid = *uid;
+  b.map_gid = *gid;
+  if (auto e = namespaces::enter_template_in_parent(pidfd.get(), *owner_uid, *owner_gid); !e) b.fail(e.error().message);
+  trace::mark("template's namespaces joined");
+}
+
 // pid 1 in fresh namespaces, on the zygote's memory (CLONE_VM: no page
 // tables copied) and, without CLONE_SETTLS, its thread data: pid 1 never
 // allocates (unit.child_side_symbols), and the one thing either could
@@ -408,19 +489,57 @@ void zygote_make_scratch(Build& b) {
 // (a wrong errno in a message at worst). CLONE_PARENT: the runner's child.
 // pid 1 makes its network namespace first thing, meanwhile.
 void zygote_clone_pid1(Build& b) {
-  if (b.spec.own_user_ns) {
+  // Forked from a template: the namespace's owner is the template's user.
+  const bool become_owner = b.spec.own_user_ns && b.spec.from_template_pid == 0;
+  if (become_owner) {
     if (auto s = namespaces::become_owner_in_parent(b.spec.host_uid, b.spec.host_gid); !s) b.fail(s.error().message);
   }
-  b.pid = stack_top ? ::clone(pid1::clone_entry, stack_top,
-                              static_cast<int>(namespaces::kSandboxCloneFlags | CLONE_VM | CLONE_PARENT), &b.ctx)
-                    : (errno = ENOMEM, -1);
+  constexpr int kFlags = static_cast<int>(namespaces::kSandboxCloneFlags | CLONE_VM | CLONE_PARENT);
+  if (!stack_top) {
+    b.pid = -1;
+    errno = ENOMEM;
+  } else if (b.spec.from_template_pid == 0) {
+    b.pid = ::clone(pid1::clone_entry, stack_top, kFlags, &b.ctx);
+  } else {
+    // A new pid namespace is made only from one's own (clone(2): EINVAL
+    // otherwise): the zygote joined the template's for its children, so a
+    // helper, active there, clones pid 1. Both are the runner's children
+    // (CLONE_PARENT); the helper exits at once and the runner reaps it.
+    // The helper (sharing the zygote's descriptors) gets pid 1's pid in the template's namespace;
+    // its pidfd (CLONE_PIDFD) names the host's in /proc/self/fdinfo.
+    struct Helper {
+      Build* b;
+      int flags;
+      pid_t pid;
+      int err;
+      int pidfd;
+    } h{&b, kFlags | CLONE_PIDFD, -1, 0, -1};
+    const pid_t helper = ::clone(
+        [](void* arg) -> int {
+          auto* h = static_cast<Helper*>(arg);
+          h->pid = ::clone(pid1::clone_entry, stack_top, h->flags, &h->b->ctx, &h->pidfd);
+          h->err = errno;
+          return 0;
+        },
+        helper_stack + sizeof helper_stack, CLONE_VM | CLONE_VFORK | CLONE_PARENT | CLONE_FILES | SIGCHLD, &h);
+    if (helper < 0) b.fail(util::call_error("clone", "CLONE_VM|CLONE_VFORK|CLONE_PARENT (pid 1's helper)", errno));
+    b.report.helper_pid = helper;
+    b.pid = h.pid < 0 ? -1 : host_pid_of(h.pidfd);
+    errno = h.err;
+    if (h.pidfd >= 0) ::close(h.pidfd);
+    if (h.pid >= 0 && b.pid <= 0) b.fail("pid 1's pid on the host is not in /proc/self/fdinfo of its pidfd");
+  }
   const int clone_errno = errno;
-  if (b.spec.own_user_ns) {
+  if (become_owner) {
     if (auto s = namespaces::restore_root_in_parent(); !s) b.fail(s.error().message);  // pid 1 dies with us
     // The id changes cleared dumpable on the memory pid 1 shares: a runner
     // that is not host root (subordinate ids) opens /proc/<pid 1> next.
     (void)::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     b.report.layers.add(Layer::own_uid);
+  }
+  if (b.spec.from_template_pid != 0) {
+    b.report.layers.add(Layer::template_fork);
+    if (b.spec.own_user_ns) b.report.layers.add(Layer::own_uid);
   }
   if (b.pid < 0) {
     int e = clone_errno;
@@ -449,8 +568,15 @@ void zygote_clone_pid1(Build& b) {
 
 // Identity first: pid 1 builds its root once the id maps exist.
 void zygote_write_id_maps(Build& b) {
-  if (auto m = namespaces::write_id_maps_in_parent(b.pid, b.spec.host_uid, b.spec.host_gid); !m)
-    b.fail(m.error().message);
+  const LaunchSpec& spec = b.spec;
+  if (spec.from_template_pid != 0 && spec.own_user_ns) {
+    if (auto f = namespaces::own_files_as_template_user_in_parent(); !f) b.fail(f.error().message);
+  }
+  auto m = spec.template_socket.empty()
+               ? namespaces::write_id_maps_in_parent(b.pid, b.map_uid, b.map_gid)
+               : namespaces::write_template_id_maps_in_parent(b.pid, spec.host_uid, spec.host_gid,
+                                                              spec.template_ids_first, spec.template_ids_count);
+  if (!m) b.fail(m.error().message);
 }
 
 void zygote_send_go(Build& b) {
@@ -462,6 +588,7 @@ void zygote_send_go(Build& b) {
 
 // The host side of the harvest, beside pid 1's work.
 void zygote_make_harvest_dir(Build& b) {
+  if (b.born_in_cgroup) return;  // made before the template's namespaces were joined
   if (::mkdir(b.spec.harvest_dir.c_str(), 0700) != 0 && errno != EEXIST)
     b.fail(util::call_error("mkdir", b.spec.harvest_dir, errno));
 }
@@ -475,6 +602,7 @@ void zygote_attach_cgroup(Build& b) {
     if (b.prepared_cgroup.mode() != cgroups::Mode::none) b.report.layers.add(Layer::cgroups);
     return;
   }
+  if (b.born_in_cgroup) return;
   auto made =
       cgroups::Job::create_in_parent(b.host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
   if (!made) b.fail(made.error().message);
@@ -500,6 +628,7 @@ void zygote_report_and_exit(const Build& b) {
   const Report& report = b.report;
   Wire w{};
   w.pid = report.pid;
+  w.helper_pid = report.helper_pid;
   w.landlock_abi = report.landlock_abi;
   w.layers = report.layers.bits();
   w.spec_bytes = report.spec_text.size();
@@ -519,10 +648,12 @@ void zygote_report_and_exit(const Build& b) {
 // user namespace of its own  7 plan the mounts  8 prepare seccomp,
 // Landlock, rlimits, the user namespace's limits, capabilities, CPUs
 // 9 scratch directory and root mount point  10 hide the command line
-// 11 a prepared cgroup's limits  12 clone pid 1 into its namespaces (as
-// root: owned by the sandbox's own uid)  13 id maps  14 go  15 harvest
-// directory  16 the job's cgroup, pid 1 in it (unless born there)
-// 17 report, exit.
+// 11 a prepared cgroup's limits  12 a template: its listening socket
+// 13 forked from a template: harvest directory, the job's cgroup joined,
+// into the template's user and pid namespaces  14 clone pid 1 into its
+// namespaces (as root: owned by the sandbox's own uid; forked: by the
+// template's user)  15 id maps  16 go  17 harvest directory  18 the job's
+// cgroup, pid 1 in it (unless born there)  19 report, exit.
 // The runner sends pid 1 "start" only after it reaped the zygote.
 [[noreturn]] void zygote_main(Build& b) {
   zygote_detach_from_runner(b);
@@ -536,6 +667,8 @@ void zygote_report_and_exit(const Build& b) {
   zygote_make_scratch(b);
   zygote_hide_command_line(b);
   zygote_limit_prepared_cgroup(b);
+  zygote_open_template_socket(b);
+  zygote_enter_template(b);
   zygote_clone_pid1(b);
   zygote_write_id_maps(b);
   zygote_send_go(b);
@@ -545,6 +678,44 @@ void zygote_report_and_exit(const Build& b) {
 }
 
 }  // namespace
+
+// Fields are counted from the command name's last ')' (it may hold spaces
+// and parentheses).
+uint64_t process_start_time(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  util::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return 0;
+  char buf[1024];
+  const long n = util::read_some(fd.get(), buf, sizeof buf - 1);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');
+  for (int field = 2; p && field < 22; ++field) p = std::strchr(p + 1, ' ');
+  return p ? std::strtoull(p + 1, nullptr, 10) : 0;
+}
+
+util::Result<seccomp::Program> filter_for(const LaunchSpec& spec, const cgroups::Host& host) {
+  // Normally compiled once by the server; a runner started by hand compiles its own.
+  if (spec.seccomp_bpf_base64.empty())
+    return seccomp::compile_in_parent(host.mode != cgroups::Mode::none, spec.template_socket.empty()
+                                                                            ? seccomp::Role::job
+                                                                            : seccomp::Role::template_process);
+  auto raw = util::base64_decode(spec.seccomp_bpf_base64);
+  if (!raw) return util::make_error(util::ErrorCode::kSandbox, "seccomp program in the launch spec is not base64");
+  return seccomp::from_bytes(*raw);
+}
+
+rlimits::Table limits_for(const LaunchSpec& spec, const cgroups::Host& host) {
+  // With a memory cgroup the cgroup is the limit (an OOM kill is reported as
+  // memory_exceeded) and RLIMIT_DATA only a backstop at twice it; without one,
+  // RLIMIT_DATA is the limit.
+  const uint64_t data_max = host.mode == cgroups::Mode::none ? spec.memory_max_bytes : 2 * spec.memory_max_bytes;
+  return rlimits::build_in_parent(
+      {spec.pids_max, spec.nofile_max,
+       std::max({spec.work_max_bytes, spec.tmp_max_bytes, spec.outputs_max_bytes, spec.workspace_max_bytes}), data_max,
+       spec.timeout_ms, spec.sigpending_max, spec.msgqueue_max_bytes});
+}
 
 // About the size of the compiled filter in base64 (some 320 BPF instructions),
 // so the rehearsal touches as much of the parser and decoder as a real spec.
@@ -640,6 +811,10 @@ util::Result<Report> Zygote::await_report_in_parent() {
   while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {}
   pid_ = -1;
   report_read_.reset();
+  if (whole && w.helper_pid > 0) {
+    int helper_st;
+    while (::waitpid(w.helper_pid, &helper_st, 0) < 0 && errno == EINTR) {}
+  }
   if (!whole) {
     if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
       return util::make_error(util::ErrorCode::kSandbox,

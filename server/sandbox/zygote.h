@@ -13,7 +13,11 @@
 
 #include <string>
 
+#include "server/sandbox/cgroups.h"
 #include "server/sandbox/layers.h"
+#include "server/sandbox/rlimits.h"
+#include "server/sandbox/seccomp.h"
+#include "server/sandbox/spec.h"
 #include "server/util/fd.h"
 #include "server/util/result.h"
 
@@ -32,6 +36,7 @@ struct Channels {
 // line and anything after it (which fails the job).
 struct Report {
   pid_t pid = -1;
+  pid_t helper_pid = -1;  // the runner's child that cloned a forked sandbox's pid 1 (reaped with the zygote)
   int landlock_abi = 0;
   Layers layers;  // what the zygote's steps made: the namespaces of the clone, the cgroup
   std::string error;
@@ -59,6 +64,18 @@ class Zygote {
   util::UniqueFd report_read_;
   Channels channels_;
 };
+
+// The job's seccomp program: the spec's (the server compiles it once), or
+// compiled here for a runner started by hand (a template's role for a
+// template's spec).
+util::Result<seccomp::Program> filter_for(const LaunchSpec& spec, const cgroups::Host& host);
+// The program's resource limits for the spec (with a memory cgroup
+// RLIMIT_DATA is a backstop at twice the cgroup's limit).
+rlimits::Table limits_for(const LaunchSpec& spec, const cgroups::Host& host);
+
+// Field 22 of /proc/<pid>/stat: when the process started, in clock ticks
+// after boot (0 when unreadable). With its pid it names one process.
+uint64_t process_start_time(pid_t pid);
 
 // Maps the executable's code and read-only data (MADV_POPULATE_READ): the
 // runner and the zygote do it while they wait, so the job's first pass through

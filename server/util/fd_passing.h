@@ -12,24 +12,33 @@
 
 namespace util {
 
-// sendmsg of `size` bytes, carrying `fd` when it is >= 0; retried on EINTR.
-// Returns what sendmsg returned (bytes sent, or -1 with errno).
-inline ssize_t send_with_fd(int sock, const void* data, size_t size, int fd) {
+// The most descriptors one message carries here.
+constexpr int kFdsPerMessageMax = 8;
+
+// sendmsg of `size` bytes, carrying fds[0..count) (none when count is 0;
+// at most kFdsPerMessageMax); retried on EINTR. Returns what sendmsg
+// returned (bytes sent, or -1 with errno; EINVAL for too many descriptors).
+inline ssize_t send_with_fds(int sock, const void* data, size_t size, const int* fds, int count) {
+  if (count < 0 || count > kFdsPerMessageMax) {
+    errno = EINVAL;
+    return -1;
+  }
   struct iovec iov {
     const_cast<void*>(data), size
   };
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(kFdsPerMessageMax * sizeof(int))] = {};
   struct msghdr msg {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  if (fd >= 0) {
+  if (count > 0) {
+    const size_t bytes = static_cast<size_t>(count) * sizeof(int);
     msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
+    msg.msg_controllen = CMSG_SPACE(bytes);
     struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    __builtin_memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    cm->cmsg_len = CMSG_LEN(bytes);
+    __builtin_memcpy(CMSG_DATA(cm), fds, bytes);
   }
   ssize_t n;
   do n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
@@ -37,16 +46,22 @@ inline ssize_t send_with_fd(int sock, const void* data, size_t size, int fd) {
   return n;
 }
 
+// send_with_fds of one descriptor, or none when `fd` is negative.
+inline ssize_t send_with_fd(int sock, const void* data, size_t size, int fd) {
+  return send_with_fds(sock, data, size, &fd, fd >= 0 ? 1 : 0);
+}
+
 // recvmsg of up to `size` bytes (flags: MSG_DONTWAIT and the like;
 // MSG_CMSG_CLOEXEC is always added), each descriptor that came with them
-// handed to each_fd (room for four; the kernel closes any beyond). Returns
+// handed to each_fd (room for kFdsPerMessageMax; the kernel closes any
+// beyond and sets MSG_CTRUNC). Returns
 // what recvmsg returned, once: EINTR is the caller's to retry.
 template <class EachFd>
 ssize_t receive_with_fds(int sock, void* data, size_t size, int flags, EachFd&& each_fd) {
   struct iovec iov {
     data, size
   };
-  alignas(struct cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(kFdsPerMessageMax * sizeof(int))] = {};
   struct msghdr msg {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;

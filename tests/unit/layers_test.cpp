@@ -37,6 +37,20 @@ TEST_CASE("every step reported: the same list clients have always seen") {
   CHECK(sandbox::layer_names(own, 4, sandbox::cgroups::Mode::v2).rbegin()[1] == "host_uid:own");
 }
 
+TEST_CASE("a template's fork: its own host uid in a namespace the template's uid owns, named last") {
+  Layers forked = all_but({});
+  forked.add(Layer::own_uid);
+  forked.add(Layer::user_limits);
+  forked.add(Layer::template_fork);
+  const auto names = sandbox::layer_names(forked, 7, sandbox::cgroups::Mode::v1);
+  CHECK(names.back() == "template_fork");
+  CHECK(names.rbegin()[1] == "user_limits");
+  CHECK(names.rbegin()[2] == "host_uid:template");
+  Layers shared = all_but({});
+  shared.add(Layer::template_fork);
+  CHECK(sandbox::layer_names(shared, 7, sandbox::cgroups::Mode::v1).rbegin()[1] == "host_uid:shared");
+}
+
 TEST_CASE("a layer no step reported is not listed") {
   auto names =
       sandbox::layer_names(all_but({Layer::landlock, Layer::cgroups, Layer::net_ns}), 0, sandbox::cgroups::Mode::none);

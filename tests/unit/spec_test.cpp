@@ -271,3 +271,65 @@ TEST_CASE("an outcome's workspace report reads back; an outcome without one read
   CHECK(error_with(j, "workspace_bytes", "-4", sandbox::outcome_from_json) ==
         "runner outcome field workspace_bytes: not an integer in 0..9223372036854775807");
 }
+
+TEST_CASE("a template's and a forked sandbox's fields read back, and only in the combinations that work") {
+  sandbox::LaunchSpec t = sample_spec();
+  t.code.clear();
+  t.inputs.clear();
+  t.warm = sandbox::Warm::preload;
+  t.own_user_ns = true;
+  t.template_socket = "/var/lib/throwbox/templates/python-data.sock";
+  t.template_ids_first = 1879048192;
+  t.template_ids_count = 65536;
+  auto back = sandbox::spec_from_json(json::parse(sandbox::to_json(t).dump()));
+  REQUIRE(back.ok());
+  CHECK(sandbox::to_json(*back) == sandbox::to_json(t));
+
+  sandbox::LaunchSpec f = t;
+  f.template_socket.clear();
+  f.template_ids_first = f.template_ids_count = 0;
+  f.from_template_pid = 4242;
+  f.from_template_start_time = 123456;
+  f.from_template_socket = t.template_socket;
+  auto forked = sandbox::spec_from_json(sandbox::to_json(f));
+  REQUIRE(forked.ok());
+  CHECK(sandbox::to_json(*forked) == sandbox::to_json(f));
+
+  auto error_of = [](const sandbox::LaunchSpec& s) {
+    auto r = sandbox::spec_from_json(sandbox::to_json(s));
+    REQUIRE_FALSE(r.ok());
+    return r.error().message;
+  };
+  sandbox::LaunchSpec cold = t;
+  cold.warm = sandbox::Warm::cold;
+  cold.code = "print(1)";
+  CHECK(error_of(cold) == "launch spec: a template, and a sandbox forked from one, is warm \"preload\"");
+  sandbox::LaunchSpec both = t;
+  both.from_template_pid = 1;
+  CHECK(error_of(both) == "launch spec: a template is not itself forked from one");
+  sandbox::LaunchSpec relative = t;
+  relative.template_socket = "templates/x.sock";
+  CHECK(error_of(relative) == "launch spec: a template's socket is an absolute path under 108 bytes");
+  sandbox::LaunchSpec long_path = t;
+  long_path.template_socket = "/" + std::string(120, 'x');
+  CHECK(error_of(long_path) == "launch spec: a template's socket is an absolute path under 108 bytes");
+  sandbox::LaunchSpec low = t;
+  low.template_ids_first = 1000;
+  CHECK(error_of(low) == "launch spec: template_ids lie above the sandbox user's id and within the id space");
+  sandbox::LaunchSpec shared = t;
+  shared.own_user_ns = false;
+  CHECK(error_of(shared) ==
+        "launch spec: a template maps template_ids exactly when it has its own user namespace's owner (own_user_ns)");
+  sandbox::LaunchSpec stray = sample_spec();
+  stray.template_ids_count = 4;
+  CHECK(error_of(stray) ==
+        "launch spec: template_ids_first and template_ids_count belong to a template (template_socket)");
+  sandbox::LaunchSpec unnamed = f;
+  unnamed.from_template_start_time = 0;
+  CHECK(error_of(unnamed) ==
+        "launch spec: a sandbox forked from a template names its pid 1, its start time and its socket");
+  sandbox::LaunchSpec subordinate = f;
+  subordinate.subordinate_uid = subordinate.subordinate_gid = 100000;
+  CHECK(error_of(subordinate) == "launch spec: templates do not run with subordinate ids");
+  CHECK(spec_error("from_template_pid", "-1") == "launch spec field from_template_pid: not an integer in 0..4194304");
+}

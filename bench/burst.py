@@ -24,7 +24,9 @@ The policy is --policy (default: the bundled policies/default.json) with its
 admission and call limits raised to the largest C, so that the burst measures
 how fast sandboxes are made and claimed, not the queue; the pool is the
 policy's, except that a runtime it fills on first use is filled at start.
-Usage: bench/burst.py [--jobs N] [--inflight 1,4,16] [--kinds print,stdlib,pandas]
+--templates forks every pooled python runtime's sandboxes from a template
+(pool.templates); the idle memory is then also the template's.
+Usage: bench/burst.py [--jobs N] [--inflight 1,4,16] [--kinds print,stdlib,pandas] [--templates]
                       [--gap-runs N] [--gap S] [--policy FILE] [--bin build/throwbox] [--json]
 """
 import argparse
@@ -37,7 +39,7 @@ import tempfile
 import threading
 import time
 
-from mcp_stdio import Pipelined, children, comm, tree_pss_kib, wait_quiet
+from mcp_stdio import Pipelined, children, comm, is_template, tree_pss_kib, wait_quiet
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -66,7 +68,7 @@ def pct(samples, q):
     return s[min(len(s) - 1, max(0, int(round(q * (len(s) - 1)))))]
 
 
-def bench_policy(policy, inflight_max, pool_runtimes=None):
+def bench_policy(policy, inflight_max, pool_runtimes=None, templates=False):
     p = json.loads(json.dumps(policy))
     adm = p.setdefault("admission", {})
     for key in ("jobs_running_max", "jobs_running_per_tenant_max"):
@@ -79,6 +81,13 @@ def bench_policy(policy, inflight_max, pool_runtimes=None):
     if pool_runtimes is not None:
         pool["runtimes"] = pool_runtimes
     pool["first_use"] = []
+    # --templates: every pooled python runtime forks from a template;
+    # otherwise what the policy says, within the runtimes pooled here.
+    pooled = pool.get("runtimes", [])
+    if templates:
+        pool["templates"] = [r for r in pooled if p["runtimes"][r].get("loader") == "python"]
+    else:
+        pool["templates"] = [r for r in pool.get("templates", []) if r in pooled]
     return p
 
 
@@ -152,13 +161,17 @@ def burst(server, runtime, code, want, jobs, inflight):
             "cold": starts.count("cold")}
 
 
-def idle_pss(binary, work, policy, runtime):
-    """PSS (KiB) of each idle warm sandbox of a server whose pool keeps only runtime."""
-    server = Server(binary, work, "pss-" + runtime, bench_policy(policy, 1, [runtime]))
+def idle_pss(binary, work, policy, runtime, templates=False):
+    """PSS (KiB) of each idle warm sandbox of a server whose pool keeps only
+    runtime, and of its template (None without one)."""
+    server = Server(binary, work, "pss-" + runtime, bench_policy(policy, 1, [runtime], templates))
     try:
         server.quiesce()
         runners = [c for c in children(server.client.p.pid) if comm(c) == "throwbox-runner"]
-        return sorted(tree_pss_kib(r) for r in runners if children(r) and children(children(r)[0]))
+        built = [r for r in runners if children(r) and children(children(r)[0])]
+        kinds = [is_template(r) for r in built]
+        template = [tree_pss_kib(r) for r, t in zip(built, kinds) if t]
+        return sorted(tree_pss_kib(r) for r, t in zip(built, kinds) if not t), (template[0] if template else None)
     finally:
         server.close()
 
@@ -172,6 +185,8 @@ def main():
     ap.add_argument("--gap", type=float, default=0.3, help="idle seconds before each gap call")
     ap.add_argument("--policy", default=os.path.join(REPO, "policies", "default.json"))
     ap.add_argument("--bin", default=os.environ.get("THROWBOX_BIN", os.path.join(REPO, "build", "throwbox")))
+    ap.add_argument("--templates", action="store_true",
+                    help="fork every pooled python runtime's sandboxes from a template (pool.templates)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     inflight = [int(x) for x in args.inflight.split(",")]
@@ -190,7 +205,9 @@ def main():
     t_start = time.time()
     results = {"kinds": {}, "idle_pss_kib": {}}
     try:
-        server = Server(binary, work, "burst", bench_policy(policy, max(inflight)))
+        burst_policy = bench_policy(policy, max(inflight), templates=args.templates)
+        results["templates"] = burst_policy["pool"]["templates"]
+        server = Server(binary, work, "burst", burst_policy)
         log = sys.stderr
         try:
             for k in kinds:
@@ -219,15 +236,19 @@ def main():
             results["quiet_timeouts"] = server.quiet_timeouts
             server.close()
         for runtime in sorted({KINDS[k][0] for k in kinds}):
-            results["idle_pss_kib"][runtime] = idle_pss(binary, work, policy, runtime)
+            sandboxes, template = idle_pss(binary, work, policy, runtime, args.templates)
+            results["idle_pss_kib"][runtime] = sandboxes
+            if template is not None:
+                results.setdefault("template_pss_kib", {})[runtime] = template
     finally:
         shutil.rmtree(work, ignore_errors=True)
     results["seconds"] = time.time() - t_start
     if args.json:
         print(json.dumps(results, indent=1))
         return
-    print("throwbox burst benchmark: %d calls a burst, uid %d, %d cores, %s, %.0f s"
-          % (args.jobs, os.geteuid(), os.cpu_count(), time.strftime("%Y-%m-%d"), results["seconds"]))
+    print("throwbox burst benchmark: %d calls a burst, uid %d, %d cores, %s, %.0f s%s"
+          % (args.jobs, os.geteuid(), os.cpu_count(), time.strftime("%Y-%m-%d"), results["seconds"],
+             ", pool.templates " + ",".join(results["templates"]) if results["templates"] else ""))
     print("%-7s %-9s %9s %9s %9s %9s %10s %9s" % ("job", "pattern", "jobs/s", "p50 ms", "p95 ms", "p99 ms",
                                                   "warm/cold", "p50/gap"))
     for k, r in results["kinds"].items():
@@ -240,6 +261,8 @@ def main():
                 "%d/%d" % (b["warm"], b["cold"]), b["p50_vs_gap"]))
     for runtime, pss in results["idle_pss_kib"].items():
         print("idle warm sandbox, runtime %s: %s KiB PSS each" % (runtime, ", ".join(str(x) for x in pss) or "none"))
+    for runtime, pss in results.get("template_pss_kib", {}).items():
+        print("its template, runtime %s: %d KiB PSS" % (runtime, pss))
     if results["quiet_timeouts"]:
         print("the server was not quiet in time before %d calls" % results["quiet_timeouts"])
 

@@ -125,6 +125,21 @@ def is_spare(runner):
     return len(kids) <= 1  # none: a build from before the zygote, kept for A/B runs
 
 
+def is_template(runner):
+    """A runtime's template (policy pool.templates): its program keeps the
+    template's listening socket at fd 6; the sandboxes forked from it do not."""
+    inits = children(runner)
+    if len(inits) != 1 or comm(inits[0]) != "throwbox-init":
+        return False
+    for program in children(inits[0]):
+        try:
+            if os.readlink("/proc/%d/fd/6" % program).startswith("socket:"):
+                return True
+        except OSError:
+            pass
+    return False
+
+
 def idle_and_ready(runner, loader=False):
     inits = children(runner)
     # A runner whose child is still its zygote has not built its sandbox yet.
@@ -149,12 +164,13 @@ def wait_quiet(server, want=0, timeout=20, loader=False):
     """Until the server's runners are its spare runner and `want` idle warm
     sandboxes whose loaders have finished their start-up (each sleeps on its
     go pipe): nothing is being built or torn down. loader: every warm
-    sandbox has one (the pool's runtimes all preload). False if it timed out."""
+    sandbox has one (the pool's runtimes all preload). Templates are not
+    counted. False if it timed out."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         runners = [c for c in children(server.p.pid) if comm(c) == "throwbox-runner"]
         spares = [r for r in runners if is_spare(r)]
-        sandboxes = [r for r in runners if r not in spares]
+        sandboxes = [r for r in runners if r not in spares and not is_template(r)]
         if len(spares) == 1 and len(sandboxes) == want and all(idle_and_ready(r, loader) for r in sandboxes):
             return True
         time.sleep(0.002)

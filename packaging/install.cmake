@@ -31,6 +31,8 @@ configure_file(packaging/apparmor/throwbox.in ${THROWBOX_PKG_DIR}/apparmor-throw
 
 install(TARGETS throwbox RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS throwbox-runner throwbox-parser RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/throwbox)
+# A template's interpreter loads it (pool.templates): found beside the runner.
+install(TARGETS throwbox-template LIBRARY DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/throwbox)
 install(FILES policies/default.json policies/data.json policies/strict.json
         DESTINATION ${CMAKE_INSTALL_DATADIR}/throwbox/policies)
 install(FILES policies/default.json DESTINATION ${THROWBOX_ETC_DIR}/throwbox RENAME policy.json)

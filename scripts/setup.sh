@@ -120,7 +120,7 @@ setup_run() {
   install_debs "${THROWBOX_RUN_DEBS[@]}"
   install_test_client run
   configure
-  cmake --build "$build_dir" -j"$(nproc)" --target throwbox throwbox-runner throwbox-parser >&2
+  cmake --build "$build_dir" -j"$(nproc)" --target throwbox throwbox-runner throwbox-parser throwbox-template >&2
 }
 
 # scripts/test: everything, with the unit, integration and fuzz tests.

@@ -70,13 +70,13 @@ std::string python_dict(const char* const (&vars)[N]) {
 }
 
 // kPythonLoader with the runtime's preload and the proxy and CA bundle variables.
-std::string python_loader(const policy::Runtime& rt) {
+std::string python_loader(const std::string& preload) {
   std::string loader = kPythonLoader;
   loader.replace(loader.find("__THROWBOX_PROXY_ENV__"), sizeof "__THROWBOX_PROXY_ENV__" - 1,
                  python_dict(sandbox::kProxyEnv));
   loader.replace(loader.find("__THROWBOX_CA_ENV__"), sizeof "__THROWBOX_CA_ENV__" - 1,
                  python_dict(sandbox::kCaBundleEnv));
-  loader.replace(loader.find("__THROWBOX_PRELOAD__"), sizeof "__THROWBOX_PRELOAD__" - 1, preload_statement(rt));
+  loader.replace(loader.find("__THROWBOX_PRELOAD__"), sizeof "__THROWBOX_PRELOAD__" - 1, preload);
   return loader;
 }
 
@@ -90,6 +90,53 @@ std::string preload_statement(const policy::Runtime& rt) {
   std::string s = "import ";
   for (size_t i = 0; i < rt.preload.size(); ++i) s += (i ? ", " : "") + rt.preload[i];
   return s + "; import gc; gc.freeze()";
+}
+
+std::string template_statement(const policy::Runtime& rt) {
+  std::string s = "import ctypes";
+  for (const auto& m : rt.preload) s += ", " + m;
+  s += "; import gc; gc.freeze(); sys.stdout.flush(); sys.stderr.flush()\n"
+       "    if ctypes.CDLL('" +
+       std::string(sandbox::kTemplateLibraryPath) +
+       "').throwbox_template_serve(6, 4) != 0:\n"
+       "        os._exit(125)\n"
+       // A fork of the template: what its imports seeded is every fork's.
+       "    m = sys.modules\n"
+       "    if 'random' in m:\n"
+       "        m['random'].seed()\n"
+       "    if 'numpy.random' in m:\n"
+       "        m['numpy.random'].seed()\n"
+       "    if 'tempfile' in m:\n"
+       "        m['tempfile']._name_sequence = None\n"
+       "    if 'multiprocessing.process' in m:\n"
+       "        m['multiprocessing.process'].current_process().authkey = os.urandom(32)\n"
+       "    m = None";
+  return s;
+}
+
+sandbox::LaunchSpec build_template_spec(const policy::Policy& policy, const SpecHost& host, const policy::Runtime& rt,
+                                        const std::string& sandbox_id, const std::string& library) {
+  sandbox::LaunchSpec spec = build_warm_spec(policy, host, rt, sandbox_id);
+  spec.argv = rt.command;
+  spec.argv.push_back("-c");
+  spec.argv.push_back(python_loader(template_statement(rt)));
+  spec.argv.push_back(spec.code_path);
+  spec.template_socket = spec.scratch_dir + "/template.sock";
+  // Its forks join their job's namespaces: its filter allows setns (each
+  // fork's own filter, the job's, refuses it again).
+  spec.seccomp_bpf_base64 = host.template_seccomp_bpf_base64;
+  spec.template_library = library;
+  // The processes of every sandbox forked from it count towards its user's
+  // RLIMIT_NPROC (they run in user namespaces its user owns): room for all
+  // of them, or its next fork fails. Its cgroup holds only the template.
+  spec.pids_max = std::min<uint64_t>(policy.limits.pids_max * (sandboxes_max(policy) + 1), 4194304);
+  return spec;
+}
+
+void fork_from_template(sandbox::LaunchSpec& spec, int32_t pid, uint64_t start_time, const std::string& socket) {
+  spec.from_template_pid = pid;
+  spec.from_template_start_time = start_time;
+  spec.from_template_socket = socket;
 }
 
 void apply_cache(const policy::Policy& policy, const policy::Runtime& rt, const RuntimeCache& cache,
@@ -231,7 +278,7 @@ sandbox::LaunchSpec build_warm_spec(const policy::Policy& policy, const SpecHost
   if (rt.loader == "python") {
     spec.warm = sandbox::Warm::preload;
     spec.argv.push_back("-c");
-    spec.argv.push_back(python_loader(rt));
+    spec.argv.push_back(python_loader(preload_statement(rt)));
   } else {
     spec.warm = sandbox::Warm::exec;
   }

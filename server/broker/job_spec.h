@@ -37,8 +37,11 @@ struct SpecHost {
   std::string state_dir;           // scratch directories are <state_dir>/run/<sandbox id>
   nlohmann::json cgroup_host;      // sandbox::cgroups::Host as JSON
   std::string seccomp_bpf_base64;  // the filter, compiled once
-  UserShares shares;               // one sandbox's share (user_shares)
-  std::string ca_bundle_path;      // the egress CA bundle (network::EgressCa::write_bundle)
+  // A template's (sandbox::seccomp::Role::template_process): "" until set;
+  // the runner then compiles it for each template.
+  std::string template_seccomp_bpf_base64;
+  UserShares shares;           // one sandbox's share (user_shares)
+  std::string ca_bundle_path;  // the egress CA bundle (network::EgressCa::write_bundle)
 };
 SpecHost spec_host(std::string state_dir, nlohmann::json cgroup_host, std::string seccomp_bpf_base64,
                    UserShares shares);
@@ -70,6 +73,20 @@ sandbox::LaunchSpec build_cache_spec(const policy::Policy& policy, const SpecHos
                                      const std::string& sandbox_id);
 // The Python statement that imports rt.preload, then gc.freeze().
 std::string preload_statement(const policy::Runtime& rt);
+// A template's loader line instead (template_fork.h): the preload and
+// ctypes, frozen; then the template's loop, which returns only in a fork
+// made for a job, which reseeds what the imports seeded (random, numpy's
+// global generator, tempfile's names: every fork has the same pid in its
+// namespace, so tempfile would not notice; multiprocessing's authkey).
+std::string template_statement(const policy::Runtime& rt);
+// rt's template (policy pool.templates): a warm spec (identity unset) whose
+// loader runs template_statement, listening at template.sock in its scratch
+// directory, `library` (libthrowbox-template.so) bound in.
+sandbox::LaunchSpec build_template_spec(const policy::Policy& policy, const SpecHost& host, const policy::Runtime& rt,
+                                        const std::string& sandbox_id, const std::string& library);
+// A warm spec made one whose program is forked from the template whose pid
+// 1 is `pid`, started at `start_time`, listening at `socket`.
+void fork_from_template(sandbox::LaunchSpec& spec, int32_t pid, uint64_t start_time, const std::string& socket);
 // The spec moved to another sandbox id: its job_id (which names the cgroup),
 // scratch and harvest directories (a prepared spare runner's, RunnerFleet).
 void move_to_sandbox(sandbox::LaunchSpec& spec, const std::string& sandbox_id);

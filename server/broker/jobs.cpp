@@ -48,6 +48,11 @@ std::string parser_exe_beside(const std::string& runner_exe) {
   return runner_exe.substr(0, runner_exe.rfind('/') + 1) + "throwbox-parser";
 }
 
+// The shared object a template's interpreter loads (pool.templates).
+std::string template_library_beside(const std::string& runner_exe) {
+  return runner_exe.substr(0, runner_exe.rfind('/') + 1) + "libthrowbox-template.so";
+}
+
 // The parser helper, with an identity of its own: as root a uid of the
 // sandbox range, leased for the server's life; a normal user's own.
 std::unique_ptr<helper::Parsers> start_parsers(const std::string& runner_exe, Identities& identities,
@@ -79,14 +84,23 @@ UserShares host_user_limits() {
   return host;
 }
 
-SpecHost make_spec_host(const policy::Policy& policy, const std::string& state_dir, nlohmann::json cgroup_host) {
-  // The filter is the same for every job: compile it once, not per runner.
-  auto program = sandbox::seccomp::compile_in_parent(cgroup_host.value("mode", "none") != "none");
+std::string compiled_filter(bool memory_cgroup, sandbox::seccomp::Role role) {
+  auto program = sandbox::seccomp::compile_in_parent(memory_cgroup, role);
   if (!program) throw std::runtime_error(program.error().message);
   std::string raw(reinterpret_cast<const char*>(program->instructions.data()),
                   program->instructions.size() * sizeof(sock_filter));
-  return spec_host(state_dir, std::move(cgroup_host), util::base64_encode(raw),
-                   user_shares(host_user_limits(), sandboxes_max(policy)));
+  return util::base64_encode(raw);
+}
+
+SpecHost make_spec_host(const policy::Policy& policy, const std::string& state_dir, nlohmann::json cgroup_host) {
+  // The filter is the same for every job: compile it once, not per runner.
+  const bool memory_cgroup = cgroup_host.value("mode", "none") != "none";
+  SpecHost host =
+      spec_host(state_dir, std::move(cgroup_host), compiled_filter(memory_cgroup, sandbox::seccomp::Role::job),
+                user_shares(host_user_limits(), sandboxes_max(policy)));
+  if (!policy.pool.templates.empty())
+    host.template_seccomp_bpf_base64 = compiled_filter(memory_cgroup, sandbox::seccomp::Role::template_process);
+  return host;
 }
 
 Identities make_identities(const policy::Policy& policy) {
@@ -319,7 +333,43 @@ void Jobs::start_pool() {
       },
       [this](std::unique_ptr<RunnerProcess> r, const std::string& dir, const std::string& id) {
         fleet_.retire(FinishedRunner{std::move(r), dir, id});
-      });
+      },
+      template_maker());
+}
+
+// pool.templates: each runtime's template as a warm spec of its own, its
+// identity leased like a sandbox's; as root its user namespace also maps
+// the policy's uid range, whose ids its forks' sandboxes lease. Null (no
+// templates) without the shared object beside the runner, or with
+// subordinate ids (a template's forks cannot join namespaces made under
+// another sandbox's own user namespace).
+Pool::MakeSpec Jobs::template_maker() {
+  if (policy_.pool.templates.empty()) return nullptr;
+  const std::string library = template_library_beside(fleet_.runner_exe());
+  if (::access(library.c_str(), R_OK) != 0) {
+    spdlog::warn("warm pool: {} is missing: pool.templates ignored, their sandboxes start their own interpreter",
+                 library);
+    return nullptr;
+  }
+  if (identities_.subordinate()) {
+    spdlog::warn("warm pool: pool.templates ignored with subordinate ids; their sandboxes start their own interpreter");
+    return nullptr;
+  }
+  return [this, library](const policy::Runtime& rt, IdentityLease& lease) -> util::Result<sandbox::LaunchSpec> {
+    std::optional<RuntimeCache> cache = cache_for(rt, true);
+    auto held = identities_.lease();
+    if (!held) return held.error();
+    lease = std::move(*held);
+    const std::shared_ptr<const policy::Policy> now = live_.get();
+    sandbox::LaunchSpec spec = build_template_spec(*now, spec_host_, rt, util::random_id(), library);
+    if (cache) apply_cache(*now, rt, *cache, spec);
+    set_identity(spec, lease.identity());
+    if (spec.own_user_ns) {
+      spec.template_ids_first = now->sandbox.uid_first;
+      spec.template_ids_count = now->sandbox.uid_count;
+    }
+    return spec;
+  };
 }
 
 size_t Jobs::expire() {

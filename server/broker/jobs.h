@@ -110,6 +110,8 @@ class Jobs final : public Broker {
   void build_caches(std::stop_token stop);
   // The runtime's cache if built (asks for it to be built). wait: until that build ended.
   std::optional<RuntimeCache> cache_for(const policy::Runtime& rt, bool wait);
+  // The pool's maker of templates' specs, or null when templates cannot run here.
+  Pool::MakeSpec template_maker();
   // The job's spec, with its inputs as the ledger row names them.
   util::Result<sandbox::LaunchSpec> resolve(const policy::Policy& policy, const JobRequest& request,
                                             const std::string& job_id, std::vector<InputRef>& inputs);

@@ -31,6 +31,9 @@ constexpr auto kBackoffMin = std::chrono::milliseconds(500);
 // --trace-only, 0.3 s gaps); a job that runs longer gains nothing from waiting.
 constexpr auto kRefillHold = std::chrono::milliseconds(100);
 constexpr auto kBackoffMax = std::chrono::seconds(30);
+// After a template failed to build, its runtime's sandboxes start their own
+// interpreter this long before the next try.
+constexpr auto kTemplateRetry = std::chrono::seconds(60);
 
 // A warm runner says nothing until it is claimed: anything readable on its
 // stdout (an error outcome, EOF) means it is no longer usable.
@@ -71,13 +74,20 @@ uint64_t tree_memory_bytes(pid_t pid) {
   return total;
 }
 
+Template::~Template() {
+  if (!runner) return;
+  runner->close_stdin();  // EOF: the template's runner tears it down (and whatever still lives inside)
+  retire(std::move(runner), spec.scratch_dir, spec.job_id);
+}
+
 Pool::Pool(const policy::Policy& policy, const policy::Live& live, std::string runner_exe, MakeSpec make_spec,
-           Retire retire)
+           Retire retire, MakeSpec make_template_spec)
     : policy_(policy),
       live_(live),
       runner_exe_(std::move(runner_exe)),
       make_spec_(std::move(make_spec)),
-      retire_(std::move(retire)) {
+      retire_(std::move(retire)),
+      make_template_spec_(std::move(make_template_spec)) {
   filler_ = std::jthread([this](std::stop_token stop) { fill_loop(stop); });
 }
 
@@ -96,6 +106,7 @@ Pool::~Pool() {
       retire_(std::move(w->runner), w->spec.scratch_dir, w->spec.job_id);
     }
   idle_.clear();
+  templates_.clear();  // each ends once the last sandbox forked from it has
 }
 
 size_t Pool::retire_stale() {
@@ -114,6 +125,10 @@ size_t Pool::retire_stale() {
         it = queue.erase(it);
         ++retired;
       }
+    // Templates of an earlier policy: replaced by the filler, ended once
+    // the jobs forked from them have.
+    for (auto it = templates_.begin(); it != templates_.end();)
+      it = it->second->generation == generation ? std::next(it) : templates_.erase(it);
   }
   cv_.notify_all();  // the filler builds their successors
   return retired;
@@ -125,13 +140,20 @@ std::unique_ptr<WarmSandbox> Pool::claim(const std::string& runtime) {
   for (auto& name : policy_.pool.runtimes) pooled = pooled || name == runtime;
   if (!pooled) return nullptr;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(policy_.pool.claim_wait_ms);
+  // With a live template, a claim that finds none idle does not wait for
+  // one: it is forked on the spot.
+  std::shared_ptr<Template> source;
+  if (const policy::Runtime* rt = templated(runtime) ? policy_.find_runtime(runtime) : nullptr) {
+    auto t = template_for(*rt, false);
+    if (t) source = std::move(*t);
+  }
   {
     std::unique_lock lock(mu_);
     ++claims_;
     wanted_.insert(runtime);  // a first_use runtime is built from now on
     cv_.notify_all();         // the filler may be asleep: this is demand
     auto& queue = idle_[runtime];
-    if (queue.empty() && policy_.pool.claim_wait_ms) {
+    if (queue.empty() && policy_.pool.claim_wait_ms && !source) {
       ++waiting_claims_;
       cv_.notify_all();  // a held refill goes now
       cv_.wait_until(lock, deadline, [&] { return !queue.empty() || stopping_; });
@@ -167,7 +189,112 @@ std::unique_ptr<WarmSandbox> Pool::claim(const std::string& runtime) {
     }
   }
   cv_.notify_all();  // refill
+  if (!got && templated(runtime)) got = fork_on_demand(runtime, std::move(source));
   return got;
+}
+
+// A claim that found none idle, of a runtime with a live template: a
+// sandbox forked from it now, in the caller's thread (a fork and the
+// sandbox's steps: milliseconds, where a start of its own takes seconds).
+std::unique_ptr<WarmSandbox> Pool::fork_on_demand(const std::string& runtime, std::shared_ptr<Template> source) {
+  const policy::Runtime* rt = policy_.find_runtime(runtime);
+  if (!rt) return nullptr;
+  if (!source) {  // none was live when the claim began: one may be now
+    auto t = template_for(*rt, false);
+    if (!t || !*t) return nullptr;
+    source = std::move(*t);
+  }
+  auto built = build(*rt, std::move(source));
+  if (!built) {
+    spdlog::warn("warm pool: forking a {} sandbox for a claim failed: {}", runtime, built.error().message);
+    std::lock_guard lock(mu_);
+    ++counters_.failed;
+    return nullptr;
+  }
+  std::unique_ptr<WarmSandbox> got = std::move(*built);
+  spdlog::debug("warm pool: a {} sandbox forked on demand for a claim ({})", runtime, got->spec.job_id);
+  {
+    std::lock_guard lock(mu_);
+    ++counters_.claimed;
+    ++counters_.forked_on_demand;
+    ++running_;
+    hold_until_ = std::chrono::steady_clock::now() + kRefillHold;
+  }
+  got->on_end = [this] {
+    {
+      std::lock_guard end_lock(mu_);
+      --running_;
+    }
+    cv_.notify_all();
+  };
+  return got;
+}
+
+bool Pool::templated(const std::string& runtime) const {
+  if (!make_template_spec_) return false;
+  const auto& names = policy_.pool.templates;
+  return std::find(names.begin(), names.end(), runtime) != names.end();
+}
+
+util::Result<std::shared_ptr<Template>> Pool::template_for(const policy::Runtime& rt, bool may_build) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = templates_.find(rt.name);
+    if (it != templates_.end()) {
+      Template& t = *it->second;
+      const bool alive = still_idle(*t.runner);
+      if (alive && t.generation == live_.generation() && t.forks < policy_.pool.template_forks_max &&
+          std::chrono::steady_clock::now() - t.started < std::chrono::seconds(policy_.pool.template_age_max_s))
+        return it->second;
+      if (!alive) spdlog::warn("warm pool: the {} template ended; a new one follows", rt.name);
+      templates_.erase(it);  // the last sandbox forked from it ends it
+    }
+    if (!may_build) return std::shared_ptr<Template>();
+    auto retry = template_retry_at_.find(rt.name);
+    if (retry != template_retry_at_.end() && std::chrono::steady_clock::now() < retry->second)
+      return util::make_error(util::ErrorCode::kSandbox, "its last template failed; retried later");
+  }
+  auto built = build_template(rt);
+  std::lock_guard lock(mu_);
+  if (!built) {
+    template_retry_at_[rt.name] = std::chrono::steady_clock::now() + kTemplateRetry;
+    return built.error();
+  }
+  template_retry_at_.erase(rt.name);
+  ++counters_.templates_built;
+  templates_[rt.name] = *built;
+  return *built;
+}
+
+util::Result<std::shared_ptr<Template>> Pool::build_template(const policy::Runtime& rt) {
+  IdentityLease lease;
+  const uint64_t generation = live_.generation();
+  auto spec = make_template_spec_(rt, lease);
+  if (!spec) return spec.error();
+  if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
+  auto runner = RunnerProcess::spawn(runner_exe_);
+  if (!runner) {
+    (void)util::remove_tree(spec->scratch_dir);
+    return runner.error();
+  }
+  auto t = std::make_shared<Template>();
+  t->runner = std::move(*runner);
+  t->runner->hold(std::move(lease));
+  t->spec = std::move(*spec);
+  t->generation = generation;
+  t->retire = retire_;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!t->runner->write_line(to_json(t->spec).dump()))
+    return util::make_error(util::ErrorCode::kSandbox, "writing the template's spec to the runner failed");
+  auto ready = read_template_ready(*t->runner, kPreloadBuildTimeoutMs);
+  if (!ready) return ready.error();  // t's destructor retires the runner
+  t->pid = ready->pid;
+  t->start_time = ready->start_time;
+  t->started = std::chrono::steady_clock::now();
+  t->memory_bytes = tree_memory_bytes(t->runner->pid());
+  spdlog::info("warm pool: {} template ready in {} ms, {} KiB (PSS)", rt.name,
+               std::chrono::duration_cast<std::chrono::milliseconds>(t->started - t0).count(), t->memory_bytes / 1024);
+  return t;
 }
 
 PoolStats Pool::stats() {
@@ -178,15 +305,25 @@ PoolStats Pool::stats() {
       ++s.idle;
       s.idle_memory_bytes += w->memory_bytes;
     }
+  for (auto& [_, t] : templates_) {
+    ++s.templates;
+    s.idle_memory_bytes += t->memory_bytes;
+  }
   return s;
 }
 
-util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt) {
+util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt, std::shared_ptr<Template> source) {
   IdentityLease lease;
   // Read before the spec is made: a reload in between makes it stale, never current.
-  const uint64_t generation = live_.generation();
+  const uint64_t generation = source ? source->generation : live_.generation();
   auto spec = make_spec_(rt, lease);
   if (!spec) return spec.error();
+  if (source) {
+    spec->from_template_pid = source->pid;
+    spec->from_template_start_time = source->start_time;
+    spec->from_template_socket = source->spec.template_socket;
+    ++source->forks;
+  }
   if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
   auto runner = RunnerProcess::spawn(runner_exe_);
   if (!runner) {
@@ -194,6 +331,7 @@ util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt
     return runner.error();
   }
   auto w = std::make_unique<WarmSandbox>();
+  w->source = std::move(source);
   w->runner = std::move(*runner);
   w->runner->hold(std::move(lease));
   w->spec = std::move(*spec);
@@ -204,7 +342,7 @@ util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt
     return util::make_error(util::ErrorCode::kSandbox, why);
   };
   if (!w->runner->write_line(to_json(w->spec).dump())) return fail("writing the warm spec to the runner failed");
-  const int timeout_ms = rt.preload.empty() ? kBuildTimeoutMs : kPreloadBuildTimeoutMs;
+  const int timeout_ms = rt.preload.empty() || w->source ? kBuildTimeoutMs : kPreloadBuildTimeoutMs;
   const auto t0 = std::chrono::steady_clock::now();
   if (util::Status ready = read_warm_ready(*w->runner, timeout_ms); !ready) return fail(ready.error().message);
   w->memory_bytes = tree_memory_bytes(w->runner->pid());
@@ -246,7 +384,18 @@ void Pool::fill_loop(std::stop_token stop) {
         continue;
       }
     }
-    auto built = build(*next);
+    // A templated runtime's sandboxes are forked from its template (built
+    // first when there is none); without one, they start their own.
+    std::shared_ptr<Template> source;
+    if (templated(next->name)) {
+      auto t = template_for(*next, true);
+      if (t)
+        source = std::move(*t);
+      else
+        spdlog::warn("warm pool: no {} template ({}); this sandbox starts its own interpreter", next->name,
+                     t.error().message);
+    }
+    auto built = build(*next, std::move(source));
     std::unique_lock lock(mu_);
     if (!built) {
       ++counters_.failed;

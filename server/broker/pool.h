@@ -3,6 +3,7 @@
 // interpreter started), kept idle per runtime and refilled in the background.
 // A job claims one and it is destroyed after that job: never reused, never shared.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -26,7 +27,34 @@ namespace broker {
 
 class RunnerProcess;
 
+// What ends a runner that will not be used: takes it (stdin closed), waits
+// for it, removes its scratch directory.
+using RetireRunner =
+    std::function<void(std::unique_ptr<RunnerProcess>, const std::string& scratch_dir, const std::string& id)>;
+
+// A runtime's template (policy pool.templates): a sandbox whose interpreter
+// did the runtime's start-up and preload once and forks the program of
+// each warm sandbox of the runtime (server/sandbox/template_fork.h). The
+// sandboxes forked from it live inside its namespaces, so each holds it:
+// it ends (its runner released) once the last of them has.
+struct Template {
+  std::unique_ptr<RunnerProcess> runner;  // says nothing after its ready line until it ends
+  sandbox::LaunchSpec spec;
+  int32_t pid = 0;  // its pid 1, and that one's start time
+  uint64_t start_time = 0;
+  uint64_t generation = 0;  // of the policy it was built under
+  uint64_t memory_bytes = 0;
+  std::atomic<uint64_t> forks{0};
+  std::chrono::steady_clock::time_point started;
+  RetireRunner retire;
+  Template() = default;
+  Template(const Template&) = delete;
+  Template& operator=(const Template&) = delete;
+  ~Template();
+};
+
 struct WarmSandbox {
+  std::shared_ptr<Template> source;       // the template it was forked from, or null; released last
   std::unique_ptr<RunnerProcess> runner;  // waiting for a claim line on its stdin
   sandbox::LaunchSpec spec;               // the warm spec it was built from
   uint64_t generation = 0;                // of the policy it was built under (policy::Live)
@@ -42,8 +70,10 @@ struct WarmSandbox {
 
 struct PoolStats {
   size_t idle = 0;
-  uint64_t idle_memory_bytes = 0;
+  uint64_t idle_memory_bytes = 0;  // idle sandboxes' and the current templates'
   uint64_t built = 0, claimed = 0, failed = 0;
+  size_t templates = 0;                                // current ones
+  uint64_t templates_built = 0, forked_on_demand = 0;  // on demand: for a claim that found none idle
 };
 
 class Pool {
@@ -52,12 +82,13 @@ class Pool {
   // retire: takes a runner that will not be used (stdin closed), waits for it, removes its dir.
   // lease: the spec's host identity, held by the runner until it is reaped.
   using MakeSpec = std::function<util::Result<sandbox::LaunchSpec>(const policy::Runtime&, IdentityLease& lease)>;
-  using Retire =
-      std::function<void(std::unique_ptr<RunnerProcess>, const std::string& scratch_dir, const std::string& id)>;
+  using Retire = RetireRunner;
   // policy: its pool section (fixed while the server runs); live: the policy
   // the specs are made under: a sandbox built under an earlier one is never claimed.
+  // make_template_spec: a template's spec for a runtime of pool.templates;
+  // null: no templates (their runtimes' sandboxes start their own interpreter).
   Pool(const policy::Policy& policy, const policy::Live& live, std::string runner_exe, MakeSpec make_spec,
-       Retire retire);
+       Retire retire, MakeSpec make_template_spec = nullptr);
   ~Pool();  // stops refilling and retires every idle sandbox
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
@@ -75,13 +106,21 @@ class Pool {
 
  private:
   void fill_loop(std::stop_token stop);
-  util::Result<std::unique_ptr<WarmSandbox>> build(const policy::Runtime& rt);
+  util::Result<std::unique_ptr<WarmSandbox>> build(const policy::Runtime& rt, std::shared_ptr<Template> source);
+  bool templated(const std::string& runtime) const;
+  std::unique_ptr<WarmSandbox> fork_on_demand(const std::string& runtime, std::shared_ptr<Template> source);
+  // rt's current template when it is usable (alive, of the live policy,
+  // under its fork and age bounds); otherwise, when may_build (the filler
+  // only), a new one, else null.
+  util::Result<std::shared_ptr<Template>> template_for(const policy::Runtime& rt, bool may_build);
+  util::Result<std::shared_ptr<Template>> build_template(const policy::Runtime& rt);
 
   const policy::Policy& policy_;
   const policy::Live& live_;
   std::string runner_exe_;
   MakeSpec make_spec_;
   Retire retire_;
+  MakeSpec make_template_spec_;
   std::mutex mu_;
   std::condition_variable_any cv_;
   std::map<std::string, std::deque<std::unique_ptr<WarmSandbox>>> idle_;
@@ -91,6 +130,8 @@ class Pool {
   int waiting_claims_ = 0;  // claims waiting for a sandbox (claim_wait_ms): never held back
   std::chrono::steady_clock::time_point hold_until_{};
   std::set<std::string> wanted_;  // runtimes claimed at least once (policy pool.first_use)
+  std::map<std::string, std::shared_ptr<Template>> templates_;                      // the current one per runtime
+  std::map<std::string, std::chrono::steady_clock::time_point> template_retry_at_;  // after a failed build
   bool stopping_ = false;
   std::jthread filler_;
 };

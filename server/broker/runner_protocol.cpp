@@ -82,6 +82,23 @@ util::Status read_warm_ready(RunnerProcess& runner, int timeout_ms) {
   return util::make_error(util::ErrorCode::kSandbox, doc.is_object() ? doc.value("error", got.line) : got.line);
 }
 
+util::Result<TemplateReady> read_template_ready(RunnerProcess& runner, int timeout_ms) {
+  NextLine got = runner.stdout_lines().next(util::now_ms() + timeout_ms, kWarmLineMaxBytes);
+  if (got.end != LineEnd::kLine)
+    return util::make_error(util::ErrorCode::kSandbox,
+                            "the runner did not report a template within " + std::to_string(timeout_ms) + " ms");
+  auto doc = nlohmann::json::parse(got.line, nullptr, false);
+  if (!doc.is_object()) return util::make_error(util::ErrorCode::kSandbox, "template runner: " + got.line);
+  if (doc.value("warm", "") != "ready")
+    return util::make_error(util::ErrorCode::kSandbox, doc.value("error", got.line));
+  const auto& pid = doc["template_pid"];
+  const auto& started = doc["template_start_time"];
+  if (!pid.is_number_integer() || pid.get<int64_t>() <= 1 || pid.get<int64_t>() > INT32_MAX ||
+      !started.is_number_unsigned() || started.get<uint64_t>() == 0)
+    return util::make_error(util::ErrorCode::kSandbox, "template runner: no pid 1 and start time in " + got.line);
+  return TemplateReady{static_cast<int32_t>(pid.get<int64_t>()), started.get<uint64_t>()};
+}
+
 util::Result<sandbox::Outcome> read_outcome(RunnerProcess& runner, const std::string& job_id, uint64_t timeout_ms,
                                             int cancel_fd,
                                             const std::function<void(const nlohmann::json&)>& on_progress,

@@ -53,6 +53,13 @@ inline constexpr const char* kListenerLine = R"({"network":"listener"})";
 
 // A warm runner's first line within timeout_ms: ok when ready, else why not.
 util::Status read_warm_ready(RunnerProcess& runner, int timeout_ms);
+// A template's ready line (launcher.h): its pid 1 and that one's start time,
+// what a sandbox forked from it names.
+struct TemplateReady {
+  int32_t pid = 0;
+  uint64_t start_time = 0;
+};
+util::Result<TemplateReady> read_template_ready(RunnerProcess& runner, int timeout_ms);
 
 // Progress (to on_progress) and then the outcome of a runner that has its
 // spec or claim. cancel_fd readable: the runner is told to kill the tree

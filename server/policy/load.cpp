@@ -314,6 +314,9 @@ const Key<Pool> kPoolKeys[] = {
     flag("enabled", &Pool::enabled),
     other<Pool>("runtimes", Kind::kStrings),
     other<Pool>("first_use", Kind::kStrings),
+    other<Pool>("templates", Kind::kStrings),
+    integer("template_forks_max", &Pool::template_forks_max, 1, 1000000),
+    integer("template_age_max_s", &Pool::template_age_max_s, 10, 7 * 86400),
 };
 
 constexpr uint64_t kNetworkConnectionsCeiling = 1024;  // per job: two descriptors each in the server
@@ -646,6 +649,14 @@ bool parse_pool(Reader& r, const json& a, const std::map<std::string, Runtime>& 
   for (auto& name : o.first_use)
     if (std::find(o.runtimes.begin(), o.runtimes.end(), name) == o.runtimes.end())
       return r.fail("pool.first_use", "\"" + name + "\" is not in pool.runtimes");
+  if (a.contains("templates") && !r.string_list(a["templates"], "pool.templates", o.templates, false)) return false;
+  for (auto& name : o.templates) {
+    if (std::find(o.runtimes.begin(), o.runtimes.end(), name) == o.runtimes.end())
+      return r.fail("pool.templates", "\"" + name + "\" is not in pool.runtimes");
+    if (runtimes.at(name).loader != "python")
+      return r.fail("pool.templates",
+                    "\"" + name + "\" has no \"python\" loader: only a python runtime forks from a template");
+  }
   return true;
 }
 
@@ -1169,7 +1180,10 @@ nlohmann::json effective_json(const Policy& p) {
         {"size", p.pool.size},
         {"idle_memory_max_bytes", p.pool.idle_memory_max_bytes},
         {"claim_wait_ms", p.pool.claim_wait_ms},
-        {"first_use", p.pool.first_use}}},
+        {"first_use", p.pool.first_use},
+        {"templates", p.pool.templates},
+        {"template_forks_max", p.pool.template_forks_max},
+        {"template_age_max_s", p.pool.template_age_max_s}}},
       {"artifacts",
        {{"allowed_media_types", p.artifacts.allowed_media_types},
         {"file_max_bytes", p.artifacts.file_max_bytes},

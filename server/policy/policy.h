@@ -98,6 +98,15 @@ struct Pool {
   // Of runtimes: built only after the first claim of the runtime (that job runs
   // cold), so a server whose jobs never use it holds none idle.
   std::vector<std::string> first_use;
+  // Of runtimes (loader "python"): warm sandboxes forked from a template, a
+  // sandbox of the runtime whose interpreter did its start-up and preload
+  // once (server/sandbox/template_fork.h), instead of each starting its
+  // own; a job that finds none idle gets one forked on the spot. A template
+  // is replaced after template_forks_max forks or template_age_max_s
+  // seconds, and on a reload; it ends once nothing forked from it lives.
+  std::vector<std::string> templates;
+  uint64_t template_forks_max = 1000;
+  uint64_t template_age_max_s = 3600;
 };
 
 // Open HTTP connections the server holds in all (below FD_SETSIZE: Debian's

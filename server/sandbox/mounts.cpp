@@ -122,6 +122,16 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
     p.readonly_binds.push_back({path, 0, {}, -1, path.substr(1), is_dir});
   }
 
+  // A template's shared object, at a fixed path: its host path may lie where
+  // the sandbox has a directory of its own (a build tree under /tmp).
+  if (!spec.template_library.empty()) {
+    bool is_dir = false;
+    if (auto st = check_source(spec.template_library, 0, is_dir); !st) return st.error();
+    if (is_dir) return util::make_error(util::ErrorCode::kSandbox, spec.template_library + ": not a regular file");
+    add_parent_dirs(kTemplateLibraryPath, seen, p.dirs);
+    p.readonly_binds.push_back({spec.template_library, 0, {}, -1, std::string(kTemplateLibraryPath).substr(1), false});
+  }
+
   // The egress CA bundle: a file of the state directory, copied into the
   // root (a bind would name the state directory in /proc/self/mountinfo).
   if (!spec.ca_bundle_path.empty()) {

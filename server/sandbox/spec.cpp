@@ -91,8 +91,8 @@ std::optional<Warm> warm_from_string(std::string_view text) { return from_names<
 static std::optional<std::string> template_problem(const LaunchSpec& s) {
   const bool is_template = !s.template_socket.empty();
   const bool forked = !s.from_template_socket.empty() || s.from_template_pid != 0;
-  if (!is_template && (s.template_ids_first != 0 || s.template_ids_count != 0))
-    return "template_ids_first and template_ids_count belong to a template (template_socket)";
+  if (!is_template && (s.template_ids_first != 0 || s.template_ids_count != 0 || !s.template_library.empty()))
+    return "template_ids_first, template_ids_count and template_library belong to a template (template_socket)";
   if (!is_template && !forked) return std::nullopt;
   if (is_template && forked) return "a template is not itself forked from one";
   if (s.warm != Warm::preload) return "a template, and a sandbox forked from one, is warm \"preload\"";
@@ -100,6 +100,8 @@ static std::optional<std::string> template_problem(const LaunchSpec& s) {
   const std::string& socket = is_template ? s.template_socket : s.from_template_socket;
   if (socket[0] != '/' || socket.size() >= 108) return "a template's socket is an absolute path under 108 bytes";
   if (is_template) {
+    if (!s.template_library.empty() && s.template_library[0] != '/')
+      return "a template's template_library is an absolute path";
     const uint64_t end = uint64_t{s.template_ids_first} + s.template_ids_count;
     if ((s.template_ids_count != 0) != s.own_user_ns)
       return "a template maps template_ids exactly when it has its own user namespace's owner (own_user_ns)";
@@ -163,6 +165,7 @@ json to_json(const LaunchSpec& s) {
           {"cache_link_dir", s.cache_link_dir},
           {"cache_files", s.cache_files},
           {"template_socket", s.template_socket},
+          {"template_library", s.template_library},
           {"template_ids_first", s.template_ids_first},
           {"template_ids_count", s.template_ids_count},
           {"from_template_pid", s.from_template_pid},
@@ -292,6 +295,7 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     if (j.contains("cache_files")) j.at("cache_files").get_to(s.cache_files);
     if (auto why = cache_problem(s)) return util::make_error(util::ErrorCode::kSpec, "launch spec: " + *why);
     s.template_socket = j.value("template_socket", "");
+    s.template_library = j.value("template_library", "");
     s.template_ids_first = static_cast<uint32_t>(optional_integer_field(j, "template_ids_first", 0, kIdMax, kWhat));
     s.template_ids_count = static_cast<uint32_t>(optional_integer_field(j, "template_ids_count", 0, kIdMax, kWhat));
     s.from_template_pid = static_cast<int32_t>(optional_integer_field(j, "from_template_pid", 0, kPidMax, kWhat));

@@ -128,6 +128,9 @@ struct LaunchSpec {
   // unlimited (the forks' sandboxes are made in it) and builds no Landlock
   // ruleset (a fork would carry it). "" and 0: not a template.
   std::string template_socket;
+  // The shared object whose loop the template's interpreter runs (host path),
+  // bound read-only at kTemplateLibraryPath in the template's root only.
+  std::string template_library;
   uint32_t template_ids_first = 0;
   uint32_t template_ids_count = 0;
   // A sandbox whose program is forked from a template (warm "preload"): the
@@ -143,6 +146,8 @@ struct LaunchSpec {
 
 // Where a template's program finds its listening socket.
 constexpr int kTemplateListenFd = 6;
+// Where a template's root holds LaunchSpec::template_library.
+inline constexpr const char* kTemplateLibraryPath = "/.throwbox/libthrowbox-template.so";
 
 inline constexpr const char* kCacheMountPath = "/var/cache/throwbox";
 inline constexpr size_t kCacheFilesMax = 256;

@@ -174,12 +174,17 @@ def run(work, state):
         ready_high = fcntl.fcntl(ready_w, fcntl.F_DUPFD, 20)
         os.dup2(listen_high, 6)
         os.dup2(ready_high, 4)
+        # No other copy of the pipe's write end: its EOF says the template closed fd 4.
+        for fd in {listen_high, ready_high, ready_w, ready_r, listener.fileno()} - {4, 6}:
+            os.close(fd)
 
     template = subprocess.Popen(["/usr/bin/python3", "-I", "-c", TEMPLATE], preexec_fn=place_fds, close_fds=False)
     state["template"] = template
     os.close(ready_w)
     listener.close()
     check(os.read(ready_r, 1) == b"r", "the template says ready once its imports are done")
+    # Then closes its end (EOF here): from now on its descriptors are its loop's.
+    check(os.read(ready_r, 1) == b"", "and closes its ready pipe")
     # An allow-everything filter: one instruction, SECCOMP_RET_ALLOW.
     filt = struct.pack("HBBI", 0x06, 0, 0, 0x7fff0000)
     with open("/proc/sys/kernel/cap_last_cap") as f:

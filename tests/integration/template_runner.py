@@ -31,11 +31,11 @@ import sys
 import tempfile
 import threading
 
-RUNNER, BUILT_LIB = [os.path.abspath(p) if p else p for p in (sys.argv[1:3] + ["", ""])[:2]]
+RUNNER, LIB = [os.path.abspath(p) if p else p for p in (sys.argv[1:3] + ["", ""])[:2]]
 if os.geteuid() != 0:
     print("skip: needs root (drives throwbox-runner directly)")
     sys.exit(77)
-for path in (RUNNER, BUILT_LIB):
+for path in (RUNNER, LIB):
     if not os.path.exists(path):
         print("skip: no %s" % path)
         sys.exit(77)
@@ -55,14 +55,6 @@ failures = []
 # none): a forked job must then report the layer.
 _libc = ctypes.CDLL(None, use_errno=True)
 LANDLOCK = max(0, _libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
-# The shared object where a sandbox can see it: bound read-only at its own
-# path, which must lie outside the sandbox's own /work and /tmp (an
-# installed server keeps it under /usr/lib).
-LIB_DIR = tempfile.mkdtemp(prefix="throwbox-template-lib-", dir="/var/tmp")
-os.chmod(LIB_DIR, 0o755)
-LIB = os.path.join(LIB_DIR, "libthrowbox-template.so")
-shutil.copyfile(BUILT_LIB, LIB)
-os.chmod(LIB, 0o644)
 
 
 def check(ok, what):
@@ -91,7 +83,7 @@ g = {'__name__': '__main__', '__file__': path, '__builtins__': __builtins__}
 exec(compile(open(path, 'rb').read(), path, 'exec'), g)
 sys.stdout.flush()
 os._exit(0)
-""".replace("__PRELOAD__", PRELOAD).replace("__LIB__", repr(LIB))
+""".replace("__PRELOAD__", PRELOAD).replace("__LIB__", repr("/.throwbox/libthrowbox-template.so"))
 
 JOB = r"""
 import json, os, random, socket, sys
@@ -127,7 +119,7 @@ def base_spec(work, job_id, host_id):
         "argv": ["/usr/bin/python3", "-I", "-c", LOADER, "/work/main.py"],
         "env": ["PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/work"],
         "code": "", "code_path": "/work/main.py", "inputs": [],
-        "readonly_paths": ["/usr", "/etc/ld.so.cache", "/etc/alternatives", LIB],
+        "readonly_paths": ["/usr", "/etc/ld.so.cache", "/etc/alternatives"],
         "work_max_bytes": 1 << 24, "tmp_max_bytes": 1 << 24, "outputs_max_bytes": 1 << 20,
         "outputs_max_files": 8, "stdout_max_bytes": 65536, "stderr_max_bytes": 65536,
         "timeout_ms": 600000,
@@ -226,7 +218,8 @@ def main():
     try:
         socket_path = os.path.join(work, "template.sock")
         spec = base_spec(work, secrets.token_hex(16), TEMPLATE_ID)
-        spec.update(template_socket=socket_path, template_ids_first=ID_FIRST, template_ids_count=ID_COUNT)
+        spec.update(template_socket=socket_path, template_library=LIB, template_ids_first=ID_FIRST,
+                    template_ids_count=ID_COUNT)
         template = Runner(spec)
         ready = template.line()
         check(isinstance(ready, dict) and ready.get("warm") == "ready" and ready.get("template_pid", 0) > 0,
@@ -301,7 +294,6 @@ def main():
                 template.p.kill()
         check(not os.path.exists(os.path.join(work, "template.sock")), "the template's socket is removed")
         shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(LIB_DIR, ignore_errors=True)
         for d in cgroup_dirs:
             try:
                 os.rmdir(d)

@@ -281,6 +281,7 @@ TEST_CASE("a template's and a forked sandbox's fields read back, and only in the
   t.template_socket = "/var/lib/throwbox/templates/python-data.sock";
   t.template_ids_first = 1879048192;
   t.template_ids_count = 65536;
+  t.template_library = "/usr/lib/throwbox/libthrowbox-template.so";
   auto back = sandbox::spec_from_json(json::parse(sandbox::to_json(t).dump()));
   REQUIRE(back.ok());
   CHECK(sandbox::to_json(*back) == sandbox::to_json(t));
@@ -288,6 +289,7 @@ TEST_CASE("a template's and a forked sandbox's fields read back, and only in the
   sandbox::LaunchSpec f = t;
   f.template_socket.clear();
   f.template_ids_first = f.template_ids_count = 0;
+  f.template_library.clear();
   f.from_template_pid = 4242;
   f.from_template_start_time = 123456;
   f.from_template_socket = t.template_socket;
@@ -323,7 +325,11 @@ TEST_CASE("a template's and a forked sandbox's fields read back, and only in the
   sandbox::LaunchSpec stray = sample_spec();
   stray.template_ids_count = 4;
   CHECK(error_of(stray) ==
-        "launch spec: template_ids_first and template_ids_count belong to a template (template_socket)");
+        "launch spec: template_ids_first, template_ids_count and template_library belong to a template "
+        "(template_socket)");
+  sandbox::LaunchSpec library = t;
+  library.template_library = "lib.so";
+  CHECK(error_of(library) == "launch spec: a template's template_library is an absolute path");
   sandbox::LaunchSpec unnamed = f;
   unnamed.from_template_start_time = 0;
   CHECK(error_of(unnamed) ==

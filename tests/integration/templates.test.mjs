@@ -1,0 +1,111 @@
+// Warm sandboxes forked from a template (policy pool.templates): a job in one
+// sees what a cold job sees, gets randomness of its own, reports the fork in
+// its layers; a burst that empties the pool is forked on the spot; a
+// template is replaced after pool.template_forks_max forks and ends once the
+// jobs forked from it have; and without the shared object (or as a user
+// with subordinate ids) the runtime's sandboxes start their own interpreter.
+import test, { after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { REPO_ROOT, connect, runCode } from './lib/client.mjs';
+
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'throwbox-templates-'));
+fs.chmodSync(work, 0o755);
+after(() => fs.rmSync(work, { recursive: true, force: true }));
+
+let policies = 0;
+function policyWith(pool) {
+  const doc = JSON.parse(fs.readFileSync(process.env.THROWBOX_POLICY ?? path.join(REPO_ROOT, 'policies/default.json'), 'utf8'));
+  doc.pool = { ...doc.pool, enabled: true, claim_wait_ms: 20000, templates: ['python'], ...pool };
+  const file = path.join(work, `policy-${policies += 1}.json`);
+  fs.writeFileSync(file, JSON.stringify(doc));
+  fs.chmodSync(file, 0o644);
+  return file;
+}
+
+const conns = [];
+after(async () => { for (const c of conns) await c.close(); });
+async function server(pool = {}, extra = {}) {
+  const c = await connect({ policy: policyWith(pool), args: ['--log-level', 'debug'], ...extra });
+  conns.push(c);
+  return c;
+}
+async function py(c, code) {
+  const r = await runCode(c.client, { runtime: 'python', code });
+  assert.ok(!r.isError, JSON.stringify(r.content));
+  return r.structuredContent;
+}
+
+const PROBE = [
+  'import os, sys, json, random',
+  'print(json.dumps({"name": __name__, "file": __file__, "argv": sys.argv, "cwd": os.getcwd(),',
+  '  "fds": sorted(os.listdir("/proc/self/fd")), "uid": os.getuid(), "ppid": os.getppid(),',
+  '  "main_keys": sorted(k for k in globals() if k.startswith("__")),',
+  '  "path0": sys.path[0], "env": sorted(os.environ), "random": random.random(),',
+  '  "urandom": os.urandom(8).hex(), "pids": sorted(p for p in os.listdir("/proc") if p.isdigit())}))',
+].join('\n');
+
+test('a job forked from a template sees what a cold job sees, with randomness of its own', { timeout: 120_000 }, async () => {
+  const forked = await server();
+  const cold = await server({ enabled: false });
+  const a = await py(forked, PROBE);
+  const b = await py(forked, PROBE);
+  const c = await py(cold, PROBE);
+  for (const sc of [a, b]) {
+    assert.equal(sc.status, 'completed', JSON.stringify(sc));
+    assert.equal(sc.start, 'warm');
+    assert.ok(sc.sandbox_layers.includes('template_fork'), JSON.stringify(sc.sandbox_layers));
+  }
+  assert.equal(c.start, 'cold');
+  assert.ok(!c.sandbox_layers.includes('template_fork'));
+  const [ja, jb, jc] = [a, b, c].map((sc) => JSON.parse(sc.stdout));
+  for (const key of ['name', 'file', 'argv', 'cwd', 'fds', 'uid', 'ppid', 'main_keys', 'path0', 'env'])
+    assert.deepEqual(ja[key], jc[key], `${key}: forked ${JSON.stringify(ja[key])}, cold ${JSON.stringify(jc[key])}`);
+  assert.equal(ja.pids.length, 2, `only pid 1 and the program: ${ja.pids}`);
+  assert.notEqual(ja.random, jb.random, 'two forks drew the same random number');
+  assert.notEqual(ja.urandom, jb.urandom);
+  // Layers other than the fork's are a warm job's.
+  const rest = (sc) => sc.sandbox_layers.filter((l) => l !== 'template_fork' && !l.startsWith('host_uid:'));
+  assert.deepEqual(rest(a), rest(c));
+});
+
+test('a burst that empties the pool is forked on the spot, every job complete', { timeout: 120_000 }, async () => {
+  const c = await server({ size: 1 });
+  await py(c, 'print(1)');  // the template exists
+  const jobs = await Promise.all(Array.from({ length: 12 }, (_, i) => py(c, `print(${i} * 2)`)));
+  jobs.forEach((sc, i) => {
+    assert.equal(sc.status, 'completed', JSON.stringify(sc));
+    assert.equal(sc.stdout, `${i * 2}\n`);
+    assert.equal(sc.start, 'warm', `job ${i} started cold`);
+    assert.ok(sc.sandbox_layers.includes('template_fork'), JSON.stringify(sc.sandbox_layers));
+  });
+  assert.match(c.stderrText(), /python sandbox forked on demand for a claim/);
+});
+
+test('a template is replaced after its forks, and each job still completes', { timeout: 120_000 }, async () => {
+  const c = await server({ size: 1, template_forks_max: 2 });
+  for (let i = 0; i < 6; i += 1) {
+    const sc = await py(c, 'print("ok")');
+    assert.equal(sc.status, 'completed', JSON.stringify(sc));
+  }
+  const built = (c.stderrText().match(/python template ready/g) ?? []).length;
+  assert.ok(built >= 2, `templates built: ${built}\n${c.stderrText().slice(-2000)}`);
+});
+
+test('without the shared object the runtime\'s sandboxes start their own interpreter', { timeout: 120_000 }, async () => {
+  // A copy of the server and its runner, without libthrowbox-template.so beside them.
+  const bin = process.env.THROWBOX_BIN;
+  const dir = fs.mkdtempSync(path.join(work, 'bin-'));
+  fs.chmodSync(dir, 0o755);
+  for (const name of ['throwbox', 'throwbox-runner', 'throwbox-parser'])
+    fs.copyFileSync(path.join(path.dirname(bin), name), path.join(dir, name));
+  for (const name of ['throwbox', 'throwbox-runner', 'throwbox-parser']) fs.chmodSync(path.join(dir, name), 0o755);
+  const c = await server({}, { bin: path.join(dir, 'throwbox') });
+  const sc = await py(c, 'print(7)');
+  assert.equal(sc.status, 'completed', JSON.stringify(sc));
+  assert.equal(sc.start, 'warm');
+  assert.ok(!sc.sandbox_layers.includes('template_fork'));
+  assert.match(c.stderrText(), /libthrowbox-template\.so is missing: pool\.templates ignored/);
+});

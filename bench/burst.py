@@ -24,9 +24,11 @@ The policy is --policy (default: the bundled policies/default.json) with its
 admission and call limits raised to the largest C, so that the burst measures
 how fast sandboxes are made and claimed, not the queue; the pool is the
 policy's, except that a runtime it fills on first use is filled at start.
---templates forks every pooled python runtime's sandboxes from a template
-(pool.templates); the idle memory is then also the template's.
-Usage: bench/burst.py [--jobs N] [--inflight 1,4,16] [--kinds print,stdlib,pandas] [--templates]
+--templates on forks every pooled python runtime's sandboxes from a
+template, off none, policy (the default) as the policy says (the bundled
+one: python and python-data); a template's memory is reported beside its
+idle sandboxes'.
+Usage: bench/burst.py [--jobs N] [--inflight 1,4,16] [--kinds print,stdlib,pandas] [--templates policy|on|off]
                       [--gap-runs N] [--gap S] [--policy FILE] [--bin build/throwbox] [--json]
 """
 import argparse
@@ -68,7 +70,7 @@ def pct(samples, q):
     return s[min(len(s) - 1, max(0, int(round(q * (len(s) - 1)))))]
 
 
-def bench_policy(policy, inflight_max, pool_runtimes=None, templates=False):
+def bench_policy(policy, inflight_max, pool_runtimes=None, templates="policy"):
     p = json.loads(json.dumps(policy))
     adm = p.setdefault("admission", {})
     for key in ("jobs_running_max", "jobs_running_per_tenant_max"):
@@ -81,11 +83,13 @@ def bench_policy(policy, inflight_max, pool_runtimes=None, templates=False):
     if pool_runtimes is not None:
         pool["runtimes"] = pool_runtimes
     pool["first_use"] = []
-    # --templates: every pooled python runtime forks from a template;
-    # otherwise what the policy says, within the runtimes pooled here.
+    # --templates on: every pooled python runtime forks from a template;
+    # off: none; policy: what the policy says, within the runtimes pooled here.
     pooled = pool.get("runtimes", [])
-    if templates:
+    if templates == "on":
         pool["templates"] = [r for r in pooled if p["runtimes"][r].get("loader") == "python"]
+    elif templates == "off":
+        pool["templates"] = []
     else:
         pool["templates"] = [r for r in pool.get("templates", []) if r in pooled]
     return p
@@ -161,7 +165,7 @@ def burst(server, runtime, code, want, jobs, inflight):
             "cold": starts.count("cold")}
 
 
-def idle_pss(binary, work, policy, runtime, templates=False):
+def idle_pss(binary, work, policy, runtime, templates="policy"):
     """PSS (KiB) of each idle warm sandbox of a server whose pool keeps only
     runtime, and of its template (None without one)."""
     server = Server(binary, work, "pss-" + runtime, bench_policy(policy, 1, [runtime], templates))
@@ -185,8 +189,8 @@ def main():
     ap.add_argument("--gap", type=float, default=0.3, help="idle seconds before each gap call")
     ap.add_argument("--policy", default=os.path.join(REPO, "policies", "default.json"))
     ap.add_argument("--bin", default=os.environ.get("THROWBOX_BIN", os.path.join(REPO, "build", "throwbox")))
-    ap.add_argument("--templates", action="store_true",
-                    help="fork every pooled python runtime's sandboxes from a template (pool.templates)")
+    ap.add_argument("--templates", choices=("policy", "on", "off"), default="policy",
+                    help="pool.templates: the policy's, every pooled python runtime, or none")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     inflight = [int(x) for x in args.inflight.split(",")]

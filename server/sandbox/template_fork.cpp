@@ -177,6 +177,9 @@ void become_program(int conn) {
   };
   // Not the template's parent's death: the job's (pid 1 kills the namespace).
   if (::prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0) != 0) fail("prctl(PR_SET_PDEATHSIG)");
+  // The template's SIGCHLD disposition (ignored: its forks need no reaping)
+  // is not the program's: a job waits for its own children.
+  if (::signal(SIGCHLD, SIG_DFL) == SIG_ERR) fail("signal(SIGCHLD)");
   if (::setresgid(kSandboxGid, kSandboxGid, kSandboxGid) != 0) fail("setresgid(sandbox)");
   if (::setresuid(kSandboxUid, kSandboxUid, kSandboxUid) != 0) fail("setresuid(sandbox)");
   if (::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) fail("prctl(PR_SET_DUMPABLE)");
@@ -208,11 +211,12 @@ void become_program(int conn) {
 extern "C" int throwbox_template_serve(int listen_fd, int ready_fd) {
   using namespace sandbox::template_fork;
   const char ready = 'r';
+  // Its forks (C, and a C2 orphaned before its C reaped it) are reaped by the
+  // kernel as they exit: none lingers as a zombie between requests.
+  if (::signal(SIGCHLD, SIG_IGN) == SIG_ERR) ::_exit(1);
   if (::write(ready_fd, &ready, 1) != 1) ::_exit(1);
   ::close(ready_fd);
   for (;;) {
-    int st;
-    while (::waitpid(-1, &st, WNOHANG) > 0) {}  // C2s orphaned before their C reaped them
     const int conn = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (conn < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;

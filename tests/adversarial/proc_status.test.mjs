@@ -51,10 +51,15 @@ emit({"status": status, "uid_map": open('/proc/self/uid_map').read(), "gid_map":
   const lines = (text) => text.split('\n').filter(Boolean).map((l) => l.trim().split(/\s+/).map(Number));
   // As root: a uid of the policy's range (gid the same number); as a user: the user's own.
   // With subordinate ids the map names the id in the runner's namespace between (1), not the host's.
+  // A template's fork names the id in the template's user namespace: as root
+  // the range's ids are themselves there; as a user (shared) the user is the
+  // template's sandbox user, 1000.
   const ids = sandboxHostUids();
   const hostUid = lines(out.uid_map)[0]?.[1];
-  const hostGid = ids.mode === 'subordinate' ? 1 : ids.gidOf(hostUid);
+  const sharedFork = ids.mode === 'shared' && sc.sandbox_layers.includes('template_fork');
+  const hostGid = ids.mode === 'subordinate' ? 1 : sharedFork ? 1000 : ids.gidOf(hostUid);
   if (ids.mode === 'subordinate') assert.equal(hostUid, 1, `uid_map ${JSON.stringify(out.uid_map)}`);
+  else if (sharedFork) assert.equal(hostUid, 1000, `uid_map ${JSON.stringify(out.uid_map)}: the template's user`);
   else assert.ok(isSandboxHostUid(hostUid), `uid_map ${JSON.stringify(out.uid_map)}: a sandbox host uid`);
   assert.deepEqual(lines(out.uid_map), [[1000, hostUid, 1]], `uid_map ${JSON.stringify(out.uid_map)}`);
   assert.deepEqual(lines(out.gid_map), [[1000, hostGid, 1]], `gid_map ${JSON.stringify(out.gid_map)}`);

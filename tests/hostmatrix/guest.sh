@@ -83,10 +83,11 @@ fi
 # cancels, the memory, fork and CPU limits, the read-only root and Landlock,
 # and the leftovers. THROWBOX_MATRIX_FULL=1 runs every listed file everywhere.
 full_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile cancel_progress parser_helper checks
-                  receipts)
+                  receipts templates)
 full_adversarial=(memory_bomb fork_bomb cpu_hog deadline kill_all disk_fill host_pids proc_status readonly_fs
                   host_files host_env ptrace syscalls_refused dev_and_kcore user_counts check_tamper zz_leftovers)
-full_user_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile parser_helper checks receipts)
+full_user_integration=(doctor cgroup_lifecycle timeout_cancel limits warm_pool reconcile parser_helper checks receipts
+                       templates)
 full_user_adversarial=(memory_bomb fork_bomb cpu_hog deadline kill_all readonly_fs ptrace proc_status user_counts check_tamper
                        zz_leftovers)
 pick() {  # pick CORE... -- FULL...: the core list, or the full one
@@ -100,7 +101,7 @@ pick() {  # pick CORE... -- FULL...: the core list, or the full one
 # mode_root EXPECT REPEAT: the server as root, the warm pool off (cold) and on.
 mode_root() {
   local expect=$1 repeat=$2 t
-  for t in $(pick doctor cgroup_lifecycle timeout_cancel checks receipts -- "${full_integration[@]}"); do
+  for t in $(pick doctor cgroup_lifecycle timeout_cancel checks receipts templates -- "${full_integration[@]}"); do
     run_test "$host root integration.$t" 240 "${root_env[@]}" THROWBOX_POLICY="$repo/policies/default.json" \
       THROWBOX_EXPECT_CGROUPS="$expect" THROWBOX_TEST_REPEAT="$repeat" node "integration/$t.test.mjs"
   done
@@ -113,7 +114,7 @@ mode_root() {
   done
   for t in $(pick memory_bomb -- memory_bomb fork_bomb kill_all zz_leftovers); do
     run_test "$host root adversarial.warm.$t" 300 "${root_env[@]}" THROWBOX_POLICY="$build/tests/policy-warm.json" \
-      THROWBOX_EXPECT_WARM=1 THROWBOX_EXPECT_CGROUPS="$expect" node "adversarial/$t.test.mjs"
+      THROWBOX_EXPECT_WARM=1 THROWBOX_EXPECT_TEMPLATE=1 THROWBOX_EXPECT_CGROUPS="$expect" node "adversarial/$t.test.mjs"
   done
 }
 
@@ -206,8 +207,13 @@ case $host in
     mode_user "user(login scope)" none 10 "doctor receipts" "memory_bomb user_counts zz_leftovers" THROWBOX_TEST_CGROUP="$login"
     check_leftovers "user(login scope)"
     # A user without subordinate ids: its sandboxes share its uid, bounded by shares.
-    mode_user "shared user" none 10 "" "user_counts" THROWBOX_TEST_USER=throwbox-test-shared THROWBOX_EXPECT_UID_MODE=shared
+    mode_user "shared user" none 10 "templates" "user_counts" THROWBOX_TEST_USER=throwbox-test-shared THROWBOX_EXPECT_UID_MODE=shared
     check_leftovers "shared user"
+    # The same user, the warm pool forking every python job from its template.
+    mode_user "shared user, templates" none 10 "" "proc_status kill_all memory_bomb" \
+      THROWBOX_TEST_USER=throwbox-test-shared THROWBOX_EXPECT_UID_MODE=shared \
+      THROWBOX_TEST_POLICY="$build/tests/policy-warm.json" THROWBOX_EXPECT_WARM=1 THROWBOX_EXPECT_TEMPLATE=1
+    check_leftovers "shared user, templates"
     delegated=$(tb_delegate_user "$user")
     leaf=$(tb_user_shell_leaf "$user")
     mode_user "delegated(shell leaf)" v2 10 "doctor cgroup_lifecycle timeout_cancel" "memory_bomb fork_bomb zz_leftovers" \

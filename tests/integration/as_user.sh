@@ -21,6 +21,10 @@ chmod 755 "$stage"
 mkdir -p "$stage/build" "$stage/tests" "$stage/tmp"
 chmod 1777 "$stage/tmp"
 cp "$THROWBOX_BIN" "$(dirname "$THROWBOX_BIN")/throwbox-runner" "$(dirname "$THROWBOX_BIN")/throwbox-parser" "$stage/build/"
+# A template's shared object (pool.templates), beside the runner as installed.
+if [ -f "$(dirname "$THROWBOX_BIN")/libthrowbox-template.so" ]; then
+  cp "$(dirname "$THROWBOX_BIN")/libthrowbox-template.so" "$stage/build/"
+fi
 cp -r "$src/policies" "$src/examples" "$stage/"
 # THROWBOX_TEST_POLICY: a policy file of the caller's instead of the bundled one.
 policy=$stage/policies/default.json
@@ -79,7 +83,8 @@ WRAPPER
   chmod 755 "$stage/build/throwbox"
 fi
 pass=()
-for v in THROWBOX_EXPECT_CGROUPS THROWBOX_TEST_SLOWDOWN THROWBOX_TEST_REPEAT THROWBOX_TEST_WATCHDOG_S THROWBOX_EXPECT_UID_MODE; do
+for v in THROWBOX_EXPECT_CGROUPS THROWBOX_TEST_SLOWDOWN THROWBOX_TEST_REPEAT THROWBOX_TEST_WATCHDOG_S THROWBOX_EXPECT_UID_MODE \
+  THROWBOX_EXPECT_WARM THROWBOX_EXPECT_TEMPLATE; do
   if [ -n "${!v:-}" ]; then pass+=("$v=${!v}"); fi
 done
 

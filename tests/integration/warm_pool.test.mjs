@@ -17,7 +17,9 @@ after(() => fs.rmSync(work, { recursive: true, force: true }));
 
 function policyWith(pool) {
   const doc = JSON.parse(fs.readFileSync(process.env.THROWBOX_POLICY ?? path.join(REPO_ROOT, 'policies/default.json'), 'utf8'));
-  doc.pool = { ...doc.pool, ...pool };
+  // The pool's own sandboxes, each starting its interpreter: forks from a
+  // template are tests/integration/templates.test.mjs's.
+  doc.pool = { ...doc.pool, templates: [], ...pool };
   const file = path.join(work, `policy-${Object.values(pool).join('-')}.json`);
   fs.writeFileSync(file, JSON.stringify(doc));
   fs.chmodSync(file, 0o644);

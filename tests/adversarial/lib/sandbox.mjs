@@ -79,6 +79,13 @@ export async function run(conn, args, { timeout } = {}) {
     if (pool.enabled && (pool.runtimes ?? []).includes(args.runtime))
       assert.equal(sc.start, 'warm', `a ${args.runtime} job ran ${sc.start} with the warm pool on`);
   }
+  // The templates-on run: every job of a templated runtime was a template's fork.
+  if (process.env.THROWBOX_EXPECT_TEMPLATE) {
+    const pool = loadPolicy().pool ?? {};
+    if (pool.enabled && (pool.templates ?? []).includes(args.runtime))
+      assert.ok((sc.sandbox_layers ?? []).includes('template_fork'),
+        `a ${args.runtime} job was not forked from its template: ${JSON.stringify(sc.sandbox_layers)}`);
+  }
   return sc;
 }
 

@@ -36,6 +36,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -103,7 +104,7 @@ def idle_sandboxes(policy):
 
 
 class Server:
-    def __init__(self, binary, work, name, policy):
+    def __init__(self, binary, work, name, policy, log=None):
         os.makedirs(os.path.join(work, name), exist_ok=True)
         self.policy_path = os.path.join(work, name, "policy.json")
         with open(self.policy_path, "w") as f:
@@ -114,7 +115,8 @@ class Server:
         self.loader = all(policy["runtimes"][r].get("loader") == "python"
                           for r in policy.get("pool", {}).get("runtimes", []))
         self.client = Pipelined([binary, "serve", "--state-dir", os.path.join(work, name, "state"),
-                                 "--policy", self.policy_path, "--log-level", "warn"])
+                                 "--policy", self.policy_path, "--log-level", "warn"],
+                                stderr=log if log is not None else subprocess.DEVNULL)
         self.quiet_timeouts = 0
 
     def quiesce(self, timeout=60):
@@ -128,7 +130,9 @@ class Server:
         ms = (time.perf_counter() - t0) * 1000
         sc = r.get("structuredContent") or {}
         if r.get("isError") or sc.get("status") != "completed" or sc.get("exit_code") != 0:
-            sys.exit("run_code (%s): %s" % (runtime, json.dumps(r)[:600]))
+            sys.exit("run_code (%s): status %s, exit %s, start %s, stdout %r, stderr %r, error %r" % (
+                runtime, sc.get("status"), sc.get("exit_code"), sc.get("start"), sc.get("stdout", "")[:200],
+                sc.get("stderr", "")[-400:], sc.get("error") or json.dumps(r)[:300]))
         out = sc.get("stdout", "")
         if want is not None and out != want:
             sys.exit("run_code (%s): stdout %r, expected %r" % (runtime, out, want))
@@ -141,14 +145,20 @@ class Server:
 def burst(server, runtime, code, want, jobs, inflight):
     lat, starts, lock = [], [], threading.Lock()
     left = [jobs]
+    failed = []
 
     def slot():
         while True:
             with lock:
-                if left[0] == 0:
+                if left[0] == 0 or failed:
                     return
                 left[0] -= 1
-            ms, start, _ = server.run(runtime, code, want)
+            try:
+                ms, start, _ = server.run(runtime, code, want)
+            except SystemExit as e:  # a thread's exit ends only the thread: the bench ends below
+                with lock:
+                    failed.append(str(e.code))
+                return
             with lock:
                 lat.append(ms)
                 starts.append(start)
@@ -160,6 +170,8 @@ def burst(server, runtime, code, want, jobs, inflight):
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
+    if failed:
+        sys.exit(failed[0])
     return {"inflight": inflight, "jobs": jobs, "jobs_per_s": jobs / wall, "p50_ms": pct(lat, 0.5),
             "p95_ms": pct(lat, 0.95), "p99_ms": pct(lat, 0.99), "warm": starts.count("warm"),
             "cold": starts.count("cold")}
@@ -191,6 +203,7 @@ def main():
     ap.add_argument("--bin", default=os.environ.get("THROWBOX_BIN", os.path.join(REPO, "build", "throwbox")))
     ap.add_argument("--templates", choices=("policy", "on", "off"), default="policy",
                     help="pool.templates: the policy's, every pooled python runtime, or none")
+    ap.add_argument("--server-log", help="append the burst server's warnings to this file")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     inflight = [int(x) for x in args.inflight.split(",")]
@@ -204,6 +217,7 @@ def main():
         if KINDS[k][0] not in policy.get("runtimes", {}):
             sys.exit("the policy has no runtime %r (job kind %s)" % (KINDS[k][0], k))
     binary = os.path.abspath(args.bin)
+    server_log = open(args.server_log, "a") if args.server_log else None
     work = tempfile.mkdtemp(prefix="throwbox-burst-")
     os.chmod(work, 0o711)
     t_start = time.time()
@@ -211,7 +225,7 @@ def main():
     try:
         burst_policy = bench_policy(policy, max(inflight), templates=args.templates)
         results["templates"] = burst_policy["pool"]["templates"]
-        server = Server(binary, work, "burst", burst_policy)
+        server = Server(binary, work, "burst", burst_policy, server_log)
         log = sys.stderr
         try:
             for k in kinds:

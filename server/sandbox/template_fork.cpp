@@ -134,6 +134,14 @@ bool hello(int conn) {
 // is the job's pid 1: that is where the program is reparented (a process
 // whose parent is outside the namespace would go to the template's).
 __attribute__((noinline)) void c_path(int conn) {
+  // The template ignores SIGCHLD (its forks need no reaping); C2 must not:
+  // a program that exits before C2 does would be reaped by the kernel at
+  // once, and its pid 1 would wait for it until the deadline. With the
+  // default, it stays a zombie until C2 exits and goes to pid 1 as one.
+  if (::signal(SIGCHLD, SIG_DFL) == SIG_ERR) {
+    report_failure("signal(SIGCHLD)", errno);
+    ::_exit(1);
+  }
   if (!hello(conn)) ::_exit(1);
   if (::setns(g_fds[kPidfd], kJoinFlags) != 0) {
     report_failure("setns(pid 1's namespaces)", errno);
@@ -177,9 +185,7 @@ void become_program(int conn) {
   };
   // Not the template's parent's death: the job's (pid 1 kills the namespace).
   if (::prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0) != 0) fail("prctl(PR_SET_PDEATHSIG)");
-  // The template's SIGCHLD disposition (ignored: its forks need no reaping)
-  // is not the program's: a job waits for its own children.
-  if (::signal(SIGCHLD, SIG_DFL) == SIG_ERR) fail("signal(SIGCHLD)");
+
   if (::setresgid(kSandboxGid, kSandboxGid, kSandboxGid) != 0) fail("setresgid(sandbox)");
   if (::setresuid(kSandboxUid, kSandboxUid, kSandboxUid) != 0) fail("setresuid(sandbox)");
   if (::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) fail("prctl(PR_SET_DUMPABLE)");

@@ -170,16 +170,7 @@ std::unique_ptr<WarmSandbox> Pool::claim(const std::string& runtime) {
       }
       if (still_idle(*w->runner)) {
         got = std::move(w);
-        ++counters_.claimed;
-        ++running_;
-        hold_until_ = std::chrono::steady_clock::now() + kRefillHold;
-        got->on_end = [this] {
-          {
-            std::lock_guard end_lock(mu_);
-            --running_;
-          }
-          cv_.notify_all();
-        };
+        hand_out_locked(*got);
         break;
       }
       spdlog::warn("warm sandbox {} ({}) died while idle; discarded", w->spec.job_id, runtime);
@@ -213,21 +204,25 @@ std::unique_ptr<WarmSandbox> Pool::fork_on_demand(const std::string& runtime, st
   }
   std::unique_ptr<WarmSandbox> got = std::move(*built);
   spdlog::debug("warm pool: a {} sandbox forked on demand for a claim ({})", runtime, got->spec.job_id);
-  {
-    std::lock_guard lock(mu_);
-    ++counters_.claimed;
-    ++counters_.forked_on_demand;
-    ++running_;
-    hold_until_ = std::chrono::steady_clock::now() + kRefillHold;
-  }
-  got->on_end = [this] {
+  std::lock_guard lock(mu_);
+  ++counters_.forked_on_demand;
+  hand_out_locked(*got);
+  return got;
+}
+
+// A sandbox given to a claim: its job counts as running until the sandbox
+// is destroyed (on_end), and refills wait for it up to kRefillHold.
+void Pool::hand_out_locked(WarmSandbox& w) {
+  ++counters_.claimed;
+  ++running_;
+  hold_until_ = std::chrono::steady_clock::now() + kRefillHold;
+  w.on_end = [this] {
     {
       std::lock_guard end_lock(mu_);
       --running_;
     }
     cv_.notify_all();
   };
-  return got;
 }
 
 bool Pool::templated(const std::string& runtime) const {

@@ -109,6 +109,7 @@ class Pool {
   util::Result<std::unique_ptr<WarmSandbox>> build(const policy::Runtime& rt, std::shared_ptr<Template> source);
   bool templated(const std::string& runtime) const;
   std::unique_ptr<WarmSandbox> fork_on_demand(const std::string& runtime, std::shared_ptr<Template> source);
+  void hand_out_locked(WarmSandbox& w);  // with mu_ held
   // rt's current template when it is usable (alive, of the live policy,
   // under its fork and age bounds); otherwise, when may_build (the filler
   // only), a new one, else null.

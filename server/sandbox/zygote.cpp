@@ -66,16 +66,24 @@ struct Wire {
 };
 
 char* stack_top = nullptr;
+
+// The start of a small /proc file, NUL-terminated in buf; false when unreadable.
+template <size_t N>
+bool read_proc(const char* path, char (&buf)[N]) {
+  util::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return false;
+  const long n = util::read_some(fd.get(), buf, N - 1);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  return true;
+}
+
 // The pid a pidfd names, as this process's /proc sees it (fdinfo's "Pid:"); 0 when unknown.
 pid_t host_pid_of(int pidfd) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
-  util::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return 0;
   char buf[512];
-  const long n = util::read_some(fd.get(), buf, sizeof buf - 1);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
+  if (!read_proc(path, buf)) return 0;
   const char* p = std::strstr(buf, "\nPid:");
   return p ? static_cast<pid_t>(std::strtol(p + 5, nullptr, 10)) : 0;
 }
@@ -684,12 +692,8 @@ void zygote_report_and_exit(const Build& b) {
 uint64_t process_start_time(pid_t pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  util::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return 0;
   char buf[1024];
-  const long n = util::read_some(fd.get(), buf, sizeof buf - 1);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
+  if (!read_proc(path, buf)) return 0;
   const char* p = std::strrchr(buf, ')');
   for (int field = 2; p && field < 22; ++field) p = std::strchr(p + 1, ' ');
   return p ? std::strtoull(p + 1, nullptr, 10) : 0;

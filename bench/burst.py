@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 
-from mcp_stdio import Pipelined, children, comm, is_template, tree_pss_kib, wait_quiet
+from mcp_stdio import Pipelined, children, comm, is_template, tree_pss_kib, tree_uss_kib, wait_quiet
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -187,7 +187,9 @@ def idle_pss(binary, work, policy, runtime, templates="policy"):
         built = [r for r in runners if children(r) and children(children(r)[0])]
         kinds = [is_template(r) for r in built]
         template = [tree_pss_kib(r) for r, t in zip(built, kinds) if t]
-        return sorted(tree_pss_kib(r) for r, t in zip(built, kinds) if not t), (template[0] if template else None)
+        uss = sorted(tree_uss_kib(r) for r, t in zip(built, kinds) if not t)
+        return (sorted(tree_pss_kib(r) for r, t in zip(built, kinds) if not t), (template[0] if template else None),
+                uss)
     finally:
         server.close()
 
@@ -254,8 +256,9 @@ def main():
             results["quiet_timeouts"] = server.quiet_timeouts
             server.close()
         for runtime in sorted({KINDS[k][0] for k in kinds}):
-            sandboxes, template = idle_pss(binary, work, policy, runtime, args.templates)
+            sandboxes, template, uss = idle_pss(binary, work, policy, runtime, args.templates)
             results["idle_pss_kib"][runtime] = sandboxes
+            results.setdefault("idle_uss_kib", {})[runtime] = uss
             if template is not None:
                 results.setdefault("template_pss_kib", {})[runtime] = template
     finally:
@@ -278,7 +281,9 @@ def main():
                 k, "burst %d" % b["inflight"], b["jobs_per_s"], b["p50_ms"], b["p95_ms"], b["p99_ms"],
                 "%d/%d" % (b["warm"], b["cold"]), b["p50_vs_gap"]))
     for runtime, pss in results["idle_pss_kib"].items():
-        print("idle warm sandbox, runtime %s: %s KiB PSS each" % (runtime, ", ".join(str(x) for x in pss) or "none"))
+        print("idle warm sandbox, runtime %s: %s KiB PSS each; %s KiB its own pages (USS)" % (
+            runtime, ", ".join(str(x) for x in pss) or "none",
+            ", ".join(str(x) for x in results["idle_uss_kib"][runtime]) or "none"))
     for runtime, pss in results.get("template_pss_kib", {}).items():
         print("its template, runtime %s: %d KiB PSS" % (runtime, pss))
     if results["quiet_timeouts"]:

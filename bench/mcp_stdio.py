@@ -91,17 +91,27 @@ def comm(pid):
         return ""
 
 
-def tree_pss_kib(pid):
+def tree_kib(pid, fields=("Pss",)):
+    """The sum of smaps_rollup's `fields` (kB) over pid and its descendants."""
     total, todo = 0, [pid]
     while todo:
         p = todo.pop()
         try:
             with open("/proc/%d/smaps_rollup" % p) as f:
-                total += next(int(l.split()[1]) for l in f if l.startswith("Pss:"))
-        except (OSError, StopIteration):
+                total += sum(int(l.split()[1]) for l in f if l.split(":")[0] in fields)
+        except OSError:
             pass
         todo += children(p)
     return total
+
+
+def tree_pss_kib(pid):
+    return tree_kib(pid)
+
+
+def tree_uss_kib(pid):
+    """Pages no other process maps (what the tree alone costs): Private_Clean + Private_Dirty."""
+    return tree_kib(pid, ("Private_Clean", "Private_Dirty"))
 
 
 def is_spare(runner):

@@ -205,7 +205,6 @@ std::unique_ptr<WarmSandbox> Pool::fork_on_demand(const std::string& runtime, st
   std::unique_ptr<WarmSandbox> got = std::move(*built);
   spdlog::debug("warm pool: a {} sandbox forked on demand for a claim ({})", runtime, got->spec.job_id);
   std::lock_guard lock(mu_);
-  ++counters_.forked_on_demand;
   hand_out_locked(*got);
   return got;
 }
@@ -256,7 +255,6 @@ util::Result<std::shared_ptr<Template>> Pool::template_for(const policy::Runtime
     return built.error();
   }
   template_retry_at_.erase(rt.name);
-  ++counters_.templates_built;
   templates_[rt.name] = *built;
   return *built;
 }
@@ -286,9 +284,9 @@ util::Result<std::shared_ptr<Template>> Pool::build_template(const policy::Runti
   t->pid = ready->pid;
   t->start_time = ready->start_time;
   t->started = std::chrono::steady_clock::now();
-  t->memory_bytes = tree_memory_bytes(t->runner->pid());
+  const uint64_t memory_bytes = tree_memory_bytes(t->runner->pid());
   spdlog::info("warm pool: {} template ready in {} ms, {} KiB (PSS)", rt.name,
-               std::chrono::duration_cast<std::chrono::milliseconds>(t->started - t0).count(), t->memory_bytes / 1024);
+               std::chrono::duration_cast<std::chrono::milliseconds>(t->started - t0).count(), memory_bytes / 1024);
   return t;
 }
 
@@ -300,10 +298,6 @@ PoolStats Pool::stats() {
       ++s.idle;
       s.idle_memory_bytes += w->memory_bytes;
     }
-  for (auto& [_, t] : templates_) {
-    ++s.templates;
-    s.idle_memory_bytes += t->memory_bytes;
-  }
   return s;
 }
 

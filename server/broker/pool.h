@@ -43,7 +43,6 @@ struct Template {
   int32_t pid = 0;  // its pid 1, and that one's start time
   uint64_t start_time = 0;
   uint64_t generation = 0;  // of the policy it was built under
-  uint64_t memory_bytes = 0;
   std::atomic<uint64_t> forks{0};
   std::chrono::steady_clock::time_point started;
   RetireRunner retire;
@@ -70,10 +69,8 @@ struct WarmSandbox {
 
 struct PoolStats {
   size_t idle = 0;
-  uint64_t idle_memory_bytes = 0;  // idle sandboxes' and the current templates'
+  uint64_t idle_memory_bytes = 0;
   uint64_t built = 0, claimed = 0, failed = 0;
-  size_t templates = 0;                                // current ones
-  uint64_t templates_built = 0, forked_on_demand = 0;  // on demand: for a claim that found none idle
 };
 
 class Pool {

@@ -427,6 +427,16 @@ void zygote_make_scratch(Build& b) {
 
 void zygote_make_harvest_dir(Build& b);
 
+// The job's cgroup with its limits, `pid` in it.
+void zygote_make_cgroup_for(Build& b, pid_t pid) {
+  const LaunchSpec& spec = b.spec;
+  auto made =
+      cgroups::Job::create_in_parent(b.host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
+  if (!made) b.fail(made.error().message);
+  if (auto a = made->attach_in_parent(pid); !a) b.fail(a.error().message);
+  if (made->mode() != cgroups::Mode::none) b.report.layers.add(Layer::cgroups);
+}
+
 // A template: the listening socket its forks are asked for on, bound where
 // the spec says (0600: only the runners, as the server's user, connect),
 // kept by pid 1 and given to the program as kTemplateListenFd. The runner
@@ -462,13 +472,7 @@ void zygote_enter_template(Build& b) {
   b.map_gid = spec.host_gid;
   if (spec.from_template_pid == 0) return;
   zygote_make_harvest_dir(b);
-  if (b.prepared_id.empty()) {
-    auto made =
-        cgroups::Job::create_in_parent(b.host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
-    if (!made) b.fail(made.error().message);
-    if (auto a = made->attach_in_parent(::getpid()); !a) b.fail(a.error().message);
-    if (made->mode() != cgroups::Mode::none) b.report.layers.add(Layer::cgroups);
-  }
+  if (b.prepared_id.empty()) zygote_make_cgroup_for(b, ::getpid());
   b.born_in_cgroup = true;
   const pid_t pid = spec.from_template_pid;
   util::UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
@@ -524,9 +528,9 @@ void zygote_clone_pid1(Build& b) {
     } h{&b, kFlags | CLONE_PIDFD, -1, 0, -1};
     const pid_t helper = ::clone(
         [](void* arg) -> int {
-          auto* h = static_cast<Helper*>(arg);
-          h->pid = ::clone(pid1::clone_entry, stack_top, h->flags, &h->b->ctx, &h->pidfd);
-          h->err = errno;
+          auto* self = static_cast<Helper*>(arg);
+          self->pid = ::clone(pid1::clone_entry, stack_top, self->flags, &self->b->ctx, &self->pidfd);
+          self->err = errno;
           return 0;
         },
         helper_stack + sizeof helper_stack, CLONE_VM | CLONE_VFORK | CLONE_PARENT | CLONE_FILES | SIGCHLD, &h);
@@ -605,17 +609,12 @@ void zygote_make_harvest_dir(Build& b) {
 // root; a prepared spare's zygote joined it before the spec, and its limits
 // are written before the clone (zygote_limit_prepared_cgroup).
 void zygote_attach_cgroup(Build& b) {
-  const LaunchSpec& spec = b.spec;
   if (!b.prepared_id.empty()) {
     if (b.prepared_cgroup.mode() != cgroups::Mode::none) b.report.layers.add(Layer::cgroups);
     return;
   }
   if (b.born_in_cgroup) return;
-  auto made =
-      cgroups::Job::create_in_parent(b.host, spec.job_id, {spec.memory_max_bytes, spec.pids_max, spec.cpu_max_cores});
-  if (!made) b.fail(made.error().message);
-  if (auto a = made->attach_in_parent(b.pid); !a) b.fail(a.error().message);
-  if (made->mode() != cgroups::Mode::none) b.report.layers.add(Layer::cgroups);
+  zygote_make_cgroup_for(b, b.pid);
   trace::mark("cgroup attached");
 }
 

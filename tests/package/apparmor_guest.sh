@@ -2,8 +2,8 @@
 # The package under AppArmor, enforcing: a qemu guest (tests/hostmatrix/vm,
 # Debian 12's stock kernel, AppArmor on) installs the .deb with dpkg (its
 # postinst loads /etc/apparmor.d/throwbox in enforce mode), then runs
-# `throwbox doctor` and the reconciliation example through /usr/bin/throwbox
-# as root and as the service user, checks that the server and its jobs ran
+# `throwbox doctor`, the reconciliation example and python jobs forked from a
+# template through /usr/bin/throwbox as root and as the service user, checks that the server and its jobs ran
 # confined ("throwbox (enforce)") and that the kernel logged no denial.
 # Usage: tests/package/apparmor_guest.sh BUILD_DIR     (host side; needs root)
 #        tests/package/apparmor_guest.sh --guest DEB   (inside the guest)
@@ -73,6 +73,14 @@ for who in root throwbox; do
     echo "apparmor_guest: the reconciliation example as $who, confined: $(grep '^completed' /tmp/example.log)"
   else
     sed 's/^/  /' /tmp/example.log | tail -40; echo "FAIL: the reconciliation example as $who under the profile" >&2; status=1
+  fi
+  # The bundled policy forks python jobs from a template: one must be a fork
+  # (the template loads its library and serves forks under the profile too).
+  if THROWBOX_BIN=$wrap THROWBOX_POLICY=/etc/throwbox/policy.json THROWBOX_STATE_DIR="$state/forks" \
+     node "$repo/tests/package/template_fork.mjs" > /tmp/fork.log 2>&1; then
+    echo "apparmor_guest: as $who, confined: $(grep '^template_fork' /tmp/fork.log)"
+  else
+    sed 's/^/  /' /tmp/fork.log | tail -40; echo "FAIL: no python job forked from a template as $who under the profile" >&2; status=1
   fi
   wait "$watcher" 2>/dev/null
   label=$(cat /tmp/label-$who 2>/dev/null)

@@ -724,7 +724,7 @@ rlimits::Table limits_for(const LaunchSpec& spec, const cgroups::Host& host) {
 // so the rehearsal touches as much of the parser and decoder as a real spec.
 constexpr size_t kRehearsalSeccompBase64 = 3440;
 
-void rehearse_parse() {
+LaunchSpec rehearsal_spec() {
   LaunchSpec s;
   s.job_id = std::string(32, '0');
   s.scratch_dir = s.harvest_dir = std::string(64, '/');
@@ -732,9 +732,16 @@ void rehearse_parse() {
   s.env = {"PATH=/usr/bin:/bin", "HOME=/work", "LANG=C.UTF-8"};
   s.readonly_paths = {"/usr", "/lib", "/lib64", "/bin"};
   s.seccomp_bpf_base64 = std::string(kRehearsalSeccompBase64, 'A');
+  s.timeout_ms = 1;
+  return s;
+}
+
+bool rehearse_parse() {
+  const LaunchSpec s = rehearsal_spec();
   auto doc = nlohmann::json::parse(to_json(s).dump(), nullptr, false);
-  if (!doc.is_discarded()) (void)spec_from_json(doc);
+  const bool parsed = !doc.is_discarded() && spec_from_json(doc).ok();
   (void)util::base64_decode(s.seccomp_bpf_base64);
+  return parsed;
 }
 
 void prefault_image() {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "server/sandbox/spec.h"
+#include "server/sandbox/zygote.h"
 
 using nlohmann::json;
 
@@ -55,6 +56,15 @@ TEST_CASE("a launch spec reads back as written, through its wire text too") {
   auto once = sandbox::spec_from_json(json::parse(j.dump()));
   REQUIRE(once.ok());
   CHECK(sandbox::to_json(*once) == j);
+}
+
+// The runner and the zygote parse this spec while they wait: were it refused,
+// every one of them would throw (and sort the unwinder's frame table) per job.
+TEST_CASE("the rehearsal's spec is one the parser accepts") {
+  auto parsed = sandbox::spec_from_json(json::parse(sandbox::to_json(sandbox::zygote::rehearsal_spec()).dump()));
+  INFO((parsed.ok() ? std::string() : parsed.error().message));
+  REQUIRE(parsed.ok());
+  CHECK(sandbox::zygote::rehearse_parse());
 }
 
 TEST_CASE("a launch spec's integer fields refuse floats, negatives and huge numbers") {

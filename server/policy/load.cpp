@@ -66,6 +66,8 @@ std::optional<std::string> extension_problem(const std::string& x) {
   return std::nullopt;
 }
 constexpr size_t kPolicyFileMaxBytes = 1024 * 1024;
+// A runtime's warm-up: part of the loader's argv (one argument is at most 128 KiB).
+constexpr size_t kWarmupMaxBytes = 16384;
 
 // "/a/b": absolute, every component non-empty and neither "." nor "..".
 // The sandbox binds at path.substr(1), so "/." or "//work" must never pass.
@@ -233,6 +235,7 @@ const Key<Runtime> kRuntimeKeys[] = {
     other<Runtime>("code_file", Kind::kString),   flag("optional", &Runtime::optional),
     other<Runtime>("loader", Kind::kString),      other<Runtime>("preload", Kind::kStrings),
     other<Runtime>("cache", Kind::kObject),       other<Runtime>("required_checks", Kind::kStrings),
+    other<Runtime>("warmup", Kind::kString),
 };
 // runtimes.<name>.cache
 const Key<Runtime> kRuntimeCacheKeys[] = {other<Runtime>("code", Kind::kString), other<Runtime>("env", Kind::kString)};
@@ -410,6 +413,16 @@ bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& r
       if (!is_module_name(m))
         return r.fail(key + ".preload",
                       "\"" + m + "\" is not a module name (dotted identifiers such as matplotlib.pyplot)");
+  }
+  if (v.contains("warmup")) {  // "": none
+    const json& w = v["warmup"];
+    if (!w.is_string() || w.get_ref<const std::string&>().size() > kWarmupMaxBytes ||
+        w.get_ref<const std::string&>().find('\0') != std::string::npos)
+      return r.fail(key + ".warmup", "must be a string of Python statements, at most " +
+                                         std::to_string(kWarmupMaxBytes) + " bytes, with no NUL");
+    rt.warmup = w.get<std::string>();
+    if (!rt.warmup.empty() && rt.loader != "python")
+      return r.fail(key + ".warmup", "needs \"loader\": \"python\" (the loader runs it)");
   }
   if (v.contains("cache")) {
     const json& c = v["cache"];
@@ -1120,6 +1133,7 @@ nlohmann::json effective_json(const Policy& p) {
                       {"loader", rt.loader}};
   for (auto& [name, rt] : p.runtimes) {
     runtimes[name]["preload"] = rt.preload;
+    runtimes[name]["warmup"] = rt.warmup;
     runtimes[name]["required_checks"] = rt.required_checks;
     if (!rt.cache_code.empty()) runtimes[name]["cache"] = {{"code", rt.cache_code}, {"env", rt.cache_env}};
   }

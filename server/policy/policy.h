@@ -27,6 +27,14 @@ struct Runtime {
   // Loader "python" only: modules the warm sandbox imports before its claim
   // (before any job's data exists), so a job's own imports are look-ups.
   std::vector<std::string> preload;
+  // Loader "python" only: Python statements run after the preload, before any
+  // job (no job's data exists), in a namespace of their own (they import
+  // what they use: the preload made that a look-up) with print()
+  // going nowhere: once in a template before it forks and again in each fork
+  // before it says ready (so the pages a job's use of the preloaded modules
+  // writes are copied while the sandbox waits), in a warm sandbox without a
+  // template before it says ready. An error fails that sandbox's start.
+  std::string warmup;
   // A cache built once per server in a sandbox of this runtime with no job
   // data (cache_code run with cache_env set to a writable directory), then
   // copied read-only into every sandbox of the runtime (sandbox::kCacheMountPath), and

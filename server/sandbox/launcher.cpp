@@ -485,6 +485,31 @@ util::Status size_work_for_claim(const LaunchSpec& spec, const Claim& claim, int
   return await_work_ready(sock, cancel_fd);
 }
 
+// The last line a warm sandbox's interpreter wrote to stderr before it died
+// unclaimed (a preload or warm-up that raised: its traceback's last line),
+// at most kTailMaxBytes of it; "" if it wrote none. No job's code has run in
+// it: only the runtime's start-up. The log's sink escapes it.
+std::string stderr_tail(int err_read) {
+  constexpr size_t kTailMaxBytes = 512;
+  std::string text;
+  char buf[4096];
+  for (int reads = 0; reads < 64; ++reads) {  // at most 256 KiB: the pipe's own bound
+    struct pollfd p {
+      err_read, POLLIN, 0
+    };
+    if (::poll(&p, 1, 0) <= 0) break;
+    long n = util::read_some(err_read, buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > 4 * kTailMaxBytes) text.erase(0, text.size() - 4 * kTailMaxBytes);
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  const size_t nl = text.rfind('\n');
+  if (nl != std::string::npos) text.erase(0, nl + 1);
+  if (text.size() > kTailMaxBytes) text.erase(0, text.size() - kTailMaxBytes);
+  return text;
+}
+
 }  // namespace
 
 void Teardown::finish() {
@@ -560,6 +585,9 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
     if (!claim) {
       sv.setup_error = claim.error().message;
       sv.cancelled = claim.error().code == util::ErrorCode::kCancelled;
+      if (!sv.cancelled)
+        if (std::string tail = stderr_tail(ch.err_read.get()); !tail.empty())
+          sv.setup_error += "; its stderr ended: " + tail;
     } else {
       spec.timeout_ms = claim->timeout_ms;
       spec.progress = claim->progress;

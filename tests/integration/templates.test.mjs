@@ -17,9 +17,10 @@ fs.chmodSync(work, 0o755);
 after(() => fs.rmSync(work, { recursive: true, force: true }));
 
 let policies = 0;
-function policyWith(pool, { admission = {}, server: srv = {} } = {}) {
+function policyWith(pool, { admission = {}, server: srv = {}, python = {} } = {}) {
   const doc = JSON.parse(fs.readFileSync(process.env.THROWBOX_POLICY ?? path.join(REPO_ROOT, 'policies/default.json'), 'utf8'));
   doc.pool = { ...doc.pool, enabled: true, claim_wait_ms: 20000, templates: ['python'], ...pool };
+  doc.runtimes.python = { ...doc.runtimes.python, ...python };
   doc.admission = { ...doc.admission, ...admission };
   doc.server = { ...doc.server, ...srv };
   const file = path.join(work, `policy-${policies += 1}.json`);
@@ -119,6 +120,42 @@ test('bursts that empty the pool are forked on the spot, every job complete', { 
     assert.ok(sc.sandbox_layers.includes('template_fork'), JSON.stringify(sc.sandbox_layers));
   });
   assert.match(c.stderrText(), /python sandbox forked on demand for a claim/);
+});
+
+// Each run of the warm-up appends the pid it ran as to a module attribute:
+// the job sees the template's run (made before the fork) and the fork's own
+// (its pid is the job's), and none of what it printed.
+const WARMUP = [
+  'import json, os, sys',
+  'print("warm-up stdout")',
+  'json.throwbox_warmup_pids = getattr(json, "throwbox_warmup_pids", []) + [os.getpid()]',
+].join('\n');
+
+test('a runtime\'s warm-up runs in the template and again in each fork, printing nothing into the job', { timeout: 120_000 }, async (t) => {
+  const c = await server({ size: 1 }, {}, { python: { warmup: WARMUP } });
+  if (withoutTemplates(c, t)) return;
+  for (let i = 0; i < 3; i += 1) {
+    const sc = await py(c, 'import json, os\nprint(json.dumps({"runs": json.throwbox_warmup_pids, "pid": os.getpid()}))');
+    assert.equal(sc.status, 'completed', JSON.stringify(sc));
+    assert.ok(sc.sandbox_layers.includes('template_fork'), JSON.stringify(sc.sandbox_layers));
+    const seen = JSON.parse(sc.stdout);
+    assert.equal(seen.runs.length, 2, `warm-up runs: ${JSON.stringify(seen)}`);
+    assert.equal(seen.runs[1], seen.pid, 'the second run is the fork\'s own');
+    assert.notEqual(seen.runs[0], seen.pid);
+    assert.doesNotMatch(sc.stdout + sc.stderr, /warm-up stdout/);
+  }
+});
+
+test('a warm-up that raises fails the warm start with its error in the log; jobs start cold', { timeout: 120_000 }, async () => {
+  const c = await server({ size: 1, claim_wait_ms: 0 }, {}, { python: { warmup: 'raise RuntimeError("the warm-up broke")' } });
+  const sc = await py(c, 'print(3)');
+  assert.equal(sc.status, 'completed', JSON.stringify(sc));
+  assert.equal(sc.stdout, '3\n');
+  assert.equal(sc.start, 'cold');
+  // The pool keeps trying (with back-off); its log names the cause.
+  const cause = /its stderr ended: RuntimeError: the warm-up broke/;
+  for (let i = 0; i < 100 && !cause.test(c.stderrText()); i += 1) await new Promise((r) => setTimeout(r, 100));
+  assert.match(c.stderrText(), cause);
 });
 
 test('a template is replaced after its forks, and each job still completes', { timeout: 120_000 }, async (t) => {

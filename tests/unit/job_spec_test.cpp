@@ -215,6 +215,47 @@ TEST_CASE("a warm spec has no code and no inputs, and the longest deadline a job
   CHECK(exec.argv == std::vector<std::string>{"/bin/sh", "-e", "/work/main.sh"});
 }
 
+// The warm-up is a JSON string literal in the loader, which Python reads as
+// the same text (quotes, backslashes, newlines and all); run before the
+// freeze, in the template and again in its forks before they say ready.
+TEST_CASE("a runtime's warm-up runs after the preload: before the freeze, and again in a template's forks") {
+  const std::string warmup = "import json\nx = json.dumps({'q': \"a\\\\b\"})  # \u00e9\n";
+  json doc{{"version", 1},
+           {"runtimes",
+            {{"data",
+              {{"command", json::array({"/bin/sh"})},
+               {"code_file", "main.py"},
+               {"loader", "python"},
+               {"preload", json::array({"json"})},
+               {"warmup", warmup}}}}},
+           {"sandbox", {{"readonly_paths", json::array({"/usr"})}}}};
+  auto p = policy::parse(doc, "test.json");
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  const policy::Runtime& data = *p->find_runtime("data");
+  const std::string literal = json(warmup).dump();
+  const std::string run =
+      "sys.stdout = None; exec(compile(" + literal + ", '<warmup>', 'exec'), {}); sys.stdout = sys.__stdout__";
+  CHECK(broker::preload_statement(data) == "import json; import gc\n    " + run + "\n    gc.freeze()");
+  const std::string t = broker::template_statement(data);
+  const size_t first = t.find(run), freeze = t.find("gc.freeze()"), serve = t.find("throwbox_template_serve");
+  const size_t reseed = t.find("m = None"), again = t.find(run, first + 1);
+  REQUIRE(first != std::string::npos);
+  REQUIRE(again != std::string::npos);
+  CHECK(first < freeze);
+  CHECK(freeze < serve);
+  CHECK(serve < reseed);
+  CHECK(reseed < again);
+  CHECK(t.find(run, again + 1) == std::string::npos);
+  // Without one, the fork still writes the loader's own pages before it says ready.
+  doc["runtimes"]["data"].erase("warmup");
+  auto q = policy::parse(doc, "test.json");
+  REQUIRE(q.ok());
+  CHECK(broker::preload_statement(*q->find_runtime("data")) == "import json; import gc; gc.freeze()");
+  const std::string u = broker::template_statement(*q->find_runtime("data"));
+  CHECK(u.find("<warmup>") == std::string::npos);
+  CHECK(u.find("gc.collect(); gc.get_objects()") > u.find("m = None"));
+}
+
 TEST_CASE("a preloading runtime's loader imports its modules before it says ready; both freeze what is loaded") {
   json doc{{"version", 1},
            {"runtimes",

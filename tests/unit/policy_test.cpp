@@ -560,6 +560,34 @@ TEST_CASE("runtime preload: module names, only with the python loader") {
   CHECK(error_of(d) == "test.json: runtimes.sh.preload: at most 64 modules");
 }
 
+TEST_CASE("runtime warmup: Python statements, only with the python loader, bounded, no NUL; \"\" is none") {
+  json d = minimal_doc();
+  d["runtimes"]["sh"]["warmup"] = "import json";
+  CHECK(error_of(d) == "test.json: runtimes.sh.warmup: needs \"loader\": \"python\" (the loader runs it)");
+  d["runtimes"]["sh"]["loader"] = "python";
+  d["runtimes"]["sh"]["warmup"] = "import json\njson.dumps({'a': \"b\\n\"})";
+  auto p = policy::parse(d, kSource);
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  CHECK(p->runtimes.at("sh").warmup == "import json\njson.dumps({'a': \"b\\n\"})");
+  CHECK(policy::effective_json(*p)["runtimes"]["sh"]["warmup"] == "import json\njson.dumps({'a': \"b\\n\"})");
+  const std::string bound =
+      "test.json: runtimes.sh.warmup: must be a string of Python statements, at most 16384 bytes, with no NUL";
+  d["runtimes"]["sh"]["warmup"] = std::string(16385, 'x');
+  CHECK(error_of(d) == bound);
+  d["runtimes"]["sh"]["warmup"] = std::string("pass\0x", 6);
+  CHECK(error_of(d) == bound);
+  d["runtimes"]["sh"]["warmup"] = json::array({"pass"});
+  CHECK(error_of(d).find("runtimes.sh.warmup") != std::string::npos);
+  d["runtimes"]["sh"]["warmup"] = std::string(16384, '#');
+  CHECK(policy::parse(d, kSource).ok());
+  // "" is none, whatever the loader.
+  d["runtimes"]["sh"]["loader"] = "";
+  d["runtimes"]["sh"]["warmup"] = "";
+  auto none = policy::parse(d, kSource);
+  REQUIRE(none.ok());
+  CHECK(none->runtimes.at("sh").warmup.empty());
+}
+
 TEST_CASE("runtime cache: code and env, env a sandbox.env directory under /tmp") {
   json d = minimal_doc();
   d["runtimes"]["sh"]["cache"] = {{"code", "true"}, {"env", "XDG_CACHE_HOME"}};

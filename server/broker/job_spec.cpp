@@ -84,9 +84,9 @@ std::string python_loader(const std::string& preload) {
 // a namespace of its own with print() going nowhere (in a fork, stdout is
 // already the job's). The text is a JSON string literal, which Python reads
 // as the same string.
-std::string warmup_statement(const policy::Runtime& rt) {
+std::string warmup_statement(const policy::Runtime& rt, const char* indent = "    ") {
   if (rt.warmup.empty()) return "";
-  return "\n    sys.stdout = None; exec(compile(" + nlohmann::json(rt.warmup).dump() +
+  return "\n" + std::string(indent) + "sys.stdout = None; exec(compile(" + nlohmann::json(rt.warmup).dump() +
          ", '<warmup>', 'exec'), {}); sys.stdout = sys.__stdout__";
 }
 
@@ -107,9 +107,10 @@ std::string template_statement(const policy::Runtime& rt) {
   for (const auto& m : rt.preload) s += ", " + m;
   s += warmup_statement(rt) +
        "\n    gc.freeze(); sys.stdout.flush(); sys.stderr.flush()\n"
-       "    if ctypes.CDLL('" +
+       "    ahead = ctypes.CDLL('" +
        std::string(sandbox::kTemplateLibraryPath) +
-       "').throwbox_template_serve(6, 4) != 0:\n"
+       "').throwbox_template_serve(6, 4)\n"
+       "    if ahead not in (1, 2):\n"
        "        os._exit(125)\n"
        // A fork of the template: what its imports seeded is every fork's.
        "    m = sys.modules\n"
@@ -125,13 +126,15 @@ std::string template_statement(const policy::Runtime& rt) {
        // The pages a job's run writes are the template's until then, and
        // each first write copies one (a fault, a page copy, a charge to the
        // job's cgroup): a pandas job's body took 615 such faults and 3.2 ms,
-       // 1.0 ms in a sandbox of its own. The fork writes them now, while it
-       // waits, off the call's path: the loader's
-       // own path (compile, exec, print, a collection) and the runtime's
-       // warm-up.
-       "    exec(compile('x = [1]\\nprint(end=\\'\\')\\n', sys.argv[1], 'exec'), {})\n"
-       "    gc.collect(); gc.get_objects()" +
-       warmup_statement(rt);
+       // 1.0 ms in a sandbox of its own. A fork made ahead while no job runs
+       // (2) writes them now, while it waits: the loader's own path
+       // (compile, exec, print, a collection) and the runtime's warm-up. One
+       // a claim waits for, or made under a burst (1), leaves them: the
+       // warm-up costs more CPU than it saves a single job (bench/fork_pages.py).
+       "    if ahead == 2:\n"
+       "        exec(compile('x = [1]\\nprint(end=\\'\\')\\n', sys.argv[1], 'exec'), {})\n"
+       "        gc.collect(); gc.get_objects()" +
+       warmup_statement(rt, "        ") + "\n    ahead = None";
   return s;
 }
 

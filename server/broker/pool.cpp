@@ -195,7 +195,7 @@ std::unique_ptr<WarmSandbox> Pool::fork_on_demand(const std::string& runtime, st
     if (!t || !*t) return nullptr;
     source = std::move(*t);
   }
-  auto built = build(*rt, std::move(source));
+  auto built = build(*rt, std::move(source), false);
   if (!built) {
     spdlog::warn("warm pool: forking a {} sandbox for a claim failed: {}", runtime, built.error().message);
     std::lock_guard lock(mu_);
@@ -301,7 +301,8 @@ PoolStats Pool::stats() {
   return s;
 }
 
-util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt, std::shared_ptr<Template> source) {
+util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt, std::shared_ptr<Template> source,
+                                                       bool ahead) {
   IdentityLease lease;
   // Read before the spec is made: a reload in between makes it stale, never current.
   const uint64_t generation = source ? source->generation : live_.generation();
@@ -311,6 +312,7 @@ util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt
     spec->from_template_pid = source->pid;
     spec->from_template_start_time = source->start_time;
     spec->from_template_socket = source->spec.template_socket;
+    spec->from_template_ahead = ahead;
     ++source->forks;
   }
   if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
@@ -348,6 +350,7 @@ void Pool::fill_loop(std::stop_token stop) {
   auto backoff = kBackoffMin;
   while (!stop.stop_requested()) {
     const policy::Runtime* next = nullptr;
+    bool ahead = false;
     {
       std::unique_lock lock(mu_);
       uint64_t memory = 0;
@@ -372,6 +375,10 @@ void Pool::fill_loop(std::stop_token stop) {
         cv_.wait_until(lock, stop, hold_until_, [&] { return running_ == 0 || waiting_claims_ > 0; });
         continue;
       }
+      // With no job running the refill's fork runs the runtime's warm-up
+      // (the next call finds its pages copied); under a burst it does not,
+      // its CPU is the jobs' (a pandas warm-up costs more than it saves one).
+      ahead = running_ == 0 && waiting_claims_ == 0;
     }
     // A templated runtime's sandboxes are forked from its template (built
     // first when there is none); without one, they start their own.
@@ -384,7 +391,7 @@ void Pool::fill_loop(std::stop_token stop) {
         spdlog::warn("warm pool: no {} template ({}); this sandbox starts its own interpreter", next->name,
                      t.error().message);
     }
-    auto built = build(*next, std::move(source));
+    auto built = build(*next, std::move(source), ahead);
     std::unique_lock lock(mu_);
     if (!built) {
       ++counters_.failed;

@@ -103,7 +103,11 @@ class Pool {
 
  private:
   void fill_loop(std::stop_token stop);
-  util::Result<std::unique_ptr<WarmSandbox>> build(const policy::Runtime& rt, std::shared_ptr<Template> source);
+  // A warm sandbox of rt, forked from source if any. ahead: made while no
+  // job runs and no claim waits, its fork runs the runtime's warm-up; a
+  // refill under load and a fork for a waiting claim do not.
+  util::Result<std::unique_ptr<WarmSandbox>> build(const policy::Runtime& rt, std::shared_ptr<Template> source,
+                                                   bool ahead);
   bool templated(const std::string& runtime) const;
   std::unique_ptr<WarmSandbox> fork_on_demand(const std::string& runtime, std::shared_ptr<Template> source);
   void hand_out_locked(WarmSandbox& w);  // with mu_ held

@@ -251,6 +251,7 @@ util::Status fork_from_template(const LaunchSpec& spec, pid_t pid1, std::vector<
   r.version = kVersion;
   r.last_cap = capabilities::read_last_cap_in_parent();
   r.has_ruleset = passed.size() == kFds - 1 ? 1 : 0;
+  r.ahead = spec.from_template_ahead ? 1 : 0;
   for (int i = 0; i < rlimits::kCount; ++i)
     r.limits[i] = {limits.entries[i].resource, static_cast<uint64_t>(limits.entries[i].value)};
   r.filter_len = static_cast<uint32_t>(filter->instructions.size());

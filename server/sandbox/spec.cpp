@@ -93,6 +93,7 @@ static std::optional<std::string> template_problem(const LaunchSpec& s) {
   const bool forked = !s.from_template_socket.empty() || s.from_template_pid != 0;
   if (!is_template && (s.template_ids_first != 0 || s.template_ids_count != 0 || !s.template_library.empty()))
     return "template_ids_first, template_ids_count and template_library belong to a template (template_socket)";
+  if (!forked && s.from_template_ahead) return "from_template_ahead belongs to a sandbox forked from a template";
   if (!is_template && !forked) return std::nullopt;
   if (is_template && forked) return "a template is not itself forked from one";
   if (s.warm != Warm::preload) return "a template, and a sandbox forked from one, is warm \"preload\"";
@@ -170,6 +171,7 @@ json to_json(const LaunchSpec& s) {
           {"template_ids_count", s.template_ids_count},
           {"from_template_pid", s.from_template_pid},
           {"from_template_start_time", s.from_template_start_time},
+          {"from_template_ahead", s.from_template_ahead},
           {"from_template_socket", s.from_template_socket}};
 }
 
@@ -300,6 +302,7 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     s.template_ids_count = static_cast<uint32_t>(optional_integer_field(j, "template_ids_count", 0, kIdMax, kWhat));
     s.from_template_pid = static_cast<int32_t>(optional_integer_field(j, "from_template_pid", 0, kPidMax, kWhat));
     s.from_template_start_time = optional_integer_field(j, "from_template_start_time", 0, kCountMax, kWhat);
+    s.from_template_ahead = j.value("from_template_ahead", false);
     s.from_template_socket = j.value("from_template_socket", "");
     if (auto why = template_problem(s)) return util::make_error(util::ErrorCode::kSpec, "launch spec: " + *why);
     if (s.argv.empty() || s.argv[0].empty() || s.argv[0][0] != '/')

@@ -142,6 +142,11 @@ struct LaunchSpec {
   int32_t from_template_pid = 0;
   uint64_t from_template_start_time = 0;
   std::string from_template_socket;
+  // A fork made ahead of any claim while no job runs (a pool's refill at
+  // rest): its interpreter runs the runtime's warm-up before it says ready.
+  // false: a claim waits for it (forked on demand) or jobs are running (a
+  // burst), and the warm-up's CPU would be theirs.
+  bool from_template_ahead = false;
 };
 
 // Where a template's program finds its listening socket.

@@ -73,8 +73,8 @@ bool receive(int conn) {
   const Request& r = g_in.request;
   if (n < static_cast<ssize_t>(sizeof r) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || r.magic != kMagic ||
       r.version != kVersion || r.filter_len == 0 || r.filter_len > seccomp::kMaxInstructions ||
-      static_cast<size_t>(n) != sizeof r + r.filter_len * sizeof(sock_filter) || r.has_ruleset > 1 || extra ||
-      g_fd_count != (r.has_ruleset ? kFds : kFds - 1)) {
+      static_cast<size_t>(n) != sizeof r + r.filter_len * sizeof(sock_filter) || r.has_ruleset > 1 || r.ahead > 1 ||
+      extra || g_fd_count != (r.has_ruleset ? kFds : kFds - 1)) {
     close_received();
     return false;
   }
@@ -232,7 +232,7 @@ extern "C" int throwbox_template_serve(int listen_fd, int ready_fd) {
       fork_program(conn);
       if (g_is_program) {
         become_program(conn);
-        return 0;
+        return g_in.request.ahead ? 2 : 1;
       }
       close_received();
     }

@@ -28,7 +28,7 @@
 namespace sandbox::template_fork {
 
 constexpr uint32_t kMagic = 0x74626f78;  // "tbox"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 // One resource limit, as the runner built it (the name stays on its side).
 struct Limit {
@@ -44,6 +44,7 @@ struct Request {
   uint32_t has_ruleset;  // 1: the descriptors end with a Landlock ruleset
   Limit limits[rlimits::kCount];
   uint32_t filter_len;  // instructions after this struct, 1..seccomp::kMaxInstructions
+  uint32_t ahead;       // 1: made ahead of any claim (throwbox_template_serve returns 2), else 0
 };
 
 // The descriptors that come with a request, in this order.
@@ -72,8 +73,10 @@ constexpr int kJoinFlags =
 extern "C" {
 // The template's loop (its interpreter calls it through ctypes, once its
 // preload is done): writes one byte on ready_fd and closes it, then answers
-// requests on listen_fd. Returns 0 in a forked program (its steps done, in
-// the job's sandbox); in the template it never returns (it exits when its
-// socket fails, 0 when it was shut down).
+// requests on listen_fd. Returns in a forked program (its steps done, in
+// the job's sandbox): 2 when the runner made it ahead of any claim (it may
+// warm up before it says ready), 1 when a claim waits for it. In the
+// template it never returns (it exits when its socket fails, 0 when it was
+// shut down).
 __attribute__((visibility("default"))) int throwbox_template_serve(int listen_fd, int ready_fd);
 }

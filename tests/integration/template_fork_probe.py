@@ -117,7 +117,7 @@ TEMPLATE = r'''
 import os, sys, ctypes, random, tempfile, numpy
 next(tempfile._get_candidate_names())  # as an import that made a temporary file would
 import gc; gc.freeze()
-if ctypes.CDLL(%r).throwbox_template_serve(6, 4) != 0:
+if ctypes.CDLL(%r).throwbox_template_serve(6, 4) not in (1, 2):
     os._exit(125)
 m = sys.modules
 if not %r:
@@ -135,6 +135,13 @@ print(os.getpid(), os.getppid(), os.getuid(), os.getgid(), field('CapEff'), fiel
 sys.stdout.flush()
 os._exit(0)
 ''' % (LIB, os.environ.get("THROWBOX_PROBE_NO_RESEED") == "1")
+
+
+def request(last_cap, limits, filt, ahead=0):
+    """template_fork::Request (version 2) and its filter: 4 x 4 bytes, then 9 x
+    (int32, pad, uint64), then filter_len and ahead (uint32 each)."""
+    return struct.pack("IIiI", 0x74626f78, 2, last_cap, 0) + \
+        b"".join(struct.pack("i4xQ", r, v) for r, v in limits) + struct.pack("II", 1, ahead) + filt
 
 
 def main():
@@ -196,10 +203,10 @@ def run(work, state):
     # without a hello, no fork is made, and the template keeps none of the
     # descriptors it was sent.
     fds_before = len(os.listdir("/proc/%d/fd" % template.pid))
-    good = struct.pack("IIiI", 0x74626f78, 1, last_cap, 0) + \
-        b"".join(struct.pack("i4xQ", r, v) for r, v in limits) + struct.pack("I4x", 1) + filt
+    good = request(last_cap, limits, filt)
     bad = struct.pack("I", 0x0badf00d) + good[4:]
-    for what, body, nfds in (("a wrong magic", bad, 6), ("eight descriptors for six", good, 8)):
+    for what, body, nfds in (("a wrong magic", bad, 6), ("eight descriptors for six", good, 8),
+                             ("ahead neither 0 nor 1", request(last_cap, limits, filt, ahead=2), 6)):
         spare = [os.open("/dev/null", os.O_RDONLY) for _ in range(nfds)]
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         conn.connect(listen_path)
@@ -235,12 +242,7 @@ def run(work, state):
         report_r, report_w = os.pipe()
         go_r, go_w = os.pipe()
         ready2_r, ready2_w = os.pipe()
-        req = struct.pack("IIiI", 0x74626f78, 1, last_cap, 0)
-        req += b"".join(struct.pack("iQ", r, v) for r, v in limits)
-        req += struct.pack("I", 1)
-        # Request's layout: 4 x 4 bytes, then 9 x (int32, pad, uint64), then uint32 and padding.
-        req = struct.pack("IIiI", 0x74626f78, 1, last_cap, 0) + \
-            b"".join(struct.pack("i4xQ", r, v) for r, v in limits) + struct.pack("I4x", 1) + filt
+        req = request(last_cap, limits, filt)
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         conn.connect(listen_path)

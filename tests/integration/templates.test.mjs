@@ -123,27 +123,55 @@ test('bursts that empty the pool are forked on the spot, every job complete', { 
 });
 
 // Each run of the warm-up appends the pid it ran as to a module attribute:
-// the job sees the template's run (made before the fork) and the fork's own
-// (its pid is the job's), and none of what it printed.
+// the job sees the template's run (made before the fork) and, in a fork made
+// ahead while no job ran, the fork's own (its pid is the job's); a fork made
+// on demand for a waiting claim (or while jobs run) skips it. None of what
+// it printed reaches a job.
 const WARMUP = [
   'import json, os, sys',
   'print("warm-up stdout")',
   'json.throwbox_warmup_pids = getattr(json, "throwbox_warmup_pids", []) + [os.getpid()]',
 ].join('\n');
+const SEEN = 'import json, os\nprint(json.dumps({"runs": json.throwbox_warmup_pids, "pid": os.getpid()}))';
 
-test('a runtime\'s warm-up runs in the template and again in each fork, printing nothing into the job', { timeout: 120_000 }, async (t) => {
+test('a runtime\'s warm-up runs in the template and again in forks made at rest, printing nothing into the job', { timeout: 180_000 }, async (t) => {
   const c = await server({ size: 1 }, {}, { python: { warmup: WARMUP } });
   if (withoutTemplates(c, t)) return;
-  for (let i = 0; i < 3; i += 1) {
-    const sc = await py(c, 'import json, os\nprint(json.dumps({"runs": json.throwbox_warmup_pids, "pid": os.getpid()}))');
+  const count = (re) => (c.stderrText().match(re) ?? []).length;
+  let template = null;
+  let warmed = 0;
+  let without = 0;
+  const check = (sc) => {
     assert.equal(sc.status, 'completed', JSON.stringify(sc));
     assert.ok(sc.sandbox_layers.includes('template_fork'), JSON.stringify(sc.sandbox_layers));
-    const seen = JSON.parse(sc.stdout);
-    assert.equal(seen.runs.length, 2, `warm-up runs: ${JSON.stringify(seen)}`);
-    assert.equal(seen.runs[1], seen.pid, 'the second run is the fork\'s own');
-    assert.notEqual(seen.runs[0], seen.pid);
     assert.doesNotMatch(sc.stdout + sc.stderr, /warm-up stdout/);
+    const seen = JSON.parse(sc.stdout);
+    template ??= seen.runs[0];
+    assert.equal(seen.runs[0], template, `the template's run first, one template: ${JSON.stringify(seen)}`);
+    assert.notEqual(seen.runs[0], seen.pid);
+    if (seen.runs.length === 2) {
+      assert.equal(seen.runs[1], seen.pid, 'the second run is the fork\'s own');
+      warmed += 1;
+    } else {
+      assert.equal(seen.runs.length, 1, JSON.stringify(seen));
+      without += 1;
+    }
+  };
+  // One at a time, each after the pool's log says a sandbox is idle: the
+  // first was made at start, with no job running.
+  const ready = /warm pool: python sandbox \S+ ready in/g;
+  for (let i = 0; i < 3; i += 1) {
+    for (let w = 0; w < 600 && count(ready) < i + 1; w += 1) await new Promise((r) => setTimeout(r, 100));
+    check(await py(c, SEEN));
   }
+  assert.ok(warmed >= 1, 'no fork ran the warm-up');
+  // Six at once with one idle: the rest are forked on demand, without it.
+  const before = count(/sandbox forked on demand for a claim/g);
+  const skipped = without;
+  for (const sc of await Promise.all(Array.from({ length: 6 }, () => py(c, SEEN)))) check(sc);
+  const onDemand = count(/sandbox forked on demand for a claim/g) - before;
+  assert.ok(onDemand >= 1, 'a burst of six with one idle forked none on demand');
+  assert.ok(without - skipped >= onDemand, `${without - skipped} jobs without the fork's warm-up, ${onDemand} forked on demand`);
 });
 
 test('a warm-up that raises fails the warm start with its error in the log; jobs start cold', { timeout: 120_000 }, async () => {

@@ -218,7 +218,7 @@ TEST_CASE("a warm spec has no code and no inputs, and the longest deadline a job
 // The warm-up is a JSON string literal in the loader, which Python reads as
 // the same text (quotes, backslashes, newlines and all); run before the
 // freeze, in the template and again in its forks before they say ready.
-TEST_CASE("a runtime's warm-up runs after the preload: before the freeze, and again in a template's forks") {
+TEST_CASE("a runtime's warm-up runs after the preload: before the freeze, and again in a template's forks made ahead") {
   const std::string warmup = "import json\nx = json.dumps({'q': \"a\\\\b\"})  # \u00e9\n";
   json doc{{"version", 1},
            {"runtimes",
@@ -246,6 +246,12 @@ TEST_CASE("a runtime's warm-up runs after the preload: before the freeze, and ag
   CHECK(serve < reseed);
   CHECK(reseed < again);
   CHECK(t.find(run, again + 1) == std::string::npos);
+  // Only in a fork made ahead of any claim (the loop returned 2).
+  const size_t gate = t.find("    if ahead == 2:\n");
+  REQUIRE(gate != std::string::npos);
+  CHECK(reseed < gate);
+  CHECK(gate < again);
+  CHECK(t.find("    if ahead not in (1, 2):\n        os._exit(125)") < reseed);
   // Without one, the fork still writes the loader's own pages before it says ready.
   doc["runtimes"]["data"].erase("warmup");
   auto q = policy::parse(doc, "test.json");

@@ -303,15 +303,23 @@ TEST_CASE("a template's and a forked sandbox's fields read back, and only in the
   f.from_template_pid = 4242;
   f.from_template_start_time = 123456;
   f.from_template_socket = t.template_socket;
+  f.from_template_ahead = true;
   auto forked = sandbox::spec_from_json(sandbox::to_json(f));
   REQUIRE(forked.ok());
   CHECK(sandbox::to_json(*forked) == sandbox::to_json(f));
+  CHECK(forked->from_template_ahead);
 
   auto error_of = [](const sandbox::LaunchSpec& s) {
     auto r = sandbox::spec_from_json(sandbox::to_json(s));
     REQUIRE_FALSE(r.ok());
     return r.error().message;
   };
+  sandbox::LaunchSpec ahead_alone = t;
+  ahead_alone.template_socket.clear();
+  ahead_alone.template_ids_first = ahead_alone.template_ids_count = 0;
+  ahead_alone.template_library.clear();
+  ahead_alone.from_template_ahead = true;
+  CHECK(error_of(ahead_alone) == "launch spec: from_template_ahead belongs to a sandbox forked from a template");
   sandbox::LaunchSpec cold = t;
   cold.warm = sandbox::Warm::cold;
   cold.code = "print(1)";

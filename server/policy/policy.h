@@ -30,10 +30,11 @@ struct Runtime {
   // Loader "python" only: Python statements run after the preload, before any
   // job (no job's data exists), in a namespace of their own (they import
   // what they use: the preload made that a look-up) with print()
-  // going nowhere: once in a template before it forks and again in each fork
-  // before it says ready (so the pages a job's use of the preloaded modules
-  // writes are copied while the sandbox waits), in a warm sandbox without a
-  // template before it says ready. An error fails that sandbox's start.
+  // going nowhere: once in a template before it forks and again, before it
+  // says ready, in each fork made while no job runs and no claim waits (so
+  // the pages a job's use of the preloaded modules writes are copied while
+  // the sandbox waits; a fork for a waiting claim or under load skips it),
+  // in a warm sandbox without a template before it says ready. An error fails that sandbox's start.
   std::string warmup;
   // A cache built once per server in a sandbox of this runtime with no job
   // data (cache_code run with cache_env set to a writable directory), then

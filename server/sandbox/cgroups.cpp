@@ -126,17 +126,24 @@ util::Status Job::attach_in_parent(pid_t pid) const {
   return util::ok_status();
 }
 
+uint64_t Job::cpu_us() const {
+  if (mode_ == Mode::v2) return keyed_value(read_small(by_ctl_.at("v2") + "/cpu.stat"), "usage_usec");
+  if (mode_ == Mode::v1)
+    return std::strtoull(read_small(by_ctl_.at("cpuacct") + "/cpuacct.usage").c_str(), nullptr, 10) / 1000;
+  return 0;
+}
+
 Stats Job::read_stats() const {
   Stats st;
   if (mode_ == Mode::v2) {
     const std::string& dir = by_ctl_.at("v2");
-    st.cpu_ms = keyed_value(read_small(dir + "/cpu.stat"), "usage_usec") / 1000;
+    st.cpu_us = cpu_us();
     std::string peak = read_small(dir + "/memory.peak");  // kernel 5.19+
     st.peak_memory_bytes = peak.empty() ? 0 : std::strtoull(peak.c_str(), nullptr, 10);
     st.oom_killed = keyed_value(read_small(dir + "/memory.events"), "oom_kill") > 0;
     st.valid = true;
   } else if (mode_ == Mode::v1) {
-    st.cpu_ms = std::strtoull(read_small(by_ctl_.at("cpuacct") + "/cpuacct.usage").c_str(), nullptr, 10) / 1000000;
+    st.cpu_us = cpu_us();
     st.peak_memory_bytes =
         std::strtoull(read_small(by_ctl_.at("memory") + "/memory.max_usage_in_bytes").c_str(), nullptr, 10);
     st.oom_killed = keyed_value(read_small(by_ctl_.at("memory") + "/memory.oom_control"), "oom_kill") > 0;

@@ -37,7 +37,7 @@ struct Limits {
 };
 
 struct Stats {
-  uint64_t cpu_ms = 0;
+  uint64_t cpu_us = 0;  // every process the cgroup has held, since it was made
   uint64_t peak_memory_bytes = 0;
   bool oom_killed = false;
   bool valid = false;
@@ -58,6 +58,9 @@ class Job {
   Job() = default;
   util::Status attach_in_parent(pid_t pid) const;
   Stats read_stats() const;
+  // The CPU the cgroup has used so far (0 where the host keeps no count): a
+  // warm sandbox's at its claim, so the job is not charged its start-up.
+  uint64_t cpu_us() const;
   // v2: cgroup.kill; v1 relies on the pid namespace dying with its pid 1.
   void kill_all() const;
   // rmdir of every directory, retried briefly while the last processes exit.

@@ -31,7 +31,7 @@ constexpr char kMsgFork = 'F';  // child -> parent
 
 struct ExitReport {
   int wait_status;       // of the program (waitpid)
-  long long cpu_us;      // user+system of every reaped process in the sandbox
+  long long cpu_us;      // user+system of every reaped process in the sandbox, less the loader's before the claim
   long long max_rss_kb;  // largest resident set among them
 };
 

@@ -581,6 +581,7 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   trace::mark("zygote reaped, start");
   // 3. Warm: idle until a job claims the sandbox, then put its code, inputs
   // and workspace in and release the program.
+  uint64_t cpu_at_claim_us = 0;
   if (sv.setup_error.empty() && spec.warm != Warm::cold) {
     auto claim = await_claim(spec, pid, ch.sock.get(), cancel_fd, progress_fd, claim_fd);
     if (!claim) {
@@ -605,6 +606,9 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
       } else if (!deliver::parent_alive(server)) {
         sv.setup_error = "the server exited while the job was being claimed";
       } else {
+        // What the sandbox used before (its interpreter's start, the preload,
+        // a fork's warm-up) is the pool's, not the job's.
+        cpu_at_claim_us = cgroup.cpu_us();
         char go = spec.ca_env ? kMsgClaimNetworkCa : spec.network ? kMsgClaimNetwork : kMsgClaim;
         if (::send(ch.sock.get(), &go, 1, MSG_NOSIGNAL) != 1) sv.setup_error = util::call_error("send", "claim", errno);
       }
@@ -676,10 +680,13 @@ Outcome launch(const LaunchSpec& warm_or_cold, zygote::Channels& ch, const zygot
   o.duration_ms = static_cast<uint64_t>(sv.ended_ms - sv.started_ms);
   // cgroup accounting covers every process of the job. pid 1's rusage covers
   // every process it reaped, which is all of them; some v1 hosts leave
-  // cpuacct at 0, so the larger of the two is reported.
+  // cpuacct at 0, so the larger of the two is reported. Both count from the
+  // claim: pid 1 subtracts what the loader had used by then.
   cgroups::Stats stats = cgroup.read_stats();
   trace::mark("cgroup stats read");
-  o.cpu_ms = std::max(stats.valid ? stats.cpu_ms : 0, static_cast<uint64_t>(sv.report.cpu_us / 1000));
+  const uint64_t cgroup_cpu_us = stats.valid && stats.cpu_us > cpu_at_claim_us ? stats.cpu_us - cpu_at_claim_us : 0;
+  const uint64_t reaped_cpu_us = sv.report.cpu_us > 0 ? static_cast<uint64_t>(sv.report.cpu_us) : 0;
+  o.cpu_ms = std::max(cgroup_cpu_us, reaped_cpu_us) / 1000;
   o.peak_memory_bytes = stats.valid && stats.peak_memory_bytes ? stats.peak_memory_bytes
                                                                : static_cast<uint64_t>(sv.report.max_rss_kb) * 1024;
   o.timed_out = sv.timed_out;

@@ -48,6 +48,8 @@ struct State {
   int program_status = 0;
   bool network;  // the job has a network profile: proxy listener, proxy environment
   bool ca_env;   // and it intercepts a host: the CA bundle's variables
+  // A warm loader's CPU at the claim: its start-up, not the job's.
+  long long program_cpu_at_claim_us = 0;
 };
 
 // The program child runs on this stack, in pid 1's memory, pid 1 paused until
@@ -358,6 +360,16 @@ void pid1_await_claim(State& s) {
   if (!announced) fail_in_child(s.sock, "claimed before the loader was ready", s.ctx.argv[0], EAGAIN);
 }
 
+// Warm: what the loader (an interpreter's start, its preload, a template
+// fork's warm-up) has used so far, its threads' included, is left out of
+// the job's CPU.
+void pid1_note_cpu_at_claim(State& s) {
+  clockid_t clock;
+  struct timespec ts {};
+  if (s.program > 0 && ::clock_getcpuclockid(s.program, &clock) == 0 && ::clock_gettime(clock, &ts) == 0)
+    s.program_cpu_at_claim_us = static_cast<long long>(ts.tv_sec) * 1000000LL + ts.tv_nsec / 1000;
+}
+
 // Warm: the runner has copied the job's inputs in; frozen before any of the
 // job's code can run.
 void pid1_freeze_inputs(State& s) {
@@ -495,10 +507,9 @@ void pid1_report_exit(State& s) {
   ::getrusage(RUSAGE_CHILDREN, &ru);
   char buf[1 + sizeof(ExitReport)];
   buf[0] = kMsgExit;
-  ExitReport report{s.program_status,
-                    static_cast<long long>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000LL + ru.ru_utime.tv_usec +
-                        ru.ru_stime.tv_usec,
-                    ru.ru_maxrss};
+  const long long reaped_us = static_cast<long long>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000LL +
+                              ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+  ExitReport report{s.program_status, std::max(0LL, reaped_us - s.program_cpu_at_claim_us), ru.ru_maxrss};
   __builtin_memcpy(buf + 1, &report, sizeof report);
   trace::mark("pid 1: exit reported");
   ::send(s.sock, buf, sizeof buf, MSG_NOSIGNAL);
@@ -522,12 +533,13 @@ void pid1_report_exit(State& s) {
 // 18 watch children  19 cold with a network profile: the proxy listener
 // 20 start the program (cold; warm "preload": its loader; forked from a
 // template: the runner has the template fork it)  21 warm: await
-// the claim (with a workspace: /work resized first)  22 warm: freeze /inputs
-// 23 warm with a network profile: the proxy listener  24 warm "exec": start
-// the program; "preload": release the loader  25 report ready, with the
-// layers  26 reap until done  27 with a network profile: tell the proxy the
-// job ended  28 kill all, reap  29 report the exit  30 hold until released
-// (the runner copies /outputs and a workspace out meanwhile).
+// the claim (with a workspace: /work resized first)  22 warm: note the
+// loader's CPU so far  23 warm: freeze /inputs  24 warm with a network
+// profile: the proxy listener  25 warm "exec": start the program;
+// "preload": release the loader  26 report ready, with the layers  27 reap
+// until done  28 with a network profile: tell the proxy the job ended
+// 29 kill all, reap  30 report the exit  31 hold until released (the
+// runner copies /outputs and a workspace out meanwhile).
 [[noreturn]] void pid1_main(State& s) {
   const Warm warm = s.ctx.spec->warm;
   const bool forked = s.ctx.spec->from_template_pid != 0;
@@ -553,6 +565,7 @@ void pid1_report_exit(State& s) {
   if (warm != Warm::exec && forked) pid1_fork_from_template(s);
   if (warm != Warm::exec && !forked) pid1_start_program(s);
   if (warm != Warm::cold) pid1_await_claim(s);
+  if (warm != Warm::cold) pid1_note_cpu_at_claim(s);
   if (warm != Warm::cold) pid1_freeze_inputs(s);
   if (warm != Warm::cold) pid1_open_proxy_listener(s);
   if (warm == Warm::exec) pid1_start_program(s);

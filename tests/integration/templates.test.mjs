@@ -174,6 +174,47 @@ test('a runtime\'s warm-up runs in the template and again in forks made at rest,
   assert.ok(without - skipped >= onDemand, `${without - skipped} jobs without the fork's warm-up, ${onDemand} forked on demand`);
 });
 
+// A warm-up that burns CPU where a job's cgroup counts it (a fork made at
+// rest, or a warm sandbox's own loader): the job is charged from its claim
+// on, so its cpu_ms holds what it burnt itself and not the warm-up's.
+const BURN_WARMUP = [
+  'import json, os, time',
+  't0 = time.process_time()',
+  'while time.process_time() - t0 < 1.5:',
+  '    pass',
+  'json.throwbox_warmup_pids = getattr(json, "throwbox_warmup_pids", []) + [os.getpid()]',
+].join('\n');
+const BURN_JOB = [
+  'import json, os, time',
+  't0 = time.process_time()',
+  'while time.process_time() - t0 < 0.2:',
+  '    pass',
+  'print(json.dumps({"runs": json.throwbox_warmup_pids, "pid": os.getpid(), "cpu_ms": time.process_time() * 1000}))',
+].join('\n');
+
+for (const [label, templates] of [['forked from a template', ['python']], ['started on its own', []]]) {
+  test(`a warm job ${label} is charged its own CPU, not the warm-up's`, { timeout: 180_000 }, async (t) => {
+    const c = await server({ size: 1, templates }, {}, { python: { warmup: BURN_WARMUP } });
+    if (templates.length && withoutTemplates(c, t)) return;
+    let charged = 0;
+    for (let i = 0; i < 8 && !charged; i += 1) {
+      for (let w = 0; w < 600 && !/warm pool: python sandbox \S+ ready in/.test(c.stderrText()); w += 1)
+        await new Promise((r) => setTimeout(r, 100));
+      const sc = await py(c, BURN_JOB);
+      assert.equal(sc.status, 'completed', JSON.stringify(sc));
+      const seen = JSON.parse(sc.stdout);
+      // Only a job whose own process ran the warm-up tells anything.
+      if (sc.start !== 'warm' || !seen.runs.includes(seen.pid)) continue;
+      charged = sc.cpu_ms;
+      t.diagnostic(`cpu_ms ${sc.cpu_ms}; the process's own clock at the end ${Math.round(seen.cpu_ms)} ms, of which ` +
+        `the warm-up 1500 ms and the job 200 ms`);
+      assert.ok(sc.cpu_ms >= 195, `the job burnt 200 ms but was charged ${sc.cpu_ms} ms`);
+      assert.ok(sc.cpu_ms < 1200, `charged ${sc.cpu_ms} ms: the 1500 ms warm-up before the claim counted`);
+    }
+    assert.ok(charged > 0, 'no warm job ran in a process that had run the warm-up');
+  });
+}
+
 test('a warm-up that raises fails the warm start with its error in the log; jobs start cold', { timeout: 120_000 }, async () => {
   const c = await server({ size: 1, claim_wait_ms: 0 }, {}, { python: { warmup: 'raise RuntimeError("the warm-up broke")' } });
   const sc = await py(c, 'print(3)');

@@ -120,7 +120,10 @@ util::Result<sandbox::Outcome> read_outcome(RunnerProcess& runner, const std::st
             if (!doc.is_discarded()) on_progress(doc["progress"]);
           }
         } else {
+          // The outcome is the runner's last line: the answer goes back now,
+          // while the runner tears the sandbox down (the fleet reaps it).
           outcome_line = std::move(got.line);
+          reading = false;
         }
         break;
       case LineEnd::kWoken:

@@ -358,6 +358,7 @@ void pid1_await_claim(State& s) {
     }
   }
   if (!announced) fail_in_child(s.sock, "claimed before the loader was ready", s.ctx.argv[0], EAGAIN);
+  trace::mark("pid 1: claim received");
 }
 
 // Warm: what the loader (an interpreter's start, its preload, a template
@@ -375,6 +376,7 @@ void pid1_note_cpu_at_claim(State& s) {
 void pid1_freeze_inputs(State& s) {
   if (::mount(nullptr, "/inputs", nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
     fail_in_child(s.sock, "mount(MS_REMOUNT|MS_RDONLY)", "/inputs", errno);
+  trace::mark("pid 1: inputs frozen");
 }
 
 // A job with a network profile: its proxy's listener, made here in the job's
@@ -405,6 +407,7 @@ void pid1_release_loader(State& s) {
   char one = s.ca_env ? 'c' : s.network ? 'n' : '1';
   if (::write(s.go[1], &one, 1) != 1) fail_in_child(s.sock, "write", "go", errno);
   ::close(s.go[1]);
+  trace::mark("pid 1: loader released");
 }
 
 // The program runs: the runner's deadline starts now. The message carries

@@ -231,30 +231,53 @@ bool Pool::templated(const std::string& runtime) const {
 }
 
 util::Result<std::shared_ptr<Template>> Pool::template_for(const policy::Runtime& rt, bool may_build) {
+  // In use until its successor is ready: the filler builds that one once
+  // three quarters of the forks or of the age are spent, so claims under a
+  // burst keep forking while it builds; the limits themselves still hold.
+  std::shared_ptr<Template> current;
   {
     std::lock_guard lock(mu_);
     auto it = templates_.find(rt.name);
     if (it != templates_.end()) {
       Template& t = *it->second;
       const bool alive = still_idle(*t.runner);
-      if (alive && t.generation == live_.generation() && t.forks < policy_.pool.template_forks_max &&
-          std::chrono::steady_clock::now() - t.started < std::chrono::seconds(policy_.pool.template_age_max_s))
-        return it->second;
-      if (!alive) spdlog::warn("warm pool: the {} template ended; a new one follows", rt.name);
-      templates_.erase(it);  // the last sandbox forked from it ends it
+      const uint64_t forks_max = policy_.pool.template_forks_max;
+      const auto age_max = std::chrono::seconds(policy_.pool.template_age_max_s);
+      const auto age = std::chrono::steady_clock::now() - t.started;
+      if (alive && t.generation == live_.generation() && t.forks < forks_max && age < age_max) {
+        const bool due = t.forks >= forks_max - std::max<uint64_t>(1, forks_max / 4) || age >= age_max - age_max / 4;
+        if (!due) return it->second;
+        if (!may_build) {
+          if (successors_due_.insert(rt.name).second) cv_.notify_all();
+          return it->second;
+        }
+        current = it->second;
+      } else {
+        if (!alive) spdlog::warn("warm pool: the {} template ended; a new one follows", rt.name);
+        templates_.erase(it);  // the last sandbox forked from it ends it
+      }
     }
     if (!may_build) return std::shared_ptr<Template>();
     auto retry = template_retry_at_.find(rt.name);
-    if (retry != template_retry_at_.end() && std::chrono::steady_clock::now() < retry->second)
+    if (retry != template_retry_at_.end() && std::chrono::steady_clock::now() < retry->second) {
+      if (current) return current;
       return util::make_error(util::ErrorCode::kSandbox, "its last template failed; retried later");
+    }
   }
   auto built = build_template(rt);
   std::lock_guard lock(mu_);
   if (!built) {
     template_retry_at_[rt.name] = std::chrono::steady_clock::now() + kTemplateRetry;
+    if (current) {
+      spdlog::warn("warm pool: the {} template's successor failed ({}); the current one serves until its limits",
+                   rt.name, built.error().message);
+      return current;
+    }
     return built.error();
   }
   template_retry_at_.erase(rt.name);
+  if (current)
+    spdlog::info("warm pool: the {} template's successor is ready; the old one ends with its forks", rt.name);
   templates_[rt.name] = *built;
   return *built;
 }
@@ -353,6 +376,18 @@ void Pool::fill_loop(std::stop_token stop) {
     bool ahead = false;
     {
       std::unique_lock lock(mu_);
+      if (!successors_due_.empty()) {
+        // A template near its bounds: its successor now, whatever runs,
+        // so claims keep finding one when it reaches them.
+        const policy::Runtime* rt = policy_.find_runtime(*successors_due_.begin());
+        successors_due_.erase(successors_due_.begin());
+        if (rt && templated(rt->name)) {
+          lock.unlock();
+          if (auto t = template_for(*rt, true); !t)
+            spdlog::warn("warm pool: no {} template ({})", rt->name, t.error().message);
+        }
+        continue;
+      }
       uint64_t memory = 0;
       for (auto& [_, queue] : idle_)
         for (auto& w : queue) memory += w->memory_bytes;
@@ -367,12 +402,13 @@ void Pool::fill_loop(std::stop_token stop) {
       if (!next) {
         // Full (or at the memory bound): sleep until a claim.
         const uint64_t seen = claims_;
-        cv_.wait(lock, stop, [&] { return claims_ != seen; });
+        cv_.wait(lock, stop, [&] { return claims_ != seen || !successors_due_.empty(); });
         continue;
       }
       if (running_ > 0 && waiting_claims_ == 0 && std::chrono::steady_clock::now() < hold_until_) {
         // A job that claimed is running: let it have the CPUs first.
-        cv_.wait_until(lock, stop, hold_until_, [&] { return running_ == 0 || waiting_claims_ > 0; });
+        cv_.wait_until(lock, stop, hold_until_,
+                       [&] { return running_ == 0 || waiting_claims_ > 0 || !successors_due_.empty(); });
         continue;
       }
       // With no job running the refill's fork runs the runtime's warm-up

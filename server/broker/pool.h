@@ -113,7 +113,9 @@ class Pool {
   void hand_out_locked(WarmSandbox& w);  // with mu_ held
   // rt's current template when it is usable (alive, of the live policy,
   // under its fork and age bounds); otherwise, when may_build (the filler
-  // only), a new one, else null.
+  // only), a new one, else null. One near its bounds is still returned;
+  // the filler (may_build) first builds its successor, a claim asks the
+  // filler to.
   util::Result<std::shared_ptr<Template>> template_for(const policy::Runtime& rt, bool may_build);
   util::Result<std::shared_ptr<Template>> build_template(const policy::Runtime& rt);
 
@@ -134,6 +136,7 @@ class Pool {
   std::set<std::string> wanted_;  // runtimes claimed at least once (policy pool.first_use)
   std::map<std::string, std::shared_ptr<Template>> templates_;                      // the current one per runtime
   std::map<std::string, std::chrono::steady_clock::time_point> template_retry_at_;  // after a failed build
+  std::set<std::string> successors_due_;  // templates near their bounds: built next, never held back
   bool stopping_ = false;
   std::jthread filler_;
 };

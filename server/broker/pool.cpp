@@ -232,8 +232,10 @@ bool Pool::templated(const std::string& runtime) const {
 
 util::Result<std::shared_ptr<Template>> Pool::template_for(const policy::Runtime& rt, bool may_build) {
   // In use until its successor is ready: the filler builds that one once
-  // three quarters of the forks or of the age are spent, so claims under a
-  // burst keep forking while it builds; the limits themselves still hold.
+  // three quarters of the forks are spent, or of the age (earlier when
+  // three of its own builds would not fit in the rest, up to half), so
+  // claims under a burst keep forking while it builds; the limits
+  // themselves still hold.
   std::shared_ptr<Template> current;
   {
     std::lock_guard lock(mu_);
@@ -245,7 +247,9 @@ util::Result<std::shared_ptr<Template>> Pool::template_for(const policy::Runtime
       const auto age_max = std::chrono::seconds(policy_.pool.template_age_max_s);
       const auto age = std::chrono::steady_clock::now() - t.started;
       if (alive && t.generation == live_.generation() && t.forks < forks_max && age < age_max) {
-        const bool due = t.forks >= forks_max - std::max<uint64_t>(1, forks_max / 4) || age >= age_max - age_max / 4;
+        const auto age_margin = std::min<std::chrono::steady_clock::duration>(
+            std::max<std::chrono::steady_clock::duration>(age_max / 4, 3 * t.build_time), age_max / 2);
+        const bool due = t.forks >= forks_max - std::max<uint64_t>(1, forks_max / 4) || age >= age_max - age_margin;
         if (!due) return it->second;
         if (!may_build) {
           if (successors_due_.insert(rt.name).second) cv_.notify_all();
@@ -307,6 +311,7 @@ util::Result<std::shared_ptr<Template>> Pool::build_template(const policy::Runti
   t->pid = ready->pid;
   t->start_time = ready->start_time;
   t->started = std::chrono::steady_clock::now();
+  t->build_time = t->started - t0;
   const uint64_t memory_bytes = tree_memory_bytes(t->runner->pid());
   spdlog::info("warm pool: {} template ready in {} ms, {} KiB (PSS)", rt.name,
                std::chrono::duration_cast<std::chrono::milliseconds>(t->started - t0).count(), memory_bytes / 1024);

@@ -45,6 +45,7 @@ struct Template {
   uint64_t generation = 0;  // of the policy it was built under
   std::atomic<uint64_t> forks{0};
   std::chrono::steady_clock::time_point started;
+  std::chrono::steady_clock::duration build_time{};  // spawn to ready: its successor's is about the same
   RetireRunner retire;
   Template() = default;
   Template(const Template&) = delete;

@@ -19,7 +19,8 @@ build_dir="$repo_root/build"
 #   libcpp-httplib-dev              Streamable HTTP transport
 #   libssl-dev                      sha256 of inputs and artifacts
 #   libmagic-dev                    artifact type sniffing (the gate)
-#   libsqlite3-dev                  the job ledger
+#   libsqlite3-dev                  the job ledger (one server)
+#   libpq-dev                       the job ledger shared by several servers (PostgreSQL)
 #   libcmark-dev                    the gate parses Markdown as CommonMark's reference implementation does
 #   libqpdf-dev                     the gate parses PDF (actions, JavaScript, embedded files) with qpdf
 #   libcjose-dev libjansson-dev     OAuth access tokens (JWS) for the HTTP transport, verified by cjose
@@ -34,7 +35,7 @@ build_dir="$repo_root/build"
 #   uidmap                          newuidmap/newgidmap: a normal user's sandboxes get its subordinate ids
 #   ccache                          a second clone or a new build/ reuses what was compiled (optional)
 readonly THROWBOX_RUN_DEBS=(g++ cmake pkg-config ninja-build nlohmann-json3-dev libboost-dev libseccomp-dev
-  libspdlog-dev libcpp-httplib-dev libssl-dev libmagic-dev libsqlite3-dev libcmark-dev libqpdf-dev libcjose-dev
+  libspdlog-dev libcpp-httplib-dev libssl-dev libmagic-dev libsqlite3-dev libpq-dev libcmark-dev libqpdf-dev libcjose-dev
   libjansson-dev libc-ares-dev python3 python3-matplotlib python3-numpy python3-pandas util-linux uidmap ccache)
 # What the tests add (scripts/test):
 #   doctest-dev                     unit tests

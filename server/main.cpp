@@ -35,6 +35,7 @@
 #include "server/util/fd.h"
 #include "server/util/fs.h"
 #include "server/util/log_setup.h"
+#include "server/util/database_uri.h"
 #include "server/util/reloads.h"
 #include "server/util/text.h"
 #include "tools/registry.h"
@@ -78,6 +79,12 @@ constexpr const char* kServeHelp =
     "                         else the installed or built-in default.json)\n"
     "  --log-level LVL        trace, debug, info, warn, error, critical or off\n"
     "                         (default: info; any other word is an error)\n"
+    "  --database URI         Keep the ledger (jobs, keys, tasks, workspaces) in\n"
+    "                         PostgreSQL, shared by every server given the same\n"
+    "                         URI (postgresql://[user@]host[:port]/dbname[?...];\n"
+    "                         no password in it: libpq's ~/.pgpass, PGPASSFILE\n"
+    "                         or PGPASSWORD); default: the policy's\n"
+    "                         server.database, else SQLite in the state directory\n"
     "  -h, --help             Print this help and exit\n"
     "\n"
     "HTTP options:\n"
@@ -218,7 +225,8 @@ struct Options {
   std::string state_dir;
   std::string policy_path;
   std::string log_level = "info";
-  bool http = false;  // serve --http HOST:PORT
+  std::string database;  // serve --database
+  bool http = false;     // serve --http HOST:PORT
   transport::http::Options http_options;
 };
 
@@ -244,6 +252,10 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
       if (!listen) throw UsageError(command, listen.error().message);
       o.http_options = *listen;
       o.http = true;
+    } else if (command == "serve" && a == "--database") {
+      o.database = value("--database");
+      if (std::string why = util::database_uri_problem(o.database); !why.empty())
+        throw UsageError(command, "--database " + util::redact_database_uri(o.database) + ": " + why);
     } else if (command == "serve" && a == "--tokens")
       o.http_options.tokens_file = value("--tokens");
     else if (command == "serve" && a == "--oauth")
@@ -342,6 +354,7 @@ int serve(int argc, char** argv) {
 
   auto pol = policy::load_file(opt.policy_path);
   if (!pol) throw std::runtime_error(pol.error().message);
+  if (!opt.database.empty()) pol->server.database = opt.database;
   if (opt.state_dir.empty() || opt.state_dir[0] != '/') {
     char cwd[PATH_MAX];
     if (!::getcwd(cwd, sizeof cwd)) throw std::runtime_error("getcwd failed");
@@ -392,7 +405,7 @@ int serve(int argc, char** argv) {
   protocol::Audit audit(opt.state_dir + "/audit.log", 16 * 1024 * 1024);
   // MCP tasks, on a ledger connection of their own. Declared after what their
   // work uses (jobs, store, registry, audit), so it is destroyed first.
-  auto task_ledger = broker::Ledger::open(opt.state_dir + "/ledger.sqlite3");
+  auto task_ledger = broker::Ledger::open(broker::ledger_config(*boot, opt.state_dir));
   if (!task_ledger) throw std::runtime_error("task ledger: " + task_ledger.error().message);
   protocol::Tasks tasks(std::move(*task_ledger), protocol::tasks_options(*boot));
   util::Reloads reloads;
@@ -402,16 +415,17 @@ int serve(int argc, char** argv) {
   protocol::mcp::ServerContext ctx{live, store, jobs, registry, &audit, &tasks};
   ctx.reloads = &reloads;
   if (opt.http) {
-    spdlog::info("throwbox {} serving MCP over Streamable HTTP; uid={} policy={} state={} runtimes={}",
-                 THROWBOX_VERSION, ::geteuid(), boot->source, opt.state_dir, boot->available_runtimes().size());
+    spdlog::info("throwbox {} serving MCP over Streamable HTTP; uid={} policy={} state={} ledger={} runtimes={}",
+                 THROWBOX_VERSION, ::geteuid(), boot->source, opt.state_dir, jobs.ledger_name(),
+                 boot->available_runtimes().size());
     if (auto s = transport::http::serve(ctx, opt.http_options); !s) throw std::runtime_error(s.error().message);
     tasks.drain();
     spdlog::info("stopped");
     return 0;
   }
   transport::stdio::Writer writer(wire);
-  spdlog::info("throwbox {} serving MCP on stdio; uid={} policy={} state={} runtimes={}", THROWBOX_VERSION, ::geteuid(),
-               boot->source, opt.state_dir, boot->available_runtimes().size());
+  spdlog::info("throwbox {} serving MCP on stdio; uid={} policy={} state={} ledger={} runtimes={}", THROWBOX_VERSION,
+               ::geteuid(), boot->source, opt.state_dir, jobs.ledger_name(), boot->available_runtimes().size());
   {
     protocol::mcp::Session session(ctx, writer, "local");
     transport::stdio::serve(session, boot->server.message_max_bytes, 0, stop_fd.get());

@@ -140,8 +140,8 @@ ReceiptSigner open_receipts(const std::string& state_dir) {
   return std::move(*signer);
 }
 
-std::unique_ptr<Ledger> open_ledger(const std::string& state_dir) {
-  auto ledger = Ledger::open(state_dir + "/ledger.sqlite3");
+std::unique_ptr<Ledger> open_ledger(const policy::Policy& policy, const std::string& state_dir) {
+  auto ledger = Ledger::open(ledger_config(policy, state_dir));
   if (!ledger) throw std::runtime_error("job ledger: " + ledger.error().message);
   return std::move(*ledger);
 }
@@ -158,7 +158,7 @@ Jobs::Jobs(policy::Live& live, store::Store& store, std::string runner_exe, nloh
       spec_host_(make_spec_host(policy_, store.state_dir(), std::move(cgroup_host))),
       identities_(make_identities(policy_)),
       gate_(make_gate(policy_)),
-      ledger_(open_ledger(store.state_dir())),
+      ledger_(open_ledger(policy_, store.state_dir())),
       receipts_(open_receipts(store.state_dir())),
       workspaces_(policy_.workspaces, store.state_dir() + "/workspaces", *ledger_),
       admission_(policy_.admission),
@@ -421,8 +421,11 @@ std::string Jobs::metrics_text(uint64_t sessions_open) {
 
 std::string Jobs::unready_reason() {
   if (::access(fleet_.runner_exe().c_str(), X_OK) != 0) return "throwbox-runner is missing or not executable";
+  if (auto s = ledger_->ping(); !s) return "the ledger does not answer: " + s.error().message;
   return "";
 }
+
+std::string Jobs::ledger_name() const { return describe(ledger_config(policy_, store_.state_dir())); }
 
 size_t Jobs::reclaim_leftovers() {
   size_t removed = fleet_.reclaim_leftovers();

@@ -66,6 +66,8 @@ class Jobs final : public Broker {
   std::string metrics_text(uint64_t sessions_open) override;
   nlohmann::json receipt_key() override { return receipts_.public_key_json(); }
   std::string unready_reason() override;
+  // Where the ledger is, for the start-up log line (no password).
+  std::string ledger_name() const;
 
   // At start-up: removes what a crashed server left (scratch directories under
   // <state>/run, empty job cgroups, "running" ledger rows). Returns how many.

@@ -35,6 +35,7 @@
 #include "server/network/address.h"
 #include "server/sandbox/spec.h"
 #include "server/util/crypto.h"
+#include "server/util/database_uri.h"
 #include "server/util/fd.h"
 #include "server/util/fs.h"
 #include "server/util/text.h"
@@ -266,6 +267,7 @@ const Key<Server> kServerKeys[] = {
     integer("json_max_depth", &Server::json_max_depth, 4, 256),
     integer("concurrent_calls_max", &Server::concurrent_calls_max, 1, 256),
     integer("http_connections_per_address_max", &Server::http_connections_per_address_max, 1, kHttpConnectionsMax),
+    other<Server>("database", Kind::kString),  // a PostgreSQL connection URI without a password
 };
 
 const Key<Sandbox> kSandboxKeys[] = {
@@ -489,7 +491,14 @@ bool parse_limits(Reader& r, const json& l, Limits& o) {
 }
 
 bool parse_server(Reader& r, const json& s, Server& o) {
-  return r.only_keys<Server>(s, "server", kServerKeys) && r.values<Server>(s, "server", kServerKeys, o);
+  if (!r.only_keys<Server>(s, "server", kServerKeys) || !r.values<Server>(s, "server", kServerKeys, o)) return false;
+  if (s.contains("database")) {
+    if (!s["database"].is_string()) return r.fail("server.database", "must be a string");
+    o.database = s["database"].get<std::string>();
+    if (std::string why = util::database_uri_problem(o.database); !o.database.empty() && !why.empty())
+      return r.fail("server.database", why);
+  }
+  return true;
 }
 
 // An input or a program the limits allow must be able to arrive: the
@@ -1174,7 +1183,8 @@ nlohmann::json effective_json(const Policy& p) {
         // As unsigned, the type the loader asks for (parse(effective_json(p)) must load).
         {"json_max_depth", static_cast<uint64_t>(p.server.json_max_depth)},
         {"concurrent_calls_max", static_cast<uint64_t>(p.server.concurrent_calls_max)},
-        {"http_connections_per_address_max", p.server.http_connections_per_address_max}}},
+        {"http_connections_per_address_max", p.server.http_connections_per_address_max},
+        {"database", p.server.database}}},
       {"admission",
        {{"jobs_running_max", p.admission.jobs_running_max},
         {"jobs_running_per_tenant_max", p.admission.jobs_running_per_tenant_max},

@@ -143,6 +143,10 @@ struct Server {
   // serve --http: open connections from one client address (a reverse proxy
   // in front is one address for all its clients).
   uint64_t http_connections_per_address_max = 128;
+  // The ledger: a PostgreSQL connection URI that several servers share
+  // ("beyond one machine" in docs/operations.md), or "" for SQLite in the
+  // state directory. serve --database overrides it.
+  std::string database;
 };
 
 struct Sandbox {

@@ -40,7 +40,7 @@ for f in /etc/throwbox/policy.json /etc/apparmor.d/throwbox; do
 done
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
-for lib in libc6 libssl3 libqpdf29 libcjose0 libsqlite3-0 libmagic1 libcmark0 adduser; do
+for lib in libc6 libssl3 libqpdf29 libcjose0 libsqlite3-0 libpq5 libmagic1 libcmark0 adduser; do
   [[ $depends == *"$lib"* ]] || fail "Depends lacks $lib (dpkg-shlibdeps)"
 done
 for s in postinst prerm postrm; do [ -x "$work/control/$s" ] || fail "no executable $s"; done

@@ -1,5 +1,6 @@
-// The job ledger (SQLite) and the audit log: records, keys, crash recovery,
-// size-bounded rotation, reads beside a write in progress. Temp files only.
+// The audit log (size-bounded rotation, what a record holds) and what only
+// the SQLite ledger has (reads beside a write in progress). The ledger's
+// contract on every backend: ledger_backend_test.cpp. Temp files only.
 #include <doctest/doctest.h>
 
 #include <stdlib.h>
@@ -16,7 +17,6 @@
 #include <thread>
 
 #include "server/protocol/audit.h"
-#include "server/broker/job_records.h"
 #include "server/broker/ledger.h"
 
 namespace {
@@ -42,93 +42,6 @@ broker::LedgerRow row(const std::string& id, const std::string& key) {
   return r;
 }
 }  // namespace
-
-TEST_CASE("a job is recorded before it starts and updated when it ends") {
-  TempDir d;
-  auto ledger = broker::Ledger::open(d.path + "/ledger.sqlite3");
-  REQUIRE(ledger.ok());
-  REQUIRE((*ledger)->record_start(row("j1", "k1")).ok());
-  auto found = (*ledger)->find("t1", "j1");
-  REQUIRE(found);
-  CHECK(found->status == "running");
-  REQUIRE((*ledger)->record_end("j1", "completed", {{"outcome", {{"status", "completed"}}}}).ok());
-  found = (*ledger)->find_by_key("t1", "k1");
-  REQUIRE(found);
-  CHECK(found->status == "completed");
-  CHECK(found->result["outcome"]["status"] == "completed");
-  CHECK(found->ended_ms >= found->created_ms);
-}
-
-// HTTP GET /jobs/<id> and an idempotent repeat answer from the stored row.
-TEST_CASE("a recorded result keeps its cut counts through the ledger; an older row reads them as 0") {
-  TempDir d;
-  auto ledger = broker::Ledger::open(d.path + "/ledger.sqlite3");
-  REQUIRE(ledger.ok());
-  broker::JobResult r;
-  r.job_id = "j1";
-  r.outcome.status = sandbox::Status::failed;
-  r.outcome.exited = true;
-  r.outcome.exit_code = 1;
-  r.outcome.stdout_text = "head\n[throwbox: 1234567 bytes cut here (stdout over its 65536-byte cap)]\ntail\n";
-  r.outcome.stdout_truncated = true;
-  r.outcome.stdout_cut_bytes = 1234567;
-  r.outcome.stderr_cut_bytes = 0;
-  REQUIRE((*ledger)->record_start(row("j1", "k1")).ok());
-  REQUIRE((*ledger)->record_end("j1", "failed", broker::recorded_result(r)).ok());
-  auto found = (*ledger)->find("t1", "j1");
-  REQUIRE(found);
-  broker::JobResult back = broker::job_result_from_row(*found);
-  CHECK(back.outcome.status == sandbox::Status::failed);
-  CHECK(back.outcome.stdout_text == r.outcome.stdout_text);
-  CHECK(back.outcome.stdout_truncated);
-  CHECK(back.outcome.stdout_cut_bytes == 1234567);
-  CHECK(back.outcome.stderr_cut_bytes == 0);
-
-  nlohmann::json old = broker::recorded_result(r);
-  old["outcome"].erase("stdout_cut_bytes");
-  old["outcome"].erase("stderr_cut_bytes");
-  REQUIRE((*ledger)->record_start(row("j2", "k2")).ok());
-  REQUIRE((*ledger)->record_end("j2", "failed", old).ok());
-  found = (*ledger)->find("t1", "j2");
-  REQUIRE(found);
-  back = broker::job_result_from_row(*found);
-  CHECK(back.outcome.status == sandbox::Status::failed);
-  CHECK(back.outcome.stdout_text == r.outcome.stdout_text);
-  CHECK(back.outcome.stdout_cut_bytes == 0);
-}
-
-TEST_CASE("idempotency keys are per tenant and unique within one") {
-  TempDir d;
-  auto ledger = broker::Ledger::open(d.path + "/ledger.sqlite3");
-  REQUIRE(ledger.ok());
-  REQUIRE((*ledger)->record_start(row("j1", "same")).ok());
-  CHECK_FALSE((*ledger)->record_start(row("j2", "same")).ok());
-  auto other = row("j3", "same");
-  other.tenant = "t2";
-  CHECK((*ledger)->record_start(other).ok());
-  CHECK_FALSE((*ledger)->find_by_key("t3", "same"));
-  CHECK_FALSE((*ledger)->find("t2", "j1"));  // another tenant's job reads as unknown
-}
-
-TEST_CASE("jobs left running by a crash become failed on recovery, and the ledger survives reopening") {
-  TempDir d;
-  {
-    auto ledger = broker::Ledger::open(d.path + "/ledger.sqlite3");
-    REQUIRE(ledger.ok());
-    REQUIRE((*ledger)->record_start(row("j1", "")).ok());
-    REQUIRE((*ledger)->record_start(row("j2", "")).ok());
-    REQUIRE((*ledger)->record_end("j2", "completed", nlohmann::json::object()).ok());
-  }
-  auto ledger = broker::Ledger::open(d.path + "/ledger.sqlite3");
-  REQUIRE(ledger.ok());
-  CHECK((*ledger)->fail_interrupted("server stopped") == 1);
-  CHECK((*ledger)->find("t1", "j1")->status == "failed");
-  CHECK((*ledger)->find("t1", "j1")->result["interrupted"] == "server stopped");
-  CHECK((*ledger)->find("t1", "j2")->status == "completed");
-  struct stat st {};
-  REQUIRE(::stat((d.path + "/ledger.sqlite3").c_str(), &st) == 0);
-  CHECK((st.st_mode & 0777) == 0600);
-}
 
 TEST_CASE("the audit log rotates at its size bound and keeps one previous file") {
   TempDir d;
@@ -164,57 +77,6 @@ TEST_CASE("audit records hash code and never carry its text") {
   r = protocol::audit_record("t1", "run_code", args, result, 12);
   CHECK(r["job_stdout_truncated"] == true);
   CHECK(r["job_stdout_cut_bytes"] == 4096);
-}
-
-TEST_CASE("task rows: tenant-scoped reads, one terminal transition, recovery and expiry touch the right rows") {
-  TempDir d;
-  auto ledger = broker::Ledger::open(d.path + "/ledger.sqlite3");
-  REQUIRE(ledger.ok());
-  auto& l = **ledger;
-  auto task = [](const std::string& id, const std::string& tenant, int64_t created) {
-    store::TaskRow r;
-    r.task_id = id;
-    r.tenant = tenant;
-    r.tool = "run_code";
-    r.created_ms = r.updated_ms = created;
-    r.ttl_ms = 1000;
-    r.expires_ms = created + 1000;
-    return r;
-  };
-  REQUIRE(l.task_insert(task("a", "t1", 100)).ok());
-  REQUIRE(l.task_insert(task("b", "t1", 200)).ok());
-  REQUIRE(l.task_insert(task("c", "t2", 300)).ok());
-  CHECK_FALSE(l.task_insert(task("a", "t2", 400)).ok());  // ids are unique across tenants
-
-  CHECK(l.task_find("t1", "a", 0));
-  CHECK_FALSE(l.task_find("t2", "a", 0));
-  CHECK(l.task_count("t1", 0) == 2);
-  auto page = l.task_list("t1", 100, "a", 10, 0);
-  REQUIRE(page.size() == 1);
-  CHECK(page[0].task_id == "b");
-
-  store::TaskRow done = task("a", "t1", 100);
-  done.status = "completed";
-  done.updated_ms = 150;
-  done.expires_ms = 1100;
-  done.result = {{"isError", false}};
-  CHECK(*l.task_finish(done) == true);
-  done.status = "cancelled";
-  CHECK(*l.task_finish(done) == false);  // terminal stays terminal
-  CHECK(l.task_find("t1", "a", 0)->status == "completed");
-  CHECK(l.task_find("t1", "a", 0)->result["isError"] == false);
-
-  CHECK(l.task_fail_interrupted("stopped", {{"isError", true}}, 500, 10'000) == 2);  // b and c, not a
-  auto b = l.task_find("t1", "b", 0);
-  CHECK(b->status == "failed");
-  CHECK(b->status_message == "stopped");
-  CHECK(b->expires_ms == 10'500);
-  CHECK(l.task_find("t1", "a", 0)->status == "completed");
-
-  CHECK_FALSE(l.task_find("t1", "a", 1100));  // past expiry: reads as absent
-  CHECK(l.task_expire("t2", 1100) == 0);
-  CHECK(l.task_expire("", 1100) == 1);
-  CHECK(l.task_count("t1", 0) == 1);
 }
 
 TEST_CASE("a read does not wait behind a write in progress") {

@@ -1,0 +1,423 @@
+// The ledger's contract, run against every backend (ledger_backends.h):
+// SQLite always, PostgreSQL where a test cluster is named (the database
+// suite, tests/database/run). Cases whose names start "ledger backends:" are
+// the ones the database suite runs.
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "server/broker/job_records.h"
+#include "server/broker/ledger.h"
+#include "server/broker/ledger_pg.h"
+#include "server/util/database_uri.h"
+#include "tests/unit/ledger_backends.h"
+
+namespace {
+
+broker::LedgerRow row(const std::string& id, const std::string& key, const std::string& tenant = "t1") {
+  broker::LedgerRow r;
+  r.job_id = id;
+  r.tenant = tenant;
+  r.runtime = "python";
+  r.code_sha256 = std::string(64, 'a');
+  r.inputs = nlohmann::json::array({{{"input_id", "i1"}, {"name", "a.csv"}, {"sha256", std::string(64, 'c')}}});
+  r.limits = {{"timeout_ms", 1000}};
+  r.idempotency_key = key;
+  r.request_sha256 = std::string(64, 'b');
+  return r;
+}
+
+store::TaskRow task(const std::string& id, const std::string& tenant, int64_t created) {
+  store::TaskRow r;
+  r.task_id = id;
+  r.tenant = tenant;
+  r.tool = "run_code";
+  r.created_ms = r.updated_ms = created;
+  r.ttl_ms = 1000;
+  r.expires_ms = created + 1000;
+  return r;
+}
+
+broker::WorkspaceRow workspace(const std::string& id, const std::string& tenant, int64_t now, int64_t ttl) {
+  broker::WorkspaceRow w;
+  w.workspace_id = id;
+  w.tenant = tenant;
+  w.created_ms = now;
+  w.ttl_ms = ttl;
+  w.expires_ms = now + ttl;
+  return w;
+}
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+TEST_CASE("ledger backends: a job is recorded before it starts and updated when it ends") {
+  for (auto& b : unit::ledger_backends()) {
+    CAPTURE(b->name);
+    auto l = b->open();
+    CHECK(std::string(l->backend()) == b->name);
+    CHECK(l->ping().ok());
+    REQUIRE(l->record_start(row("j1", "k1")).ok());
+    auto found = l->find("t1", "j1");
+    REQUIRE(found);
+    CHECK(found->status == "running");
+    CHECK(found->inputs == row("j1", "k1").inputs);
+    CHECK(found->limits["timeout_ms"] == 1000);
+    CHECK(found->result.is_null());
+    REQUIRE(l->record_end("j1", "completed", {{"outcome", {{"status", "completed"}}}}).ok());
+    found = l->find_by_key("t1", "k1");
+    REQUIRE(found);
+    CHECK(found->job_id == "j1");
+    CHECK(found->status == "completed");
+    CHECK(found->result["outcome"]["status"] == "completed");
+    CHECK(found->ended_ms >= found->created_ms);
+    CHECK_FALSE(l->find("t2", "j1"));  // another tenant's job reads as unknown
+    CHECK_FALSE(l->find("t1", "nope"));
+  }
+}
+
+TEST_CASE("ledger backends: a recorded result keeps its cut counts; an older row reads them as 0") {
+  for (auto& b : unit::ledger_backends()) {
+    CAPTURE(b->name);
+    auto l = b->open();
+    broker::JobResult r;
+    r.job_id = "j1";
+    r.outcome.status = sandbox::Status::failed;
+    r.outcome.exited = true;
+    r.outcome.exit_code = 1;
+    r.outcome.stdout_text = "head\n[throwbox: 1234567 bytes cut here (stdout over its 65536-byte cap)]\ntail \xff\n";
+    r.outcome.stdout_truncated = true;
+    r.outcome.stdout_cut_bytes = 1234567;
+    REQUIRE(l->record_start(row("j1", "k1")).ok());
+    REQUIRE(l->record_end("j1", "failed", broker::recorded_result(r)).ok());
+    auto found = l->find("t1", "j1");
+    REQUIRE(found);
+    broker::JobResult back = broker::job_result_from_row(*found);
+    CHECK(back.outcome.status == sandbox::Status::failed);
+    CHECK(back.outcome.stdout_truncated);
+    CHECK(back.outcome.stdout_cut_bytes == 1234567);
+    CHECK(back.outcome.stderr_cut_bytes == 0);
+    // Bytes that are not UTF-8 are stored replaced, the same on both backends.
+    CHECK(back.outcome.stdout_text.find("tail \xef\xbf\xbd") != std::string::npos);
+
+    nlohmann::json old = broker::recorded_result(r);
+    old["outcome"].erase("stdout_cut_bytes");
+    REQUIRE(l->record_start(row("j2", "k2")).ok());
+    REQUIRE(l->record_end("j2", "failed", old).ok());
+    back = broker::job_result_from_row(*l->find("t1", "j2"));
+    CHECK(back.outcome.stdout_cut_bytes == 0);
+  }
+}
+
+TEST_CASE("ledger backends: an idempotency key is one row per tenant; a second is a conflict") {
+  for (auto& b : unit::ledger_backends()) {
+    CAPTURE(b->name);
+    auto l = b->open();
+    REQUIRE(l->record_start(row("j1", "same")).ok());
+    auto again = l->record_start(row("j2", "same"));
+    REQUIRE_FALSE(again.ok());
+    CHECK(again.error().code == util::ErrorCode::kConflict);
+    CHECK_FALSE(l->find("t1", "j2"));  // nothing half-written
+    CHECK(l->record_start(row("j3", "same", "t2")).ok());
+    CHECK(l->find_by_key("t2", "same")->job_id == "j3");
+    CHECK_FALSE(l->find_by_key("t3", "same"));
+    // Jobs without a key never collide.
+    CHECK(l->record_start(row("j4", "")).ok());
+    CHECK(l->record_start(row("j5", "")).ok());
+    // A job id is unique too, and that is not a key conflict's message.
+    auto dup = l->record_start(row("j4", ""));
+    CHECK_FALSE(dup.ok());
+  }
+}
+
+TEST_CASE("ledger backends: concurrent first calls with one key: exactly one row wins") {
+  for (auto& b : unit::ledger_backends()) {
+    CAPTURE(b->name);
+    // Two ledgers: on PostgreSQL two replicas, on SQLite two connections.
+    auto a = b->open();
+    auto c = b->open();
+    for (int round = 0; round < 20; ++round) {
+      const std::string key = "k" + std::to_string(round);
+      std::promise<void> go;
+      std::shared_future<void> start = go.get_future().share();
+      auto first = std::async(std::launch::async, [&] {
+        start.wait();
+        return a->record_start(row("a" + std::to_string(round), key)).ok();
+      });
+      auto second = std::async(std::launch::async, [&] {
+        start.wait();
+        return c->record_start(row("c" + std::to_string(round), key)).ok();
+      });
+      go.set_value();
+      const bool x = first.get(), y = second.get();
+      CHECK(x != y);
+      auto winner = c->find_by_key("t1", key);
+      REQUIRE(winner);
+      CHECK(winner->job_id == (x ? "a" : "c") + std::to_string(round));
+    }
+  }
+}
+
+TEST_CASE("ledger backends: an end moves only a running row; expiry removes ended rows past their ttl") {
+  for (auto& b : unit::ledger_backends()) {
+    CAPTURE(b->name);
+    auto l = b->open();
+    REQUIRE(l->record_start(row("j1", "")).ok());
+    REQUIRE(l->record_end("j1", "completed", nlohmann::json::object({{"n", 1}})).ok());
+    // A late second end (a lost server's job ending after it was failed) changes nothing.
+    REQUIRE(l->record_end("j1", "failed", nlohmann::json::object({{"n", 2}})).ok());
+    CHECK(l->find("t1", "j1")->status == "completed");
+    CHECK(l->find("t1", "j1")->result["n"] == 1);
+    REQUIRE(l->record_start(row("j2", "")).ok());
+    CHECK(l->expire(3600) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    CHECK(l->expire(1) == 1);  // j1 ended over a second ago; j2 runs
+    CHECK_FALSE(l->find("t1", "j1"));
+    CHECK(l->find("t1", "j2"));
+  }
+}
+
+TEST_CASE("ledger backends: a gone server's running jobs and working tasks fail; the ledger survives reopening") {
+  for (auto& b : unit::ledger_backends()) {
+    CAPTURE(b->name);
+    {
+      auto l = b->open();
+      REQUIRE(l->record_start(row("j1", "k1")).ok());
+      REQUIRE(l->record_start(row("j2", "")).ok());
+      REQUIRE(l->record_end("j2", "completed", nlohmann::json::object()).ok());
+      REQUIRE(l->task_insert(task("a", "t1", 100)).ok());
+    }
+    auto l = b->open();
+    // PostgreSQL: the first server gave its lease back as it stopped, which
+    // failed its running job then; SQLite: the next start does it.
+    CHECK(l->fail_interrupted("the server stopped") == (b->shared() ? 0 : 1));
+    auto j1 = l->find_by_key("t1", "k1");
+    REQUIRE(j1);
+    CHECK(j1->status == "failed");
+    const std::string why = j1->result["interrupted"];
+    if (b->shared())
+      CHECK(why.rfind("replica lost", 0) == 0);
+    else
+      CHECK(why == "the server stopped");
+    CHECK(broker::job_result_from_row(*j1).outcome.error == why);
+    CHECK(l->find("t1", "j2")->status == "completed");
+    CHECK(l->task_fail_interrupted("stopped", {{"isError", true}}, 500, 10'000) == 1);
+    CHECK(l->task_find("t1", "a", 0)->status == "failed");
+    CHECK(l->task_find("t1", "a", 0)->expires_ms == 10'500);
+    if (!b->shared()) {
+      struct stat st {};
+      REQUIRE(::stat(b->where.c_str(), &st) == 0);
+      CHECK((st.st_mode & 0777) == 0600);
+    }
+  }
+}
+
+TEST_CASE("ledger backends: task rows are tenant-scoped, end once, page in order and expire") {
+  for (auto& b : unit::ledger_backends()) {
+    CAPTURE(b->name);
+    auto l = b->open();
+    REQUIRE(l->task_insert(task("a", "t1", 100)).ok());
+    REQUIRE(l->task_insert(task("b", "t1", 200)).ok());
+    REQUIRE(l->task_insert(task("c", "t2", 300)).ok());
+    CHECK_FALSE(l->task_insert(task("a", "t2", 400)).ok());  // ids are unique across tenants
+    CHECK(l->task_find("t1", "a", 0));
+    CHECK_FALSE(l->task_find("t2", "a", 0));
+    CHECK(l->task_count("t1", 0) == 2);
+    auto page = l->task_list("t1", 100, "a", 10, 0);
+    REQUIRE(page.size() == 1);
+    CHECK(page[0].task_id == "b");
+    CHECK(l->task_list("t1", 0, "", 1, 0).size() == 1);
+
+    store::TaskRow done = task("a", "t1", 100);
+    done.status = "completed";
+    done.updated_ms = 150;
+    done.expires_ms = 1100;
+    done.result = {{"isError", false}};
+    CHECK(*l->task_finish(done) == true);
+    done.status = "cancelled";
+    CHECK(*l->task_finish(done) == false);  // terminal stays terminal
+    CHECK(l->task_find("t1", "a", 0)->status == "completed");
+    CHECK(l->task_find("t1", "a", 0)->result["isError"] == false);
+    REQUIRE(l->task_set_result("a", {{"late", true}}).ok());
+    CHECK(l->task_find("t1", "a", 0)->result["late"] == true);
+
+    CHECK_FALSE(l->task_find("t1", "a", 1100));  // past expiry: reads as absent
+    CHECK(l->task_expire("t2", 1100) == 0);
+    CHECK(l->task_expire("", 1100) == 1);
+    CHECK(l->task_count("t1", 0) == 1);
+    REQUIRE(l->task_delete("b").ok());
+    CHECK(l->task_count("t1", 0) == 0);
+  }
+}
+
+TEST_CASE("ledger backends: workspace rows open, count, are used, expire and close once") {
+  for (auto& b : unit::ledger_backends()) {
+    CAPTURE(b->name);
+    auto l = b->open();
+    const int64_t now = wall_ms();
+    REQUIRE(l->workspace_insert(workspace("w1", "t1", now, 60'000)).ok());
+    REQUIRE(l->workspace_insert(workspace("w2", "t1", now, 10)).ok());
+    REQUIRE(l->workspace_insert(workspace("w3", "t2", now, 60'000)).ok());
+    CHECK(l->workspace_find("t1", "w1", now));
+    CHECK_FALSE(l->workspace_find("t2", "w1", now));
+    CHECK(l->workspace_count("t1") == 2);
+    REQUIRE(l->workspace_used("w1", 4096, now + 120'000).ok());
+    auto w1 = l->workspace_find("t1", "w1", now);
+    REQUIRE(w1);
+    CHECK(w1->uses == 1);
+    CHECK(w1->size_bytes == 4096);
+    CHECK(w1->expires_ms == now + 120'000);
+    auto expired = l->workspace_expired(now + 1000);
+    REQUIRE(expired.size() == 1);
+    CHECK(expired[0].workspace_id == "w2");
+    CHECK(l->workspace_open_ids().size() == 3);
+    CHECK(*l->workspace_close("t1", "w2", now, "expired") == true);
+    CHECK(*l->workspace_close("t1", "w2", now, "close_workspace") == false);
+    CHECK(*l->workspace_close("t1", "w3", now, "close_workspace") == false);  // not t1's
+    CHECK(l->workspace_count("t1") == 1);
+    CHECK_FALSE(l->workspace_find("t1", "w2", now));
+    CHECK(l->workspace_forget(3600) == 0);  // closed a moment ago
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK(l->workspace_forget(0) == 1);
+    CHECK(l->workspace_open_ids().size() == 2);
+  }
+}
+
+// What only a shared database has: several replicas, their leases, its schema.
+
+TEST_CASE("ledger backends: a live replica's rows stay; a dead replica's fail as lost once its lease runs out") {
+  for (auto& b : unit::ledger_backends()) {
+    if (!b->shared()) continue;
+    CAPTURE(b->name);
+    // Replica A dies without leaving: a child process that records a job and
+    // a task and ends at once, its lease unrenewed. Forked while this process
+    // has no other thread (every ledger of earlier cases is gone).
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      broker::LedgerConfig config{b->where};
+      config.lease_ms = 1500;
+      auto a = broker::Ledger::open(config);
+      bool ok = a.ok() && (*a)->record_start(row("lost", "k-lost")).ok() &&
+                (*a)->task_insert(task("lost-task", "t1", 100)).ok();
+      ::_exit(ok ? 0 : 1);  // no destructor: the lease is never given back
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+
+    auto live = b->open(3000);   // replica B, alive
+    auto other = b->open(3000);  // replica C, alive
+    REQUIRE(live->record_start(row("alive", "")).ok());
+    REQUIRE(other->task_fail_interrupted("stopped", {{"isError", true}}, 0, 1000) <= 1);
+    // C's recovery never touches B's running job, however often it runs.
+    for (int i = 0; i < 3; ++i) other->fail_interrupted("the server stopped");
+    CHECK(live->find("t1", "alive")->status == "running");
+    // A's rows fail once its lease (1.5 s) has run out: C's lease rounds do
+    // it without being asked.
+    std::string status_now;
+    for (int i = 0; i < 100 && status_now != "failed"; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      status_now = other->find("t1", "lost")->status;
+    }
+    CHECK(status_now == "failed");
+    auto lost = other->find_by_key("t1", "k-lost");
+    REQUIRE(lost);
+    CHECK(lost->result["interrupted"].get<std::string>().rfind("replica lost", 0) == 0);
+    auto lost_task = other->task_find("t1", "lost-task", 0);
+    REQUIRE(lost_task);
+    CHECK(lost_task->status == "failed");
+    CHECK(live->find("t1", "alive")->status == "running");
+    // B ends its job normally.
+    REQUIRE(live->record_end("alive", "completed", nlohmann::json::object()).ok());
+    CHECK(other->find("t1", "alive")->status == "completed");
+  }
+}
+
+TEST_CASE("ledger backends: a replica that stops cleanly gives its lease back at once") {
+  for (auto& b : unit::ledger_backends()) {
+    if (!b->shared()) continue;
+    auto keep = b->open();
+    {
+      auto going = b->open(60'000);  // a lease far longer than this case
+      REQUIRE(going->record_start(row("j1", "")).ok());
+    }
+    // Not a minute later: at once.
+    CHECK(keep->find("t1", "j1")->status == "failed");
+  }
+}
+
+TEST_CASE("ledger backends: the schema is migrated once by concurrent replicas; a newer one is refused") {
+  for (auto& b : unit::ledger_backends()) {
+    if (!b->shared()) continue;
+    std::vector<std::future<bool>> opening;
+    for (int i = 0; i < 4; ++i)
+      opening.push_back(std::async(std::launch::async, [&] { return broker::Ledger::open(b->where).ok(); }));
+    for (auto& f : opening) CHECK(f.get());
+    CHECK(unit::pg_exec(b->database, "SELECT count(*) FROM throwbox_schema") ==
+          std::to_string(broker::pg_schema_version()));
+    unit::pg_exec(b->database,
+                  "INSERT INTO throwbox_schema VALUES (" + std::to_string(broker::pg_schema_version() + 1) + ", 0)");
+    auto refused = broker::Ledger::open(b->where);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message.find("newer than this throwbox knows") != std::string::npos);
+  }
+}
+
+TEST_CASE("ledger backends: a connection the database dropped is replaced; a read goes on") {
+  for (auto& b : unit::ledger_backends()) {
+    if (!b->shared()) continue;
+    auto l = b->open();
+    REQUIRE(l->record_start(row("j1", "")).ok());
+    CHECK(l->find("t1", "j1"));
+    const std::string killed = unit::pg_exec(
+        b->database,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'throwbox' AND "
+        "datname = current_database()");
+    CHECK(std::stoi(killed) >= 1);
+    auto again = l->find("t1", "j1");
+    REQUIRE(again);
+    CHECK(again->job_id == "j1");
+    CHECK(l->ping().ok());
+  }
+}
+
+TEST_CASE("ledger backends: an unreachable database is a clear error at open") {
+  const std::string dir = unit::TempDir("pg-none").path;
+  auto l = broker::Ledger::open("postgresql:///nothing?host=" + dir + "&connect_timeout=2");
+  REQUIRE_FALSE(l.ok());
+  CHECK(l.error().message.find("cannot connect") != std::string::npos);
+}
+
+TEST_CASE("database URIs: a password is refused and never shown") {
+  CHECK(util::is_database_uri("postgresql://db.example/throwbox"));
+  CHECK(util::is_database_uri("postgres://db.example/throwbox"));
+  CHECK_FALSE(util::is_database_uri("/var/lib/throwbox/ledger.sqlite3"));
+  CHECK(util::database_uri_problem("postgresql://tb@db.example:5432/throwbox?sslmode=verify-full").empty());
+  CHECK(util::database_uri_problem("postgresql:///throwbox?host=/run/postgresql").empty());
+  CHECK(util::database_uri_problem("postgresql://tb:s3cret@db.example/throwbox").find("password") != std::string::npos);
+  CHECK(
+      util::database_uri_problem("postgresql://db.example/throwbox?sslmode=require&password=s3cret").find("password") !=
+      std::string::npos);
+  CHECK(util::database_uri_problem("mysql://db.example/x").find("not a PostgreSQL") != std::string::npos);
+  CHECK(util::redact_database_uri("postgresql://tb:s3cret@db.example/throwbox") ==
+        "postgresql://tb:***@db.example/throwbox");
+  CHECK(util::redact_database_uri("postgresql://db/x?password=s3cret&sslmode=require") ==
+        "postgresql://db/x?password=***&sslmode=require");
+  auto refused = broker::Ledger::open("postgresql://tb:s3cret@127.0.0.1:1/throwbox");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("s3cret") == std::string::npos);
+  CHECK(refused.error().code == util::ErrorCode::kInvalidArgument);
+}

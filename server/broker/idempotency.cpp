@@ -3,7 +3,9 @@
 // again; repeats wait on the slot's own lock, never the table's.
 #include "server/broker/idempotency.h"
 
+#include <chrono>
 #include <condition_variable>
+#include <thread>
 #include <spdlog/spdlog.h>
 
 #include "server/broker/job_records.h"
@@ -83,36 +85,86 @@ util::Result<JobResult> Idempotency::run(const std::string& tenant, const std::s
     }
   } publish{*this, id, *slot, sha256};
 
-  std::optional<LedgerRow> row = find_recorded_(tenant, key);  // SQLite; no lock held
-  if (row) {
-    JobResult replay = job_result_from_row(*row);
+  std::optional<LedgerRow> row = find_recorded_(tenant, key);  // the ledger; no lock held
+  if (!row) {
     {
       std::lock_guard lock(slot->mu);
-      slot->bound_sha256 = row->request_sha256;
-      slot->result = replay;
-      slot->done = true;
+      slot->bound_sha256 = sha256;
     }
     slot->cv.notify_all();
-    if (row->request_sha256 != sha256) return key_conflict(key);
-    spdlog::info("job {}: replayed for a repeated idempotency key", row->job_id);
-    return replay;
+    auto result = run_once();
+    if (result || !is_key_taken(result.error())) {
+      finish(*slot, result);
+      return result;
+    }
+    // Another server's call took the key between the read and our row.
+    row = find_recorded_(tenant, key);
+    if (!row) {
+      util::Result<JobResult> lost =
+          util::make_error(util::ErrorCode::kInternal, "idempotency_key: taken by another call, whose row is gone");
+      finish(*slot, lost);
+      return lost;
+    }
+  }
+  if (row->request_sha256 != sha256) {
+    util::Result<JobResult> conflict = key_conflict(key);
+    {
+      std::lock_guard lock(slot->mu);
+      if (!slot->bound_sha256) slot->bound_sha256 = row->request_sha256;
+    }
+    finish(*slot, conflict);
+    return conflict;
   }
   {
     std::lock_guard lock(slot->mu);
-    slot->bound_sha256 = sha256;
+    slot->bound_sha256 = row->request_sha256;
   }
   slot->cv.notify_all();
-  auto result = run_once();
-  {
-    std::lock_guard lock(slot->mu);
-    if (result)
-      slot->result = *result;
-    else
-      slot->error = result.error();
-    slot->done = true;
-  }
-  slot->cv.notify_all();
-  return result;
+  // Running: on another server sharing the ledger (this server's own calls
+  // with the key share the slot instead). Its end, or its server's lease
+  // running out, ends the wait.
+  util::Result<JobResult> replay = await_end(tenant, key, std::move(*row));
+  if (replay) spdlog::info("job {}: replayed for a repeated idempotency key", replay->job_id);
+  finish(*slot, replay);
+  return replay;
 }
+
+void Idempotency::finish(Slot& slot, util::Result<JobResult>& result) {
+  {
+    std::lock_guard lock(slot.mu);
+    if (result)
+      slot.result = *result;
+    else
+      slot.error = result.error();
+    slot.done = true;
+  }
+  slot.cv.notify_all();
+}
+
+util::Result<JobResult> Idempotency::await_end(const std::string& tenant, const std::string& key, LedgerRow row) {
+  if (row.status == "running") {
+    const int64_t timeout_ms = row.limits.is_object() ? row.limits.value("timeout_ms", int64_t{0}) : 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms) + kOtherServerGrace;
+    spdlog::info("job {}: running on another server; waiting for its end (idempotency key)", row.job_id);
+    while (row.status == "running") {
+      if (std::chrono::steady_clock::now() > deadline)
+        return util::busy_error(
+            "busy: the first call with this idempotency_key is still running on another "
+            "server; call again later for its result",
+            5);
+      std::this_thread::sleep_for(kOtherServerPoll);
+      auto again = find_recorded_(tenant, key);
+      if (!again)
+        return util::make_error(util::ErrorCode::kInternal,
+                                "idempotency_key: the job that holds it (" + row.job_id + ") is no longer recorded");
+      row = std::move(*again);
+    }
+  }
+  return job_result_from_row(row);
+}
+
+util::Error key_taken() { return util::make_error(util::ErrorCode::kConflict, kKeyTaken); }
+
+bool is_key_taken(const util::Error& e) { return e.code == util::ErrorCode::kConflict && e.message == kKeyTaken; }
 
 }  // namespace broker

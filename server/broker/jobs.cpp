@@ -21,6 +21,7 @@
 
 #include "server/broker/artifact_intake.h"
 #include "server/broker/job_launch.h"
+#include "server/broker/tenant_slot.h"
 #include "server/helper/client.h"
 #include "server/sandbox/workspace.h"
 #include "server/sandbox/seccomp.h"
@@ -647,7 +648,16 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     spec->workspace_in = workspace->dir();
     spec->workspace_out = workspace->next_dir();
   }
-  // A slot first: beyond the limits this answers busy at once.
+  // On a shared ledger the tenant's slot across the servers first (held, and
+  // given back by the ledger's end of the job or by the guard below).
+  TenantSlot tenant_slot{*ledger_, result.job_id};
+  if (auto s = tenant_slot.take(req.tenant, pol->admission, req.cancel); !s) {
+    if (s.error().code != util::ErrorCode::kCancelled) return s.error();
+    result.outcome.status = sandbox::Status::cancelled;
+    result.outcome.error = "cancelled while waiting for a slot";
+    return result;
+  }
+  // A slot of this server's: beyond the limits this answers busy at once.
   if (auto s = admission_.acquire(req.tenant, req.cancel); !s) {
     if (s.error().code != util::ErrorCode::kCancelled) return s.error();
     result.outcome.status = sandbox::Status::cancelled;
@@ -692,8 +702,11 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     start->t_recorded = now_us();
     util::call_mark("ledger start recorded", start->row.job_id);
     if (s) return util::ok_status();
-    start->error = util::make_error(util::ErrorCode::kInternal, s.error().message);
-    return util::make_error(util::ErrorCode::kInternal, s.error().message);
+    // Another server's call with this key won the row: the caller waits for
+    // that job instead (Idempotency). Any other failure fails the call.
+    const bool taken = s.error().code == util::ErrorCode::kConflict && !start->row.idempotency_key.empty();
+    start->error = taken ? key_taken() : util::make_error(util::ErrorCode::kInternal, s.error().message);
+    return *start->error;
   };
 
   std::unique_ptr<FinishedRunner> finished;
@@ -804,6 +817,8 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   util::call_mark("artifacts stored", result.job_id);
   if (auto s = ledger_->record_end(result.job_id, sandbox::to_string(result.outcome.status), recorded); !s)
     spdlog::error("job {}: ledger: {}", result.job_id, s.error().message);
+  else
+    tenant_slot.given_back();  // the end gave the tenant's slot back with it
   const int64_t t_end = now_us();
   util::call_mark("ledger end recorded", result.job_id);
   metrics_.job_ended(sandbox::to_string(result.outcome.status), static_cast<double>(t_end - t_admitted) / 1e6);

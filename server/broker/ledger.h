@@ -83,6 +83,8 @@ class Ledger : public store::TaskStore {
 
   // "sqlite" or "postgresql", for messages and /readyz.
   virtual const char* backend() const = 0;
+  // Whether several servers may share it (PostgreSQL).
+  virtual bool shared() const = 0;
   // Whether the ledger answers now (a trivial read): /readyz, and the
   // admission of a new job on a shared database.
   virtual util::Status ping() = 0;
@@ -99,6 +101,19 @@ class Ledger : public store::TaskStore {
   virtual size_t fail_interrupted(const std::string& reason) = 0;
   // Deletes rows of jobs that ended more than ttl_s ago (and so their keys).
   virtual size_t expire(uint64_t ttl_s) = 0;
+
+  // A tenant's slots across the servers that share the ledger: at most
+  // tenant_max of its jobs run at once, and at most queued_max calls (of all
+  // tenants) wait for one. take() with a job's id grants it (kRunning), puts
+  // it in line (kQueued: call again to learn whether it moved up; the line is
+  // in arrival order per tenant), or refuses it (kBusy). A slot goes with
+  // record_end or slot_release, and with its server's lease. A ledger that
+  // is not shared grants every slot without a word (the server's own
+  // admission counts).
+  enum class SlotState { kRunning, kQueued, kBusy };
+  virtual util::Result<SlotState> slot_take(const std::string& job_id, const std::string& tenant, uint64_t tenant_max,
+                                            uint64_t queued_max) = 0;
+  virtual void slot_release(const std::string& job_id) = 0;
 
   // Workspaces. A find sees open rows not past expires_ms only.
   virtual util::Status workspace_insert(const WorkspaceRow& row) = 0;

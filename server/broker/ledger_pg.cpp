@@ -94,6 +94,56 @@ CREATE TABLE workspaces (
 );
 CREATE INDEX workspaces_tenant ON workspaces (tenant, closed_ms, expires_ms);
 )sql",
+    // 2: tenant slots across the servers: a row per job holding one
+    // (running) or waiting for one (queued), and the one function that
+    // takes or moves one, under one lock for all servers.
+    R"sql(
+CREATE TABLE tenant_slots (
+  job_id text PRIMARY KEY,
+  tenant text NOT NULL,
+  replica text NOT NULL,
+  state text NOT NULL,
+  since_ms bigint NOT NULL
+);
+CREATE INDEX tenant_slots_tenant ON tenant_slots (tenant, state, since_ms, job_id);
+CREATE FUNCTION throwbox_slot_take(p_job text, p_tenant text, p_replica text, p_tenant_max bigint,
+                                   p_queued_max bigint) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  now_ms bigint := throwbox_now_ms();
+  mine text;
+  mine_since bigint;
+  running bigint;
+  ahead bigint;
+  queued bigint;
+BEGIN
+  PERFORM pg_advisory_xact_lock(8388070618236825465);
+  -- A lost server's slots are free.
+  DELETE FROM tenant_slots s WHERE NOT EXISTS
+    (SELECT 1 FROM replicas r WHERE r.replica_id = s.replica AND r.lease_expires_ms > now_ms);
+  SELECT state, since_ms INTO mine, mine_since FROM tenant_slots WHERE job_id = p_job;
+  IF mine = 'running' THEN RETURN 'running'; END IF;
+  SELECT count(*) INTO running FROM tenant_slots WHERE tenant = p_tenant AND state = 'running';
+  IF mine IS NULL THEN
+    SELECT count(*) INTO ahead FROM tenant_slots WHERE tenant = p_tenant AND state = 'queued';
+  ELSE
+    SELECT count(*) INTO ahead FROM tenant_slots
+      WHERE tenant = p_tenant AND state = 'queued' AND (since_ms, job_id) < (mine_since, p_job);
+  END IF;
+  IF running < p_tenant_max AND ahead = 0 THEN
+    IF mine IS NULL THEN
+      INSERT INTO tenant_slots VALUES (p_job, p_tenant, p_replica, 'running', now_ms);
+    ELSE
+      UPDATE tenant_slots SET state = 'running' WHERE job_id = p_job;
+    END IF;
+    RETURN 'running';
+  END IF;
+  IF mine IS NOT NULL THEN RETURN 'queued'; END IF;
+  SELECT count(*) INTO queued FROM tenant_slots WHERE state = 'queued';
+  IF queued >= p_queued_max THEN RETURN 'busy'; END IF;
+  INSERT INTO tenant_slots VALUES (p_job, p_tenant, p_replica, 'queued', now_ms);
+  RETURN 'queued';
+END $$;
+)sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(std::size(kMigrations));
 
@@ -121,10 +171,15 @@ const Statement kJobInsert{
     "INSERT INTO jobs (job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key, request_sha256,"
     " status, created_ms, replica) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', $9, $10)",
     true};
+// The end gives the job's tenant slot back in the same round trip.
 const Statement kJobEnd{"job_end",
-                        "UPDATE jobs SET status = $1, result = $2, ended_ms = $3 WHERE job_id = $4"
+                        "WITH freed AS (DELETE FROM tenant_slots WHERE job_id = $4)"
+                        " UPDATE jobs SET status = $1, result = $2, ended_ms = $3 WHERE job_id = $4"
                         " AND status = 'running'",
                         true};
+// Repeatable: a second take of the same job finds its own row.
+const Statement kSlotTake{"slot_take", "SELECT throwbox_slot_take($1, $2, $3, $4, $5)", true};
+const Statement kSlotRelease{"slot_release", "DELETE FROM tenant_slots WHERE job_id = $1", true};
 const Statement kJobByKey{"job_by_key", "SELECT " JOB_COLUMNS " FROM jobs WHERE tenant = $1 AND idempotency_key = $2",
                           true};
 const Statement kJobById{"job_by_id", "SELECT " JOB_COLUMNS " FROM jobs WHERE tenant = $1 AND job_id = $2", true};
@@ -323,6 +378,10 @@ class PgLedger final : public Ledger {
   util::Status start();
 
   const char* backend() const override { return "postgresql"; }
+  bool shared() const override { return true; }
+  util::Result<SlotState> slot_take(const std::string& job_id, const std::string& tenant, uint64_t tenant_max,
+                                    uint64_t queued_max) override;
+  void slot_release(const std::string& job_id) override;
   util::Status ping() override;
 
   util::Status record_start(const LedgerRow& row) override;
@@ -670,6 +729,23 @@ util::Status PgLedger::record_start(const LedgerRow& r) {
                                       pgsql::num(r.created_ms ? r.created_ms : pgsql::wall_ms()), replica_});
   if (!rows) return rows.error();
   return util::ok_status();
+}
+
+util::Result<Ledger::SlotState> PgLedger::slot_take(const std::string& job_id, const std::string& tenant,
+                                                    uint64_t tenant_max, uint64_t queued_max) {
+  auto rows = run(pgsql::kSlotTake, {job_id, tenant, replica_, pgsql::num(static_cast<int64_t>(tenant_max)),
+                                     pgsql::num(static_cast<int64_t>(queued_max))});
+  if (!rows) return rows.error();
+  const std::string state = rows->count() ? rows->text(0, 0) : "";
+  if (state == "running") return SlotState::kRunning;
+  if (state == "queued") return SlotState::kQueued;
+  if (state == "busy") return SlotState::kBusy;
+  return util::make_error(util::ErrorCode::kInternal, "database " + shown_ + ": slot_take answered \"" + state + "\"");
+}
+
+void PgLedger::slot_release(const std::string& job_id) {
+  if (auto rows = run(pgsql::kSlotRelease, {job_id}); !rows)
+    spdlog::warn("{} (the slot goes with this server's lease)", rows.error().message);
 }
 
 util::Status PgLedger::record_end(const std::string& job_id, const std::string& status, const nlohmann::json& result) {

@@ -20,11 +20,15 @@ class SqliteLedger final : public Ledger {
   ~SqliteLedger() override;
 
   const char* backend() const override { return "sqlite"; }
+  bool shared() const override { return false; }
+  util::Result<SlotState> slot_take(const std::string&, const std::string&, uint64_t, uint64_t) override {
+    return SlotState::kRunning;
+  }
+  void slot_release(const std::string&) override {}
   util::Status ping() override;
 
   util::Status record_start(const LedgerRow& row) override;
-  util::Status record_end(const std::string& job_id, const std::string& status,
-                          const nlohmann::json& result) override;
+  util::Status record_end(const std::string& job_id, const std::string& status, const nlohmann::json& result) override;
   std::optional<LedgerRow> find_by_key(const std::string& tenant, const std::string& key) override;
   std::optional<LedgerRow> find(const std::string& tenant, const std::string& job_id) override;
   size_t fail_interrupted(const std::string& reason) override;

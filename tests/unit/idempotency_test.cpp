@@ -219,3 +219,75 @@ TEST_CASE("a first call that throws releases its repeats with an error and frees
   REQUIRE(again.ok());
   CHECK(again->job_id == "again");
 }
+
+// Several servers sharing one ledger: the key's job may run on another.
+
+TEST_CASE("a key whose job runs on another server: the repeat waits for its end and replays it, never runs") {
+  FakeLedger ledger;
+  ledger.put("alice", "k", "sha1", "theirs");
+  {
+    std::lock_guard lock(ledger.mu);
+    ledger.rows["alice/k"].status = "running";
+    ledger.rows["alice/k"].result = nullptr;
+    ledger.rows["alice/k"].limits = {{"timeout_ms", 5000}};
+  }
+  broker::Idempotency keys(ledger.finder());
+  std::atomic<int> runs{0};
+  auto waiting = std::async(std::launch::async, [&] {
+    return keys.run("alice", "k", "sha1", [&] {
+      ++runs;
+      return util::Result<broker::JobResult>(ran("mine"));
+    });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(waiting.wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout);  // still waiting
+  ledger.put("alice", "k", "sha1", "theirs");                                            // the other server's job ends
+  auto got = waiting.get();
+  REQUIRE(got.ok());
+  CHECK(runs == 0);
+  CHECK(got->job_id == "theirs");
+  CHECK(got->outcome.stdout_text == "recorded\n");
+  CHECK(ledger.reads > 2);  // it read the ledger while it waited
+}
+
+TEST_CASE("a key another server's call took first (the row insert lost the race): wait for that job, replay it") {
+  FakeLedger ledger;
+  broker::Idempotency keys(ledger.finder());
+  int runs = 0;
+  auto got = keys.run("alice", "k", "sha1", [&]() -> util::Result<broker::JobResult> {
+    ++runs;
+    // Between this call's read and its row, another server wrote the key's
+    // row and finished its job.
+    ledger.put("alice", "k", "sha1", "theirs");
+    return broker::key_taken();
+  });
+  REQUIRE(got.ok());
+  CHECK(runs == 1);  // it was about to run and did not: its row was refused
+  CHECK(got->job_id == "theirs");
+  // A different request under the taken key is a conflict.
+  FakeLedger other;
+  broker::Idempotency keys2(other.finder());
+  auto conflict = keys2.run("alice", "k", "sha2", [&]() -> util::Result<broker::JobResult> {
+    other.put("alice", "k", "sha1", "theirs");
+    return broker::key_taken();
+  });
+  REQUIRE_FALSE(conflict.ok());
+  CHECK(conflict.error().code == util::ErrorCode::kConflict);
+  CHECK(conflict.error().message == kConflict);
+}
+
+TEST_CASE("another server's job that never ends: the wait is bounded and answers busy") {
+  FakeLedger ledger;
+  ledger.put("alice", "k", "sha1", "theirs");
+  {
+    std::lock_guard lock(ledger.mu);
+    ledger.rows["alice/k"].status = "running";
+    // A timeout far in the past of the wait's bound: only the grace is left.
+    ledger.rows["alice/k"].limits = {{"timeout_ms", -59'500}};
+  }
+  broker::Idempotency keys(ledger.finder());
+  auto got = keys.run("alice", "k", "sha1", [&] { return util::Result<broker::JobResult>(ran("mine")); });
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.error().code == util::ErrorCode::kBusy);
+  CHECK(got.error().message.find("still running on another server") != std::string::npos);
+}

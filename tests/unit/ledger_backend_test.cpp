@@ -394,6 +394,66 @@ TEST_CASE("ledger backends: a connection the database dropped is replaced; a rea
   }
 }
 
+TEST_CASE("ledger backends: tenant slots hold across servers, wait in arrival order, and a full line is busy") {
+  using S = broker::Ledger::SlotState;
+  for (auto& b : unit::ledger_backends()) {
+    CAPTURE(b->name);
+    auto a = b->open();
+    auto c = b->open();
+    if (!b->shared()) {
+      // One server: its own admission counts; the ledger grants every slot.
+      for (int i = 0; i < 5; ++i) CHECK(*a->slot_take("j" + std::to_string(i), "t1", 2, 1) == S::kRunning);
+      continue;
+    }
+    // Two servers, a tenant limit of 2, a line of 2.
+    CHECK(*a->slot_take("j1", "t1", 2, 2) == S::kRunning);
+    CHECK(*c->slot_take("j2", "t1", 2, 2) == S::kRunning);
+    CHECK(*a->slot_take("j3", "t1", 2, 2) == S::kQueued);
+    CHECK(*c->slot_take("j4", "t1", 2, 2) == S::kQueued);
+    CHECK(*a->slot_take("j5", "t1", 2, 2) == S::kBusy);     // the line is full
+    CHECK(*c->slot_take("o1", "t2", 2, 2) == S::kRunning);  // another tenant has its own slots
+    CHECK(*c->slot_take("j4", "t1", 2, 2) == S::kQueued);   // asking again does not jump the line
+    // j1 ends on server A: its recorded end gives the slot back, and the
+    // first in line (j3, not j4) moves up.
+    REQUIRE(a->record_start(row("j1", "")).ok());
+    REQUIRE(a->record_end("j1", "completed", nlohmann::json::object()).ok());
+    CHECK(*c->slot_take("j4", "t1", 2, 2) == S::kQueued);
+    CHECK(*a->slot_take("j3", "t1", 2, 2) == S::kRunning);
+    c->slot_release("j2");  // a call that failed before its job ran
+    CHECK(*c->slot_take("j4", "t1", 2, 2) == S::kRunning);
+    CHECK(*a->slot_take("j6", "t1", 2, 2) == S::kQueued);
+  }
+}
+
+TEST_CASE("ledger backends: a lost server's tenant slots come back once its lease runs out") {
+  using S = broker::Ledger::SlotState;
+  for (auto& b : unit::ledger_backends()) {
+    if (!b->shared()) continue;
+    pid_t child = ::fork();  // as in the lost-replica case: no other thread here yet
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      broker::LedgerConfig config{b->where};
+      config.lease_ms = 1000;
+      auto a = broker::Ledger::open(config);
+      bool ok = a.ok() && *(*a)->slot_take("x1", "t1", 2, 4) == S::kRunning &&
+                *(*a)->slot_take("x2", "t1", 2, 4) == S::kRunning;
+      ::_exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+    auto live = b->open();
+    CHECK(*live->slot_take("y1", "t1", 2, 4) == S::kQueued);  // the dead server's two still count
+    S got = S::kQueued;
+    for (int i = 0; i < 100 && got != S::kRunning; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      got = *live->slot_take("y1", "t1", 2, 4);
+    }
+    CHECK(got == S::kRunning);
+  }
+}
+
 TEST_CASE("ledger backends: an unreachable database is a clear error at open") {
   const std::string dir = unit::TempDir("pg-none").path;
   auto l = broker::Ledger::open("postgresql:///nothing?host=" + dir + "&connect_timeout=2");

@@ -1,0 +1,37 @@
+// A job's tenant slot across the servers that share a ledger (Ledger::
+// slot_take): taken before the server's own admission, waited for in line
+// (polling the ledger, cancellable), given back by the job's recorded end or,
+// on every other way out, by this guard. Nothing to do on a ledger that is
+// not shared.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "server/broker/ledger.h"
+#include "server/policy/policy.h"
+#include "server/util/result.h"
+
+namespace broker {
+
+class Cancellation;
+
+class TenantSlot {
+ public:
+  TenantSlot(Ledger& ledger, std::string job_id) : ledger_(ledger), job_id_(std::move(job_id)) {}
+  ~TenantSlot();
+  TenantSlot(const TenantSlot&) = delete;
+  TenantSlot& operator=(const TenantSlot&) = delete;
+
+  // Errors: busy (the line is full), cancelled, or the ledger's own.
+  util::Status take(const std::string& tenant, const policy::Admission& limits,
+                    const std::shared_ptr<Cancellation>& cancel);
+  // The ledger gave it back (record_end): nothing left to do.
+  void given_back() { held_ = false; }
+
+ private:
+  Ledger& ledger_;
+  const std::string job_id_;
+  bool held_ = false;  // a row in the ledger, running or queued
+};
+
+}  // namespace broker

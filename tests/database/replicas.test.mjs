@@ -1,0 +1,187 @@
+// Several servers, one PostgreSQL ledger: three `serve --http` replicas on
+// loopback with the same --database and the same tokens, and a real
+// PostgreSQL 15 cluster this test starts (postgres.sh) and removes. Over the
+// plain job API (POST /jobs, GET /jobs/{id}):
+// - the same idempotency key sent to two replicas at once runs one job;
+// - a tenant limit of 2 holds for 6 concurrent calls spread over 3 replicas;
+// - a job reads the same through any replica;
+// - a replica killed (-9) mid-job: its job reads "replica lost" once its lease
+//   runs out, the job's key replays that through another replica, no process
+//   of it is left, and once a server starts on its host and state directory
+//   again neither are its cgroups or scratch directories.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { mkStateDir } from '../integration/lib/client.mjs';
+import { skipWithoutHttp, startHttpServer, sha256 } from '../integration/lib/http.mjs';
+
+skipWithoutHttp();
+
+const here = path.dirname(new URL(import.meta.url).pathname);
+const pgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'throwbox-pg-'));
+const started = spawnSync(path.join(here, 'postgres.sh'), ['start', pgDir], { encoding: 'utf8' });
+if (started.status === 77) {
+  fs.rmSync(pgDir, { recursive: true, force: true });
+  process.stderr.write(`skip: ${started.stderr}`);
+  process.exit(77);
+}
+assert.equal(started.status, 0, started.stderr);
+const database = `postgresql:///postgres?host=${pgDir}&user=throwbox`;
+const psql = (sql) => {
+  const r = spawnSync('psql', ['-X', '-A', '-t', '-c', sql, database], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return r.stdout.trim();
+};
+
+// One tokens file for all replicas: a tenant is the same tenant through any.
+const token = { alice: crypto.randomBytes(24).toString('base64url'), bob: crypto.randomBytes(24).toString('base64url') };
+const shared = mkStateDir();
+const tokensFile = path.join(shared, 'tokens');
+fs.writeFileSync(tokensFile, `alice ${sha256(token.alice)}\nbob ${sha256(token.bob)}\n`, { mode: 0o600 });
+// The bundled policy with a tenant limit of 2 and room for 16 in line.
+const policy = JSON.parse(fs.readFileSync(process.env.THROWBOX_POLICY, 'utf8'));
+policy.admission = { ...(policy.admission ?? {}), jobs_running_max: 4, jobs_running_per_tenant_max: 2, jobs_queued_max: 16 };
+const policyFile = path.join(shared, 'policy.json');
+fs.writeFileSync(policyFile, JSON.stringify(policy));
+
+const start = (label) => startHttpServer({ tenants: null, label, policy: policyFile,
+  args: ['--tokens', tokensFile, '--database', database] });
+const replicas = [await start('replica A'), await start('replica B'), await start('replica C')];
+
+test.after(async () => {
+  for (const r of replicas) await r.stop();
+  spawnSync(path.join(here, 'postgres.sh'), ['stop', pgDir]);
+  fs.rmSync(pgDir, { recursive: true, force: true });
+});
+
+async function postJob(replica, body, tenant = 'alice') {
+  const res = await fetch(`${replica.base}/jobs`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token[tenant]}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ runtime: 'python', timeout_s: 60, ...body }),
+  });
+  const text = await res.text();
+  return { status: res.status, text, body: JSON.parse(text) };
+}
+async function getJob(replica, jobId, tenant = 'alice') {
+  const res = await fetch(`${replica.base}/jobs/${jobId}`, { headers: { Authorization: `Bearer ${token[tenant]}` } });
+  const text = await res.text();
+  return { status: res.status, text, body: text ? JSON.parse(text) : null };
+}
+
+test('the same idempotency key sent to two replicas at once runs one job', async () => {
+  const code = 'import time, random\ntime.sleep(1)\nprint(random.random())';
+  const [a, b] = await Promise.all([
+    postJob(replicas[0], { code, idempotency_key: 'once' }),
+    postJob(replicas[1], { code, idempotency_key: 'once' }),
+  ]);
+  assert.equal(a.status, 200, a.text);
+  assert.equal(b.status, 200, b.text);
+  assert.equal(a.body.status, 'completed', a.text);
+  assert.equal(a.body.job_id, b.body.job_id, `${a.text}\n${b.text}`);
+  assert.equal(a.body.stdout, b.body.stdout);  // one run: one random number
+  assert.equal(psql("SELECT count(*) FROM jobs WHERE idempotency_key = 'once'"), '1');
+  // A different request under the key is a conflict through a third replica.
+  const c = await postJob(replicas[2], { code: 'print(2)', idempotency_key: 'once' });
+  assert.equal(c.status, 409, c.text);
+});
+
+test('a tenant limit of 2 holds for 6 concurrent calls over 3 replicas; another tenant is not held up', async () => {
+  const code = 'import time\nt0 = time.time()\ntime.sleep(1.0)\nprint(t0, time.time())';
+  const calls = [];
+  for (let i = 0; i < 6; i++) calls.push(postJob(replicas[i % 3], { code: `${code}\n# ${i}` }));
+  const bob = postJob(replicas[0], { code: 'print("bob")' }, 'bob');
+  const results = await Promise.all(calls);
+  const spans = results.map((r) => {
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.body.status, 'completed', r.text);
+    const [t0, t1] = r.body.stdout.trim().split(' ').map(Number);
+    return [t0, t1];
+  });
+  // The most that ran at once: at any job's start, how many were running.
+  let most = 0;
+  for (const [s] of spans) most = Math.max(most, spans.filter(([a, b]) => a <= s && s < b).length);
+  assert.ok(most <= 2, `at most 2 at once across the replicas, saw ${most}: ${JSON.stringify(spans)}`);
+  assert.ok(most === 2, `the two slots were used side by side: ${JSON.stringify(spans)}`);
+  const b = await bob;
+  assert.equal(b.body.stdout, 'bob\n', b.text);
+  assert.equal(psql("SELECT count(*) FROM tenant_slots"), '0');  // every slot given back
+});
+
+test('a job reads the same through any replica; another tenant reads it as unknown', async () => {
+  const made = await postJob(replicas[0], { code: 'print("made on A")' });
+  assert.equal(made.status, 200, made.text);
+  for (const r of replicas) {
+    const got = await getJob(r, made.body.job_id);
+    assert.equal(got.status, 200, got.text);
+    assert.equal(got.body.stdout, 'made on A\n');
+    assert.equal(got.body.status, 'completed');
+  }
+  const foreign = await getJob(replicas[1], made.body.job_id, 'bob');
+  assert.equal(foreign.status, 404, foreign.text);
+});
+
+test('a replica killed mid-job: its job reads "replica lost" after the lease; its key replays that', async () => {
+  const victim = replicas[2];
+  const code = 'import time\nprint("started", flush=True)\ntime.sleep(50)';
+  const pending = postJob(victim, { code, idempotency_key: 'doomed' }).catch((e) => ({ error: String(e) }));
+  let jobId = '';
+  for (let i = 0; i < 200 && !jobId; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    jobId = psql("SELECT job_id FROM jobs WHERE idempotency_key = 'doomed' AND status = 'running'");
+  }
+  assert.ok(jobId, 'the job is recorded as running');
+  // Every process below the replica (its runners, their sandboxes: the job's
+  // python among them), seen before the kill.
+  const table = () => spawnSync('ps', ['-eo', 'pid=,ppid='], { encoding: 'utf8' }).stdout.trim().split('\n')
+    .map((l) => l.trim().split(/\s+/).map(Number));
+  const below = new Set([victim.pid]);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const [pid, ppid] of table()) if (below.has(ppid) && !below.has(pid)) { below.add(pid); grew = true; }
+  }
+  below.delete(victim.pid);
+  assert.ok(below.size >= 2, `the replica has a runner and a sandbox below it: ${[...below]}`);
+  const alive = () => [...below].filter((pid) => fs.existsSync(`/proc/${pid}`));
+  const scratch = fs.readdirSync(path.join(victim.stateDir, 'run'));
+  assert.ok(scratch.length >= 1, 'the job has a scratch directory');
+  victim.child.kill('SIGKILL');
+  await pending;
+  // Through another replica: running until the lease runs out, then failed.
+  const t0 = Date.now();
+  let got;
+  for (;;) {
+    got = await getJob(replicas[0], jobId);
+    assert.equal(got.status, 200, got.text);
+    if (got.body.status !== 'running') break;
+    assert.ok(Date.now() - t0 < 60_000, 'the lost job is settled within a minute');
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  assert.equal(got.body.status, 'failed', got.text);
+  assert.match(JSON.stringify(got.body), /replica lost/);
+  const replay = await postJob(replicas[1], { code, idempotency_key: 'doomed' });
+  assert.equal(replay.status, 200, replay.text);
+  assert.equal(replay.body.job_id, jobId);
+  assert.equal(replay.body.status, 'failed');
+  assert.match(replay.text, /replica lost/);
+  // The killed server's sandbox died with it (its runner's parent-death signal).
+  for (let i = 0; i < 40 && alive().length; i++) await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(alive(), [], 'no process of the killed replica is left');
+  // Its cgroups are left until a server starts on this host again, which
+  // removes those of servers that are gone; its scratch directories go when a
+  // server starts on its state directory. No mount of it is on the host.
+  const cgroupsOf = (pid) => spawnSync('find', ['/sys/fs/cgroup', '-maxdepth', '4', '-type', 'd',
+    '-name', `*-${pid}-*`], { encoding: 'utf8' }).stdout.trim();
+  replicas[2] = await startHttpServer({ tenants: null, label: 'replica C again', policy: policyFile,
+    stateDir: victim.stateDir, args: ['--tokens', tokensFile, '--database', database] });
+  assert.equal(cgroupsOf(victim.pid), '', 'the killed replica\'s cgroups are removed');
+  const left = fs.readdirSync(path.join(victim.stateDir, 'run')).filter((d) => scratch.includes(d));
+  assert.deepEqual(left, [], 'its scratch directories are removed');
+  assert.ok(!fs.readFileSync('/proc/self/mountinfo', 'utf8').includes(victim.stateDir), 'no mount of it is left');
+  const after = await postJob(replicas[2], { code: 'print("back")' });
+  assert.equal(after.body.stdout, 'back\n', after.text);
+});

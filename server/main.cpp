@@ -14,6 +14,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <stdexcept>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -85,6 +86,10 @@ constexpr const char* kServeHelp =
     "                         no password in it: libpq's ~/.pgpass, PGPASSFILE\n"
     "                         or PGPASSWORD); default: the policy's\n"
     "                         server.database, else SQLite in the state directory\n"
+    "  --store DIR            Keep inputs, artifacts and the receipt key in DIR,\n"
+    "                         shared by every server given the same one (a\n"
+    "                         shared file system); default: the policy's\n"
+    "                         server.store, else the state directory\n"
     "  -h, --help             Print this help and exit\n"
     "\n"
     "HTTP options:\n"
@@ -226,6 +231,7 @@ struct Options {
   std::string policy_path;
   std::string log_level = "info";
   std::string database;  // serve --database
+  std::string store;     // serve --store
   bool http = false;     // serve --http HOST:PORT
   transport::http::Options http_options;
 };
@@ -256,6 +262,9 @@ Options parse_flags(const std::string& command, int argc, char** argv) {
       o.database = value("--database");
       if (std::string why = util::database_uri_problem(o.database); !why.empty())
         throw UsageError(command, "--database " + util::redact_database_uri(o.database) + ": " + why);
+    } else if (command == "serve" && a == "--store") {
+      o.store = value("--store");
+      if (o.store.empty()) throw UsageError(command, "--store needs a directory");
     } else if (command == "serve" && a == "--tokens")
       o.http_options.tokens_file = value("--tokens");
     else if (command == "serve" && a == "--oauth")
@@ -355,6 +364,11 @@ int serve(int argc, char** argv) {
   auto pol = policy::load_file(opt.policy_path);
   if (!pol) throw std::runtime_error(pol.error().message);
   if (!opt.database.empty()) pol->server.database = opt.database;
+  if (!opt.store.empty()) {
+    std::string dir = std::filesystem::absolute(opt.store).lexically_normal().string();
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    pol->server.store = dir;
+  }
   if (opt.state_dir.empty() || opt.state_dir[0] != '/') {
     char cwd[PATH_MAX];
     if (!::getcwd(cwd, sizeof cwd)) throw std::runtime_error("getcwd failed");
@@ -362,6 +376,15 @@ int serve(int argc, char** argv) {
   }
   if (auto s = util::make_dirs(opt.state_dir, 0700); !s) throw std::runtime_error(s.error().message);
   ::chmod(opt.state_dir.c_str(), 0700);
+  // Inputs, artifacts and the receipt key: the state directory, or a store of
+  // their own (shared by the servers of one database).
+  const std::string store_root = pol->server.store.empty() ? opt.state_dir : pol->server.store;
+  if (store_root != opt.state_dir) {
+    if (auto s = util::make_dirs(store_root, 0700); !s) throw std::runtime_error("store: " + s.error().message);
+    if (::access(store_root.c_str(), R_OK | W_OK | X_OK) != 0)
+      throw std::runtime_error("store " + store_root + ": this server's user cannot read and write it (" +
+                               std::strerror(errno) + ")");
+  }
   // A dead client must not kill us mid-write; write() reports EPIPE instead.
   ::signal(SIGPIPE, SIG_IGN);
   // Before any thread exists, so every thread inherits the mask: SIGINT and
@@ -394,7 +417,7 @@ int serve(int argc, char** argv) {
   } else {
     spdlog::info("cgroups: {} ({})", to_string(cgroup_host.mode), cgroup_host.placement);
   }
-  store::Store store(opt.state_dir);
+  store::Store store(opt.state_dir, store_root);
   policy::Live live(std::make_shared<const policy::Policy>(std::move(*pol)));
   const std::shared_ptr<const policy::Policy> boot = live.get();
   broker::Jobs jobs(live, store, runner_exe(), sandbox::cgroups::to_json(cgroup_host));

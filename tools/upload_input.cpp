@@ -1,6 +1,8 @@
 // upload_input: store a file for later runs; it appears read-only at /inputs/<name>.
 #include "tools/registry.h"
 
+#include <spdlog/spdlog.h>
+
 #include "server/util/base64.h"
 
 namespace tools {
@@ -76,7 +78,11 @@ Tool make_upload_input(const policy::Policy& policy) {
     // Name first: libmagic should never see content under a name we refuse.
     if (auto s = store::validate_input_name(name); !s) return error_result(s.error().message);
     auto rec = ctx.store.put_input(ctx.tenant, name, content, ctx.broker.upload_media_type(name, content));
-    if (!rec) return error_result(rec.error().message);
+    if (!rec) {
+      if (rec.error().code == util::ErrorCode::kIo)
+        spdlog::error("upload_input: tenant {}: {}", ctx.tenant, rec.error().message);
+      return error_result(store::client_message(rec.error()));
+    }
     json out{{"input_id", rec->input_id},
              {"name", rec->name},
              {"size", rec->size},

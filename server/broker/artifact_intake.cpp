@@ -85,7 +85,7 @@ std::vector<ArtifactSummary> store_artifacts(const artifacts::Gate& gate, helper
     if (!stored) {
       spdlog::error("job {}: storing artifact {}: {}", job_id, f.name, stored.error().message);
       a.verdict = artifacts::VerdictKind::kRejected;
-      a.reason = "could not be stored";
+      a.reason = "could not be stored: " + store::client_message(stored.error());
     } else {
       a.artifact_id = stored->artifact_id;
       a.size = stored->size;  // sanitized content may differ from what the job wrote

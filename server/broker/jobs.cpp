@@ -160,7 +160,7 @@ Jobs::Jobs(policy::Live& live, store::Store& store, std::string runner_exe, nloh
       identities_(make_identities(policy_)),
       gate_(make_gate(policy_)),
       ledger_(open_ledger(policy_, store.state_dir())),
-      receipts_(open_receipts(store.state_dir())),
+      receipts_(open_receipts(store.root())),
       workspaces_(policy_.workspaces, store.state_dir() + "/workspaces", *ledger_),
       admission_(policy_.admission),
       keys_([this](const std::string& tenant, const std::string& key) { return ledger_->find_by_key(tenant, key); }),

@@ -268,6 +268,7 @@ const Key<Server> kServerKeys[] = {
     integer("concurrent_calls_max", &Server::concurrent_calls_max, 1, 256),
     integer("http_connections_per_address_max", &Server::http_connections_per_address_max, 1, kHttpConnectionsMax),
     other<Server>("database", Kind::kString),  // a PostgreSQL connection URI without a password
+    other<Server>("store", Kind::kString),     // an absolute directory
 };
 
 const Key<Sandbox> kSandboxKeys[] = {
@@ -497,6 +498,12 @@ bool parse_server(Reader& r, const json& s, Server& o) {
     o.database = s["database"].get<std::string>();
     if (std::string why = util::database_uri_problem(o.database); !o.database.empty() && !why.empty())
       return r.fail("server.database", why);
+  }
+  if (s.contains("store")) {
+    if (!s["store"].is_string()) return r.fail("server.store", "must be a string");
+    o.store = s["store"].get<std::string>();
+    if (!o.store.empty() && !is_canonical_absolute(o.store))
+      return r.fail("server.store", "must be an absolute path without \".\", \"..\" or \"//\" (\"/srv/throwbox\")");
   }
   return true;
 }
@@ -1184,7 +1191,8 @@ nlohmann::json effective_json(const Policy& p) {
         {"json_max_depth", static_cast<uint64_t>(p.server.json_max_depth)},
         {"concurrent_calls_max", static_cast<uint64_t>(p.server.concurrent_calls_max)},
         {"http_connections_per_address_max", p.server.http_connections_per_address_max},
-        {"database", p.server.database}}},
+        {"database", p.server.database},
+        {"store", p.server.store}}},
       {"admission",
        {{"jobs_running_max", p.admission.jobs_running_max},
         {"jobs_running_per_tenant_max", p.admission.jobs_running_per_tenant_max},

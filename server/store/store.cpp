@@ -1,10 +1,14 @@
-// Store layout under the state directory:
+// Store layout under its root (the state directory, or a store of its own
+// several servers share):
 //   tenants/<tenant>/blobs/<sha256>          content, 0444 (bound read-only into sandboxes)
+//   tenants/<tenant>/blobs/.lock             flock: shared while a blob is reused or
+//                                            written, exclusive while the janitor removes one
 //   tenants/<tenant>/inputs/<input_id>.json  metadata
 //   tenants/<tenant>/artifacts/<id>.json     metadata
 // Server threads only; never touched from inside a sandbox.
 #include "server/store/store.h"
 
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +30,34 @@ namespace {
 
 using nlohmann::json;
 constexpr size_t kMetaMaxBytes = 64 * 1024;
+
+// The lock file of a tenant's blobs directory (flock: on NFS, the kernel
+// takes it as a lock the server knows).
+constexpr const char* kBlobLock = ".lock";
+
+class BlobLock {
+ public:
+  BlobLock(const std::string& dir, int how) {
+    const std::string path = dir + "/" + kBlobLock;
+    fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd_.valid()) {
+      error_ = util::call_error("open", path, errno);
+      return;
+    }
+    while (::flock(fd_.get(), how) != 0) {
+      if (errno == EINTR) continue;
+      error_ = util::call_error("flock", path, errno);
+      fd_.reset();
+      return;
+    }
+  }
+  bool held() const { return fd_.valid(); }
+  const std::string& error() const { return error_; }
+
+ private:
+  util::UniqueFd fd_;  // closing it unlocks
+  std::string error_;
+};
 
 // Handles are 32 lowercase hex digits; anything else is unknown before any lookup.
 bool is_handle(const std::string& id) {
@@ -99,7 +131,19 @@ std::optional<ArtifactPart> artifact_part_from_uri(const std::string& uri) {
   return ArtifactPart{id, std::stoull(k)};
 }
 
-Store::Store(std::string state_dir) : state_dir_(std::move(state_dir)) {}
+std::string client_message(const util::Error& error) {
+  if (error.code != util::ErrorCode::kIo) return error.message;
+  const std::string& m = error.message;
+  if (m.find("ENOSPC") != std::string::npos || m.find("EDQUOT") != std::string::npos)
+    return "the store is full: no space is left for this file (the server's log names the file); retry later";
+  if (m.find("EROFS") != std::string::npos) return "the store is read-only: nothing was written";
+  if (m.find("EACCES") != std::string::npos || m.find("EPERM") != std::string::npos)
+    return "the store refused the write (permissions): nothing was written";
+  return "the store could not keep the file (an I/O error the server's log names): nothing was written";
+}
+
+Store::Store(std::string state_dir, std::string root)
+    : state_dir_(std::move(state_dir)), root_(root.empty() ? state_dir_ : std::move(root)) {}
 
 util::Status Store::check_tenant(const std::string& tenant) const {
   if (tenant.empty() || tenant.size() > 64 ||
@@ -108,13 +152,17 @@ util::Status Store::check_tenant(const std::string& tenant) const {
   return util::ok_status();
 }
 
-std::string Store::tenant_dir(const std::string& tenant) const { return state_dir_ + "/tenants/" + tenant; }
+std::string Store::tenant_dir(const std::string& tenant) const { return root_ + "/tenants/" + tenant; }
 
 util::Result<std::string> Store::put_blob(const std::string& tenant, const std::string& sha256,
                                           const std::string& content) {
   std::string dir = tenant_dir(tenant) + "/blobs";
   if (auto s = util::make_dirs(dir, 0700); !s) return s.error();
   std::string path = dir + "/" + sha256;
+  // Another server's janitor (a shared store) may be removing this very blob:
+  // its exclusive lock waits for ours, and it looks at the mtime again after.
+  BlobLock lock(dir, LOCK_SH);
+  if (!lock.held()) return util::make_error(util::ErrorCode::kIo, lock.error());
   if (::access(path.c_str(), F_OK) == 0) {
     // Content-addressed: already there. Fresh mtime, so the janitor keeps it.
     ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
@@ -242,8 +290,16 @@ size_t Store::expire(uint64_t inputs_ttl_s, uint64_t artifacts_ttl_s) {
     std::error_code ec;
     if (older_than(p, ttl_s) && fs::remove(p, ec)) ++removed;
   };
+  // A blob: also under its directory's lock, which every server's put_blob
+  // takes shared.
+  auto remove_blob_if_still_old = [&](const fs::path& p, uint64_t ttl_s) {
+    std::lock_guard lock(mu_);
+    BlobLock blobs(p.parent_path().string(), LOCK_EX);
+    std::error_code ec;
+    if (blobs.held() && older_than(p, ttl_s) && fs::remove(p, ec)) ++removed;
+  };
   std::error_code ec;
-  for (auto& tenant : fs::directory_iterator(state_dir_ + "/tenants", ec)) {
+  for (auto& tenant : fs::directory_iterator(root_ + "/tenants", ec)) {
     std::set<std::string> referenced;
     std::vector<std::pair<fs::path, uint64_t>> stale;
     for (auto [sub, ttl] : {std::pair<const char*, uint64_t>{"inputs", inputs_ttl_s}, {"artifacts", artifacts_ttl_s}}) {
@@ -267,9 +323,10 @@ size_t Store::expire(uint64_t inputs_ttl_s, uint64_t artifacts_ttl_s) {
     const uint64_t min_ttl = std::min(inputs_ttl_s, artifacts_ttl_s);
     std::vector<fs::path> unreferenced;
     for (auto& e : fs::directory_iterator(tenant.path() / "blobs", ec))
-      if (!referenced.count(e.path().filename().string()) && older_than(e.path(), min_ttl))
+      if (e.path().filename() != kBlobLock && !referenced.count(e.path().filename().string()) &&
+          older_than(e.path(), min_ttl))
         unreferenced.push_back(e.path());
-    for (auto& path : unreferenced) remove_if_still_old(path, min_ttl);
+    for (auto& path : unreferenced) remove_blob_if_still_old(path, min_ttl);
   }
   return removed;
 }

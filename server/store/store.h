@@ -55,9 +55,18 @@ std::string artifact_part_uri(const std::string& artifact_id, uint64_t index);
 std::optional<ArtifactPart> artifact_part_from_uri(const std::string& uri);
 inline uint64_t artifact_parts(uint64_t size, uint64_t part_bytes) { return (size + part_bytes - 1) / part_bytes; }
 
+// What a client is told when the store could not keep a file: the cause,
+// never the host's paths ("the store is full ..."); an error that is not
+// the store's I/O (a bad name, a bad tenant) is passed as it is.
+std::string client_message(const util::Error& error);
+
 class Store {
  public:
-  explicit Store(std::string state_dir);
+  // Records and blobs under root (the state directory unless the server is
+  // given a store of its own, which several servers may share: every file is
+  // written whole and renamed into place, blobs are named by their content,
+  // and a blob the janitor removes is locked against a reuse meanwhile).
+  explicit Store(std::string state_dir, std::string root = "");
 
   util::Status check_tenant(const std::string& tenant) const;
   // media_type: as sniffed by the caller (the gate); empty: guessed here.
@@ -78,13 +87,17 @@ class Store {
   // than the whole file; fewer at its end.
   util::Result<std::string> read_blob_range(const std::string& blob_path, uint64_t offset, uint64_t length) const;
 
+  // This server's own directory (scratch, caches, its ledger file, its keys).
   const std::string& state_dir() const { return state_dir_; }
+  // Where records and blobs live (== state_dir() unless a store was given).
+  const std::string& root() const { return root_; }
 
  private:
   std::string tenant_dir(const std::string& tenant) const;
   util::Result<std::string> put_blob(const std::string& tenant, const std::string& sha256, const std::string& content);
 
   std::string state_dir_;
+  std::string root_;
   std::mutex mu_;  // serialises blob creation, metadata writes and each removal by expire()
 };
 

@@ -72,11 +72,14 @@ bool is_job_id(const std::string& id) {
 std::string not_ready_reason(protocol::mcp::ServerContext& s) {
   if (s.policy.get()->available_runtimes().empty()) return "no runtime of the policy is available on this host";
   if (std::string why = s.broker.unready_reason(); !why.empty()) return why;
-  const std::string& dir = s.store.state_dir();
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) return "the state directory is not writable";
-  struct statvfs fs {};
-  if (::statvfs(dir.c_str(), &fs) == 0 && static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < kStateDirFreeMinBytes)
-    return "the state directory's file system is full";
+  for (const auto& [dir, what] :
+       {std::pair<const std::string&, const char*>{s.store.state_dir(), "the state directory"},
+        {s.store.root(), "the store"}}) {
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) return std::string(what) + " is not writable";
+    struct statvfs fs {};
+    if (::statvfs(dir.c_str(), &fs) == 0 && static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < kStateDirFreeMinBytes)
+      return std::string(what) + "'s file system is full";
+  }
   return "";
 }
 
@@ -183,8 +186,10 @@ class Ops {
         return 400;
       }
       spdlog::error("http POST /inputs: tenant {}: {}", tenant, rec.error().message);
-      send_error(res, 500, "internal error: the input could not be stored");
-      return 500;
+      const std::string why = store::client_message(rec.error());
+      const int status = why.rfind("the store is full", 0) == 0 ? 507 : 500;
+      send_error(res, status, "the input could not be stored: " + why);
+      return status;
     }
     out = {{"input_id", rec->input_id},
            {"name", rec->name},

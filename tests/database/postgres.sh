@@ -11,7 +11,10 @@
 # The cluster runs as the user "postgres" (made by Debian's package) when
 # started as root, since the server refuses to run as root; else as the
 # caller. Authentication is trust, on a socket only its owner's directory
-# reaches. Exit 77 when PostgreSQL is not installed.
+# reaches. fsync is off (the tests need no durability across a power cut;
+# a crash of the server process loses nothing) unless THROWBOX_PG_FSYNC=on;
+# THROWBOX_PG_OPTIONS adds server settings ("-c name=value ...").
+# Exit 77 when PostgreSQL is not installed.
 set -euo pipefail
 
 cmd=${1:-}
@@ -34,7 +37,7 @@ as_owner() {
 
 start() {
   as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -o "-c listen_addresses='' -c unix_socket_directories='$dir' -c max_connections=200 -c fsync=off" \
+    -o "-c listen_addresses='' -c unix_socket_directories='$dir' -c max_connections=200 -c fsync=${THROWBOX_PG_FSYNC:-off} ${THROWBOX_PG_OPTIONS:-}" \
     start >/dev/null
 }
 

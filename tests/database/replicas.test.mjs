@@ -1,10 +1,13 @@
-// Several servers, one PostgreSQL ledger: three `serve --http` replicas on
-// loopback with the same --database and the same tokens, and a real
-// PostgreSQL 15 cluster this test starts (postgres.sh) and removes. Over the
-// plain job API (POST /jobs, GET /jobs/{id}):
+// Several servers, one state: three `serve --http` replicas on loopback with
+// the same --database, --store and tokens (each its own state directory),
+// and a real PostgreSQL 15 cluster this test starts (postgres.sh) and
+// removes. Over the plain job API (POST /inputs, POST /jobs, GET /jobs/{id})
+// and stateless MCP (fetch_artifact):
 // - the same idempotency key sent to two replicas at once runs one job;
 // - a tenant limit of 2 holds for 6 concurrent calls spread over 3 replicas;
-// - a job reads the same through any replica;
+// - a job reads the same through any replica; an input uploaded through one
+//   is used by a job on another; an artifact made on one is fetched through
+//   another; every replica signs with one receipt key;
 // - a replica killed (-9) mid-job: its job reads "replica lost" once its lease
 //   runs out, the job's key replays that through another replica, no process
 //   of it is left, and once a server starts on its host and state directory
@@ -17,7 +20,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { mkStateDir } from '../integration/lib/client.mjs';
-import { skipWithoutHttp, startHttpServer, sha256 } from '../integration/lib/http.mjs';
+import { post, skipWithoutHttp, startHttpServer, sha256 } from '../integration/lib/http.mjs';
 
 skipWithoutHttp();
 
@@ -48,8 +51,9 @@ policy.admission = { ...(policy.admission ?? {}), jobs_running_max: 4, jobs_runn
 const policyFile = path.join(shared, 'policy.json');
 fs.writeFileSync(policyFile, JSON.stringify(policy));
 
-const start = (label) => startHttpServer({ tenants: null, label, policy: policyFile,
-  args: ['--tokens', tokensFile, '--database', database] });
+const storeDir = path.join(shared, 'store');
+const start = (label, stateDir) => startHttpServer({ tenants: null, label, policy: policyFile,
+  ...(stateDir ? { stateDir } : {}), args: ['--tokens', tokensFile, '--database', database, '--store', storeDir] });
 const replicas = [await start('replica A'), await start('replica B'), await start('replica C')];
 
 test.after(async () => {
@@ -125,6 +129,44 @@ test('a job reads the same through any replica; another tenant reads it as unkno
   assert.equal(foreign.status, 404, foreign.text);
 });
 
+// One stateless MCP call (2026-07-28: no session) to a replica.
+async function mcp(replica, tool, args, tenant = 'alice') {
+  const version = '2026-07-28';
+  const r = await post(`${replica.base}/mcp`, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: {
+    name: tool, arguments: args,
+    _meta: { 'io.modelcontextprotocol/protocolVersion': version, 'io.modelcontextprotocol/clientCapabilities': {},
+      'io.modelcontextprotocol/clientInfo': { name: 'replicas-test', version: '1' } } } },
+  { token: token[tenant], headers: { 'MCP-Protocol-Version': version, 'Mcp-Method': 'tools/call', 'Mcp-Name': tool } });
+  assert.equal(r.status, 200, r.text);
+  return r.body.result;
+}
+
+test('the store is one: an input through B, its job on C, its artifact fetched through A; one receipt key', async () => {
+  const up = await fetch(`${replicas[1].base}/inputs?name=sales.csv`, {
+    method: 'POST', headers: { Authorization: `Bearer ${token.alice}` }, body: 'region,amount\nnorth,3\nsouth,4\n',
+  });
+  const input = await up.json();
+  assert.equal(up.status, 201, JSON.stringify(input));
+  const code = 'import csv\nrows = list(csv.DictReader(open("/inputs/sales.csv")))\n' +
+    'open("/outputs/total.csv", "w").write("total\\n%d\\n" % sum(int(r["amount"]) for r in rows))\nprint(len(rows))';
+  const job = await postJob(replicas[2], { code, input_ids: [input.input_id] });
+  assert.equal(job.body.status, 'completed', job.text);
+  assert.equal(job.body.stdout, '2\n');
+  const artifact = job.body.artifacts.find((a) => a.name === 'total.csv');
+  assert.ok(artifact?.artifact_id, job.text);
+  const fetched = await mcp(replicas[0], 'fetch_artifact', { artifact_id: artifact.artifact_id });
+  assert.ok(!fetched.isError, JSON.stringify(fetched));
+  assert.match(JSON.stringify(fetched.content), /total\\n7\\n/);
+  // Another tenant: unknown through any replica.
+  const foreign = await mcp(replicas[1], 'fetch_artifact', { artifact_id: artifact.artifact_id }, 'bob');
+  assert.equal(foreign.isError, true, JSON.stringify(foreign));
+  // One receipt key: every replica serves it, and the job's receipt names it.
+  const keys = await Promise.all(replicas.map(async (r) => (await fetch(`${r.base}/.well-known/throwbox-receipt-key`)).json()));
+  assert.equal(new Set(keys.map((k) => k.key_id)).size, 1, JSON.stringify(keys));
+  assert.equal(job.body.receipt.key_id, keys[0].key_id);
+  assert.ok(!fs.existsSync(path.join(replicas[0].stateDir, 'tenants')), 'no record in a replica\'s own directory');
+});
+
 test('a replica killed mid-job: its job reads "replica lost" after the lease; its key replays that', async () => {
   const victim = replicas[2];
   const code = 'import time\nprint("started", flush=True)\ntime.sleep(50)';
@@ -176,8 +218,7 @@ test('a replica killed mid-job: its job reads "replica lost" after the lease; it
   // server starts on its state directory. No mount of it is on the host.
   const cgroupsOf = (pid) => spawnSync('find', ['/sys/fs/cgroup', '-maxdepth', '4', '-type', 'd',
     '-name', `*-${pid}-*`], { encoding: 'utf8' }).stdout.trim();
-  replicas[2] = await startHttpServer({ tenants: null, label: 'replica C again', policy: policyFile,
-    stateDir: victim.stateDir, args: ['--tokens', tokensFile, '--database', database] });
+  replicas[2] = await start('replica C again', victim.stateDir);
   assert.equal(cgroupsOf(victim.pid), '', 'the killed replica\'s cgroups are removed');
   const left = fs.readdirSync(path.join(victim.stateDir, 'run')).filter((d) => scratch.includes(d));
   assert.deepEqual(left, [], 'its scratch directories are removed');

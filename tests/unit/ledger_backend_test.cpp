@@ -455,8 +455,8 @@ TEST_CASE("ledger backends: a lost server's tenant slots come back once its leas
 }
 
 TEST_CASE("ledger backends: an unreachable database is a clear error at open") {
-  const std::string dir = unit::TempDir("pg-none").path;
-  auto l = broker::Ledger::open("postgresql:///nothing?host=" + dir + "&connect_timeout=2");
+  unit::TempDir none("pg-none");  // a socket directory with no server in it
+  auto l = broker::Ledger::open("postgresql:///nothing?host=" + none.path + "&connect_timeout=2");
   REQUIRE_FALSE(l.ok());
   CHECK(l.error().message.find("cannot connect") != std::string::npos);
 }

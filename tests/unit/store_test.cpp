@@ -3,12 +3,14 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <string>
 
 #include "server/store/store.h"
@@ -432,4 +434,36 @@ TEST_CASE("expire: old records go, then blobs no record references; a referenced
   CHECK_FALSE(s.get_input("alice", reused->input_id));
   CHECK(s.get_input("alice", again->input_id));
   CHECK(std::filesystem::exists(again->blob_path));
+}
+
+// A store several servers share: a second Store on the same root (another
+// server) sees what the first wrote; the janitor's removal of a blob and a
+// reuse of it exclude each other across servers through the blobs lock.
+TEST_CASE("a shared store: another server's Store reads the records; a blob reuse waits for the janitor's lock") {
+  TempDir local_a, local_b, shared;
+  store::Store a(local_a.path, shared.path);
+  store::Store b(local_b.path, shared.path);
+  CHECK(a.root() == shared.path);
+  CHECK(a.state_dir() == local_a.path);
+  auto in = a.put_input("t1", "x.csv", "a,b\n1,2\n");
+  REQUIRE(in.ok());
+  auto seen = b.get_input("t1", in->input_id);
+  REQUIRE(seen.ok());
+  CHECK(seen->sha256 == in->sha256);
+  CHECK(seen->blob_path.rfind(shared.path + "/", 0) == 0);
+  CHECK_FALSE(std::filesystem::exists(local_a.path + "/tenants"));  // nothing of it in the server's own directory
+
+  // The janitor of some server holds the blobs lock: a reuse (the same
+  // content again) waits for it rather than refresh a blob being removed.
+  const std::string lock_path = shared.path + "/tenants/t1/blobs/.lock";
+  int held = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(held >= 0);
+  REQUIRE(::flock(held, LOCK_EX) == 0);
+  auto again = std::async(std::launch::async, [&] { return b.put_input("t1", "y.csv", "a,b\n1,2\n").ok(); });
+  CHECK(again.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  ::close(held);  // the lock goes with it
+  CHECK(again.get());
+  // The lock file is never taken for a blob: an expiry keeps it.
+  a.expire(0, 0);
+  CHECK(std::filesystem::exists(lock_path));
 }

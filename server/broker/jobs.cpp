@@ -705,7 +705,12 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     // Another server's call with this key won the row: the caller waits for
     // that job instead (Idempotency). Any other failure fails the call.
     const bool taken = s.error().code == util::ErrorCode::kConflict && !start->row.idempotency_key.empty();
-    start->error = taken ? key_taken() : util::make_error(util::ErrorCode::kInternal, s.error().message);
+    if (taken)
+      start->error = key_taken();
+    else if (start->ledger.shared())
+      start->error = database_unavailable(s.error());  // nothing started: retry later or elsewhere
+    else
+      start->error = util::make_error(util::ErrorCode::kInternal, s.error().message);
     return *start->error;
   };
 

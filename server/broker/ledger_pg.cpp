@@ -188,6 +188,11 @@ const Statement kJobsLost{
     "UPDATE jobs SET status = 'failed', ended_ms = $2, result = $1 WHERE status = 'running' AND NOT EXISTS"
     " (SELECT 1 FROM replicas r WHERE r.replica_id = jobs.replica AND r.lease_expires_ms > throwbox_now_ms())",
     true};
+// A server that stops cleanly: its own rows still running, at once.
+const Statement kJobsLeft{"jobs_left",
+                          "UPDATE jobs SET status = 'failed', ended_ms = $2, result = $1 WHERE status = 'running'"
+                          " AND replica = $3",
+                          true};
 const Statement kJobsExpire{"jobs_expire", "DELETE FROM jobs WHERE status <> 'running' AND ended_ms < $1", true};
 const Statement kTaskInsert{
     "task_insert",
@@ -216,6 +221,10 @@ const Statement kTasksLost{
     " expires_ms = greatest(expires_ms, $4) WHERE status = 'working' AND NOT EXISTS"
     " (SELECT 1 FROM replicas r WHERE r.replica_id = tasks.replica AND r.lease_expires_ms > throwbox_now_ms())",
     true};
+const Statement kTasksLeft{"tasks_left",
+                           "UPDATE tasks SET status = 'failed', status_message = $1, result = $2, updated_ms = $3,"
+                           " expires_ms = greatest(expires_ms, $4) WHERE status = 'working' AND replica = $5",
+                           true};
 const Statement kTaskExpireAll{"task_expire_all", "DELETE FROM tasks WHERE status <> 'working' AND expires_ms <= $1",
                                true};
 const Statement kTaskExpireTenant{
@@ -438,8 +447,10 @@ class PgLedger final : public Ledger {
   std::vector<std::unique_ptr<Conn>> idle_;  // under pool_mu_
   size_t open_ = 0;                          // connections made and not closed, under pool_mu_
 
-  // Steady-clock ms until which this replica's lease is known to hold.
+  // Steady-clock ms until which this replica's lease is known to hold, and
+  // since when it has been renewed without a miss (0: the last round missed).
   std::atomic<int64_t> lease_until_{0};
+  std::atomic<int64_t> renewed_since_{0};
   std::mutex lost_mu_;
   std::string lost_reason_;  // what the last fail_interrupted asked for, under lost_mu_
   struct TaskLoss {
@@ -448,6 +459,16 @@ class PgLedger final : public Ledger {
     int64_t keep_ms = 0;
   };
   std::optional<TaskLoss> task_loss_;  // under lost_mu_
+  // Ends the database did not take when they came (it did not answer).
+  struct PendingEnd {
+    std::string job_id;
+    std::string status;
+    nlohmann::json result;
+    int64_t ended_ms = 0;
+  };
+  void write_pending_ends();
+  std::mutex pending_mu_;
+  std::vector<PendingEnd> pending_ends_;  // under pending_mu_, in the order they came
   std::jthread leases_;
 };
 
@@ -644,6 +665,7 @@ util::Status PgLedger::start() {
       run(pgsql::kReplicaInsert, {replica_, std::string(host), pgsql::num(::getpid()), pgsql::num(lease_ms_)});
   if (!joined) return joined.error();
   lease_until_ = steady_ms() + lease_ms_ * 2 / 3;
+  renewed_since_ = steady_ms();
   leases_ = std::jthread([this](std::stop_token stop) {
     std::mutex mu;
     std::condition_variable_any cv;
@@ -660,12 +682,23 @@ util::Status PgLedger::start() {
 PgLedger::~PgLedger() {
   if (!leases_.joinable()) return;  // never joined: nothing to give back
   leases_ = {};                     // stops and joins the lease thread
+  write_pending_ends();             // a last try: what is still kept is lost with the lease
   // A clean stop gives the lease back at once: what is still running here is
   // lost now, not a lease later.
-  if (auto left = run(pgsql::kReplicaLeave, {replica_}); !left)
+  if (auto left = run(pgsql::kReplicaLeave, {replica_}); !left) {
     spdlog::warn("database {}: leaving: {}", shown_, left.error().message);
-  else
-    settle_lost();
+    return;
+  }
+  const int64_t now = pgsql::wall_ms();
+  (void)run(pgsql::kJobsLeft, {pgsql::json_text({{"interrupted", kReplicaLost}}), pgsql::num(now), replica_});
+  std::optional<TaskLoss> tasks;
+  {
+    std::lock_guard lock(lost_mu_);
+    tasks = task_loss_;
+  }
+  if (tasks)
+    (void)run(pgsql::kTasksLeft, {tasks->message, pgsql::json_text(tasks->result), pgsql::num(now),
+                                  pgsql::num(now + tasks->keep_ms), replica_});
 }
 
 void PgLedger::lease_round() {
@@ -673,8 +706,10 @@ void PgLedger::lease_round() {
   auto renewed = run(pgsql::kReplicaRenew, {replica_, pgsql::num(lease_ms_)});
   if (!renewed) {
     spdlog::warn("database {}: lease not renewed: {}", shown_, renewed.error().message);
+    renewed_since_ = 0;
     return;
   }
+  if (renewed_since_.load() == 0) renewed_since_ = before;
   if (renewed->count() == 0 || renewed->text(0, 0) == "t") {
     // Gone (a replica that found it lost forgot it) or run out: our running
     // rows may already be failed; those that are not carry on.
@@ -688,11 +723,18 @@ void PgLedger::lease_round() {
     }
   }
   lease_until_ = before + lease_ms_ * 2 / 3;
+  write_pending_ends();
   settle_lost();
   (void)run(pgsql::kReplicasForget, {});
 }
 
 size_t PgLedger::settle_lost() {
+  // Only once this server has renewed its own lease for a whole lease without
+  // a miss: after the database was away (a restart) every server's lease may
+  // have run out, and each must have had its turn to renew before any is
+  // judged lost.
+  const int64_t since = renewed_since_.load();
+  if (since == 0 || steady_ms() - since < lease_ms_) return 0;
   std::string reason;
   std::optional<TaskLoss> tasks;
   {
@@ -749,9 +791,40 @@ void PgLedger::slot_release(const std::string& job_id) {
 }
 
 util::Status PgLedger::record_end(const std::string& job_id, const std::string& status, const nlohmann::json& result) {
-  auto rows = run(pgsql::kJobEnd, {status, pgsql::json_text(result), pgsql::num(pgsql::wall_ms()), job_id});
-  if (!rows) return rows.error();
+  const int64_t ended = pgsql::wall_ms();
+  auto rows = run(pgsql::kJobEnd, {status, pgsql::json_text(result), pgsql::num(ended), job_id});
+  if (rows) return util::ok_status();
+  if (rows.error().code != util::ErrorCode::kIo && rows.error().code != util::ErrorCode::kBusy) return rows.error();
+  // The database does not answer: the end is kept and written by the lease
+  // rounds once it does, so a job that ran is never left "running" by a
+  // database restart (unless this server is lost meanwhile: then it is
+  // failed as lost, and the late end changes nothing).
+  std::lock_guard lock(pending_mu_);
+  pending_ends_.push_back(PendingEnd{job_id, status, result, ended});
+  spdlog::warn("{}; job {}: its end is kept and written when the database answers ({} waiting)", rows.error().message,
+               job_id, pending_ends_.size());
   return util::ok_status();
+}
+
+void PgLedger::write_pending_ends() {
+  std::vector<PendingEnd> pending;
+  {
+    std::lock_guard lock(pending_mu_);
+    pending.swap(pending_ends_);
+  }
+  std::vector<PendingEnd> still;
+  for (auto& e : pending) {
+    if (!still.empty() ||
+        !run(pgsql::kJobEnd, {e.status, pgsql::json_text(e.result), pgsql::num(e.ended_ms), e.job_id})) {
+      still.push_back(std::move(e));  // the database went again: keep the rest, in order
+      continue;
+    }
+    spdlog::info("database {}: job {}: its kept end is written", shown_, e.job_id);
+  }
+  if (still.empty()) return;
+  std::lock_guard lock(pending_mu_);
+  pending_ends_.insert(pending_ends_.begin(), std::make_move_iterator(still.begin()),
+                       std::make_move_iterator(still.end()));
 }
 
 std::optional<LedgerRow> PgLedger::find_by_key(const std::string& tenant, const std::string& key) {
@@ -842,9 +915,10 @@ size_t PgLedger::task_fail_interrupted(const std::string& message, const nlohman
     std::lock_guard lock(lost_mu_);
     task_loss_ = TaskLoss{message, result, keep_ms};
   }
-  auto rows =
-      run(pgsql::kTasksLost, {message, pgsql::json_text(result), pgsql::num(now_ms), pgsql::num(now_ms + keep_ms)});
-  return rows ? static_cast<size_t>(rows->changed()) : 0;
+  // Settled by the lease rounds, as jobs are (settle_lost): a server that has
+  // just started waits a lease first.
+  (void)now_ms;
+  return settle_lost();
 }
 
 size_t PgLedger::task_expire(const std::string& tenant, int64_t now_ms) {

@@ -15,6 +15,12 @@ namespace broker {
 
 class Cancellation;
 
+// A shared ledger's failure to answer, as the call is told: unavailable
+// (HTTP 503 with Retry-After), the database's own message in the log only.
+// Any other error passes as it is.
+inline constexpr uint64_t kUnavailableRetryAfterS = 5;
+util::Error database_unavailable(const util::Error& error);
+
 class TenantSlot {
  public:
   TenantSlot(Ledger& ledger, std::string job_id) : ledger_(ledger), job_id_(std::move(job_id)) {}

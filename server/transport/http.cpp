@@ -33,6 +33,14 @@
 #include "server/util/text.h"
 
 namespace transport::http {
+
+namespace {
+// Whether the request this thread serves is counted in flight (a POST past
+// the pre-routing checks), so its answer uncounts it.
+thread_local bool t_counted = false;
+// Past the longest job timeout, what a draining server waits for its calls.
+constexpr int64_t kDrainGraceMs = 10'000;
+}  // namespace
 namespace {
 
 using nlohmann::json;
@@ -153,10 +161,29 @@ util::Status HttpServer::run() {
       return httplib::Server::HandlerResponse::Handled;
     }
     if (!allowed(req, res)) return httplib::Server::HandlerResponse::Handled;
+    if (req.method == "POST") {
+      if (draining_) {
+        // Nothing of it ran: a load balancer may send it to another server.
+        res.status = 503;
+        res.set_header("Retry-After", "1");
+        res.set_header("Connection", "close");
+        res.set_content("Service Unavailable: this server is draining (stopping); retry through another server\n",
+                        "text/plain");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      ++in_flight_;
+      t_counted = true;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  srv->set_post_routing_handler(
-      [](const httplib::Request&, httplib::Response& res) { IntakeServer::say_if_closing(res); });
+  srv->set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    if (t_counted) {
+      t_counted = false;
+      --in_flight_;
+    }
+    if (draining_) res.set_header("Connection", "close");
+    IntakeServer::say_if_closing(res);
+  });
   // cpp-httplib 0.11.4 refuses a Content-Length above set_payload_max_length
   // with a bare 413 before any handler runs, reading the body only to discard
   // it: no id can be read there, so the JSON-RPC error has id null (the 413
@@ -234,23 +261,43 @@ util::Status HttpServer::run() {
                  [this] {
                    std::lock_guard lock(mu_);
                    return sessions_.size();
-                 }};
+                 },
+                 [this] { return draining_.load(); }};
   add_ops_routes(*srv, ops);
 #endif
 
   // SIGINT/SIGTERM (blocked in every thread by the caller) stop the server.
-  std::jthread signals([&srv](std::stop_token stop) {
+  // A replica (its ledger shared with other servers) drains on SIGTERM
+  // first: /readyz says not ready, a new POST is answered 503 at once, and
+  // the calls in flight finish, for at most the longest job timeout and 10 s
+  // more; a second signal, or SIGINT, stops it at once.
+  const bool drain_on_term = !ctx_.policy.get()->server.database.empty();
+  const auto drain_max =
+      std::chrono::milliseconds(static_cast<int64_t>(ctx_.policy.get()->limits.timeout_s_max * 1000) + kDrainGraceMs);
+  std::jthread signals([this, &srv, drain_on_term, drain_max](std::stop_token stop) {
     sigset_t set;
     ::sigemptyset(&set);
     ::sigaddset(&set, SIGINT);
     ::sigaddset(&set, SIGTERM);
+    std::optional<std::chrono::steady_clock::time_point> drain_until;
     while (!stop.stop_requested()) {
       struct timespec tick {
-        0, 200 * 1000 * 1000
+        0, 100 * 1000 * 1000
       };
       int sig = ::sigtimedwait(&set, nullptr, &tick);
-      if (sig == SIGINT || sig == SIGTERM) {
-        spdlog::info("http: signal {}; stopping", sig);
+      if (sig == SIGTERM && drain_on_term && !drain_until) {
+        draining_ = true;
+        drain_until = std::chrono::steady_clock::now() + drain_max;
+        spdlog::info("http: SIGTERM; draining: not ready, new calls refused, {} call(s) in flight finish first",
+                     in_flight_.load());
+        continue;
+      }
+      const bool drained = drain_until && (in_flight_.load() <= 0 || std::chrono::steady_clock::now() > *drain_until);
+      if (sig == SIGINT || sig == SIGTERM || drained) {
+        if (drained)
+          spdlog::info("http: drained ({} call(s) still in flight); stopping", in_flight_.load());
+        else
+          spdlog::info("http: signal {}; stopping", sig);
         srv->stop();
         return;
       }

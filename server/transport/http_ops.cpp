@@ -90,7 +90,8 @@ class Ops {
   void healthz(const httplib::Request&, httplib::Response& res) { send_text(res, 200, "ok"); }
 
   void readyz(const httplib::Request&, httplib::Response& res) {
-    std::string why = not_ready_reason(ctx_.server);
+    std::string why = ctx_.draining && ctx_.draining() ? "draining: this server is stopping and takes no new call"
+                                                       : not_ready_reason(ctx_.server);
     if (why.empty())
       send_text(res, 200, "ready");
     else
@@ -230,6 +231,10 @@ class Ops {
         const uint64_t after = e.retry_after_s.value_or(0);
         res.set_header("Retry-After", std::to_string(after ? after : kQueueFullRetryAfterS));
         return fail(after ? 429 : 503, e.message);
+      }
+      if (e.code == util::ErrorCode::kUnavailable) {
+        res.set_header("Retry-After", std::to_string(e.retry_after_s.value_or(kQueueFullRetryAfterS)));
+        return fail(503, e.message);
       }
       // A key reused for another request.
       if (e.code == util::ErrorCode::kConflict) return fail(409, e.message);

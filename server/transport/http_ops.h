@@ -18,6 +18,7 @@ struct OpsContext {
   // Returns the caller's tenant from the bearer token, or writes the 401/403 response itself and returns nullopt.
   std::function<std::optional<std::string>(const httplib::Request&, httplib::Response&)> authenticate;
   std::function<size_t()> sessions_open;  // for /metrics
+  std::function<bool()> draining;         // for /readyz
 };
 
 void add_ops_routes(httplib::Server& srv, OpsContext ctx);

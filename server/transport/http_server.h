@@ -108,6 +108,10 @@ class HttpServer {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<HttpSession>> sessions_;
   std::atomic<size_t> get_streams_{0};
+  // Draining (a replica's SIGTERM): not ready, no new call, the calls in
+  // flight (POSTs between routing and their answer) finish first.
+  std::atomic<bool> draining_{false};
+  std::atomic<int> in_flight_{0};
 };
 
 // ---- http_stateless.cpp

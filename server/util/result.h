@@ -26,6 +26,8 @@ enum class ErrorCode {
   kAuth,             // tokens and tenants
   kHttp,             // the HTTP transport's set-up
   kOutcome,          // a runner's outcome line could not be read
+  kUnavailable,      // this server takes no new job now (its ledger's database does not
+                     // answer, it is draining): retry later or through another server
 };
 
 // "invalid_argument", "not_found", ...: the stable machine-readable names.
@@ -59,6 +61,8 @@ constexpr std::string_view to_string(ErrorCode code) {
       return "http";
     case ErrorCode::kOutcome:
       return "outcome";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
   }
   return "internal";
 }
@@ -66,7 +70,7 @@ constexpr std::string_view to_string(ErrorCode code) {
 struct Error {
   ErrorCode code = ErrorCode::kInternal;
   std::string message;                    // human text; names the call, its argument and errno
-  std::optional<uint64_t> retry_after_s;  // kBusy: when a retry may succeed, when known
+  std::optional<uint64_t> retry_after_s;  // kBusy, kUnavailable: when a retry may succeed, when known
 };
 
 template <class T>
@@ -94,6 +98,9 @@ inline Status ok_status() { return Unit{}; }
 inline Error make_error(ErrorCode code, std::string message) { return Error{code, std::move(message), std::nullopt}; }
 inline Error busy_error(std::string message, std::optional<uint64_t> retry_after_s) {
   return Error{ErrorCode::kBusy, std::move(message), retry_after_s};
+}
+inline Error unavailable_error(std::string message, uint64_t retry_after_s) {
+  return Error{ErrorCode::kUnavailable, std::move(message), retry_after_s};
 }
 
 }  // namespace util

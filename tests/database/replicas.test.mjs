@@ -8,6 +8,11 @@
 // - a job reads the same through any replica; an input uploaded through one
 //   is used by a job on another; an artifact made on one is fetched through
 //   another; every replica signs with one receipt key;
+// - PostgreSQL restarted mid-run: the running job finishes and its end is
+//   written once the database is back; a call meanwhile is refused 503 with
+//   nothing run; service resumes by itself; its key replays the one run;
+// - a draining replica (SIGTERM): /readyz 503, a new call 503 with
+//   Retry-After, the call in flight finishes, exit 0;
 // - a replica killed (-9) mid-job: its job reads "replica lost" once its lease
 //   runs out, the job's key replays that through another replica, no process
 //   of it is left, and once a server starts on its host and state directory
@@ -165,6 +170,72 @@ test('the store is one: an input through B, its job on C, its artifact fetched t
   assert.equal(new Set(keys.map((k) => k.key_id)).size, 1, JSON.stringify(keys));
   assert.equal(job.body.receipt.key_id, keys[0].key_id);
   assert.ok(!fs.existsSync(path.join(replicas[0].stateDir, 'tenants')), 'no record in a replica\'s own directory');
+});
+
+test('PostgreSQL restarted mid-run: the running job finishes and is recorded; a call meanwhile is 503; service resumes', async () => {
+  const running = postJob(replicas[0], { code: 'import time\ntime.sleep(3)\nprint("survived")', idempotency_key: 'across-restart' });
+  let jobId = '';
+  for (let i = 0; i < 200 && !jobId; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    jobId = psql("SELECT job_id FROM jobs WHERE idempotency_key = 'across-restart' AND status = 'running'");
+  }
+  assert.ok(jobId, 'the job is recorded as running');
+  const stopped = spawnSync(path.join(here, 'postgres.sh'), ['stop', pgDir], { encoding: 'utf8' });
+  assert.equal(stopped.status, 0, stopped.stderr);
+  // While the database is away: a new call is refused at once, nothing runs.
+  const refused = await postJob(replicas[1], { code: 'print("not now")' });
+  assert.equal(refused.status, 503, refused.text);
+  assert.match(refused.body.error, /ledger database does not answer/);
+  assert.ok(!/postgresql:|host=/.test(refused.text), `no database address in the answer: ${refused.text}`);
+  const done = await running;  // the job runs on: its sandbox needs no database
+  assert.equal(done.status, 200, done.text);
+  assert.equal(done.body.stdout, 'survived\n');
+  const restarted = spawnSync(path.join(here, 'postgres.sh'), ['restart', pgDir], { encoding: 'utf8' });
+  assert.equal(restarted.status, 0, restarted.stderr);
+  // Its end, kept while the database was away, is written by the lease rounds.
+  let row = '';
+  for (let i = 0; i < 200 && row !== 'completed'; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    row = psql(`SELECT status FROM jobs WHERE job_id = '${jobId}'`);
+  }
+  assert.equal(row, 'completed', 'the end is recorded once the database is back');
+  // Once each replica's connections are replaced, service resumes by itself.
+  for (const r of replicas) {
+    let ok;
+    for (let i = 0; i < 100; i++) {
+      ok = await postJob(r, { code: 'print("back")' });
+      if (ok.status === 200) break;
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.body.stdout, 'back\n');
+  }
+  // The key replays the one run.
+  const replay = await postJob(replicas[2], { code: 'import time\ntime.sleep(3)\nprint("survived")', idempotency_key: 'across-restart' });
+  assert.equal(replay.body.job_id, jobId, replay.text);
+  assert.equal(replay.body.stdout, 'survived\n');
+});
+
+test('a draining replica (SIGTERM): not ready, new calls 503, the call in flight finishes, then it exits', async () => {
+  const going = replicas[1];
+  const inFlight = postJob(going, { code: 'import time\ntime.sleep(2)\nprint("finished")' });
+  await new Promise((r) => setTimeout(r, 500));
+  const exited = new Promise((resolve) => going.child.once('exit', (code, signal) => resolve(code ?? signal)));
+  going.child.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 300));
+  const ready = await fetch(`${going.base}/readyz`);
+  assert.equal(ready.status, 503);
+  assert.match(await ready.text(), /draining/);
+  const refused = await fetch(`${going.base}/jobs`, { method: 'POST',
+    headers: { Authorization: `Bearer ${token.alice}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ runtime: 'python', code: 'print(1)' }) });
+  assert.equal(refused.status, 503);
+  assert.ok(refused.headers.get('retry-after'), 'Retry-After');
+  const done = await inFlight;
+  assert.equal(done.status, 200, done.text);
+  assert.equal(done.body.stdout, 'finished\n');
+  assert.equal(await exited, 0, 'it exits 0 once drained');
+  replicas[1] = await start('replica B again', going.stateDir);
 });
 
 test('a replica killed mid-job: its job reads "replica lost" after the lease; its key replays that', async () => {

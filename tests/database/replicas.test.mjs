@@ -19,68 +19,17 @@
 //   again neither are its cgroups or scratch directories.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import crypto from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { mkStateDir } from '../integration/lib/client.mjs';
-import { post, skipWithoutHttp, startHttpServer, sha256 } from '../integration/lib/http.mjs';
+import { getJob as getJobAt, mcp as mcpAt, postJob as postJobAt, postgres, psql, startReplica as start, stopAll,
+  token } from './lib.mjs';
 
-skipWithoutHttp();
-
-const here = path.dirname(new URL(import.meta.url).pathname);
-const pgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'throwbox-pg-'));
-const started = spawnSync(path.join(here, 'postgres.sh'), ['start', pgDir], { encoding: 'utf8' });
-if (started.status === 77) {
-  fs.rmSync(pgDir, { recursive: true, force: true });
-  process.stderr.write(`skip: ${started.stderr}`);
-  process.exit(77);
-}
-assert.equal(started.status, 0, started.stderr);
-const database = `postgresql:///postgres?host=${pgDir}&user=throwbox`;
-const psql = (sql) => {
-  const r = spawnSync('psql', ['-X', '-A', '-t', '-c', sql, database], { encoding: 'utf8' });
-  assert.equal(r.status, 0, r.stderr);
-  return r.stdout.trim();
-};
-
-// One tokens file for all replicas: a tenant is the same tenant through any.
-const token = { alice: crypto.randomBytes(24).toString('base64url'), bob: crypto.randomBytes(24).toString('base64url') };
-const shared = mkStateDir();
-const tokensFile = path.join(shared, 'tokens');
-fs.writeFileSync(tokensFile, `alice ${sha256(token.alice)}\nbob ${sha256(token.bob)}\n`, { mode: 0o600 });
-// The bundled policy with a tenant limit of 2 and room for 16 in line.
-const policy = JSON.parse(fs.readFileSync(process.env.THROWBOX_POLICY, 'utf8'));
-policy.admission = { ...(policy.admission ?? {}), jobs_running_max: 4, jobs_running_per_tenant_max: 2, jobs_queued_max: 16 };
-const policyFile = path.join(shared, 'policy.json');
-fs.writeFileSync(policyFile, JSON.stringify(policy));
-
-const storeDir = path.join(shared, 'store');
-const start = (label, stateDir) => startHttpServer({ tenants: null, label, policy: policyFile,
-  ...(stateDir ? { stateDir } : {}), args: ['--tokens', tokensFile, '--database', database, '--store', storeDir] });
 const replicas = [await start('replica A'), await start('replica B'), await start('replica C')];
-
-test.after(async () => {
-  for (const r of replicas) await r.stop();
-  spawnSync(path.join(here, 'postgres.sh'), ['stop', pgDir]);
-  fs.rmSync(pgDir, { recursive: true, force: true });
-});
-
-async function postJob(replica, body, tenant = 'alice') {
-  const res = await fetch(`${replica.base}/jobs`, {
-    method: 'POST',
-    headers: { Authorization: `Bearer ${token[tenant]}`, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ runtime: 'python', timeout_s: 60, ...body }),
-  });
-  const text = await res.text();
-  return { status: res.status, text, body: JSON.parse(text) };
-}
-async function getJob(replica, jobId, tenant = 'alice') {
-  const res = await fetch(`${replica.base}/jobs/${jobId}`, { headers: { Authorization: `Bearer ${token[tenant]}` } });
-  const text = await res.text();
-  return { status: res.status, text, body: text ? JSON.parse(text) : null };
-}
+test.after(stopAll);
+const postJob = (replica, body, tenant) => postJobAt(replica.base, body, tenant);
+const getJob = (replica, jobId, tenant) => getJobAt(replica.base, jobId, tenant);
+const mcp = async (replica, tool, args, tenant) => (await mcpAt(replica.base, tool, args, tenant)).result;
 
 test('the same idempotency key sent to two replicas at once runs one job', async () => {
   const code = 'import time, random\ntime.sleep(1)\nprint(random.random())';
@@ -134,18 +83,6 @@ test('a job reads the same through any replica; another tenant reads it as unkno
   assert.equal(foreign.status, 404, foreign.text);
 });
 
-// One stateless MCP call (2026-07-28: no session) to a replica.
-async function mcp(replica, tool, args, tenant = 'alice') {
-  const version = '2026-07-28';
-  const r = await post(`${replica.base}/mcp`, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: {
-    name: tool, arguments: args,
-    _meta: { 'io.modelcontextprotocol/protocolVersion': version, 'io.modelcontextprotocol/clientCapabilities': {},
-      'io.modelcontextprotocol/clientInfo': { name: 'replicas-test', version: '1' } } } },
-  { token: token[tenant], headers: { 'MCP-Protocol-Version': version, 'Mcp-Method': 'tools/call', 'Mcp-Name': tool } });
-  assert.equal(r.status, 200, r.text);
-  return r.body.result;
-}
-
 test('the store is one: an input through B, its job on C, its artifact fetched through A; one receipt key', async () => {
   const up = await fetch(`${replicas[1].base}/inputs?name=sales.csv`, {
     method: 'POST', headers: { Authorization: `Bearer ${token.alice}` }, body: 'region,amount\nnorth,3\nsouth,4\n',
@@ -180,8 +117,7 @@ test('PostgreSQL restarted mid-run: the running job finishes and is recorded; a 
     jobId = psql("SELECT job_id FROM jobs WHERE idempotency_key = 'across-restart' AND status = 'running'");
   }
   assert.ok(jobId, 'the job is recorded as running');
-  const stopped = spawnSync(path.join(here, 'postgres.sh'), ['stop', pgDir], { encoding: 'utf8' });
-  assert.equal(stopped.status, 0, stopped.stderr);
+  postgres('stop');
   // While the database is away: a new call is refused at once, nothing runs.
   const refused = await postJob(replicas[1], { code: 'print("not now")' });
   assert.equal(refused.status, 503, refused.text);
@@ -190,8 +126,7 @@ test('PostgreSQL restarted mid-run: the running job finishes and is recorded; a 
   const done = await running;  // the job runs on: its sandbox needs no database
   assert.equal(done.status, 200, done.text);
   assert.equal(done.body.stdout, 'survived\n');
-  const restarted = spawnSync(path.join(here, 'postgres.sh'), ['restart', pgDir], { encoding: 'utf8' });
-  assert.equal(restarted.status, 0, restarted.stderr);
+  postgres('restart');
   // Its end, kept while the database was away, is written by the lease rounds.
   let row = '';
   for (let i = 0; i < 200 && row !== 'completed'; i++) {

@@ -161,7 +161,7 @@ Jobs::Jobs(policy::Live& live, store::Store& store, std::string runner_exe, nloh
       gate_(make_gate(policy_)),
       ledger_(open_ledger(policy_, store.state_dir())),
       receipts_(open_receipts(store.root())),
-      workspaces_(policy_.workspaces, store.state_dir() + "/workspaces", *ledger_),
+      workspaces_(policy_.workspaces, store.root() + "/workspaces", *ledger_),
       admission_(policy_.admission),
       keys_([this](const std::string& tenant, const std::string& key) { return ledger_->find_by_key(tenant, key); }),
       fleet_(std::move(runner_exe), store.state_dir(), spec_host_.cgroup_host),

@@ -132,6 +132,13 @@ class Ledger : public store::TaskStore {
   virtual std::vector<std::string> workspace_open_ids() = 0;
   // Deletes the rows of workspaces closed more than ttl_s ago.
   virtual size_t workspace_forget(uint64_t ttl_s) = 0;
+  // One call at a time across the servers that share the ledger: a hold on
+  // an open workspace of the tenant's, taken (true) unless a live server
+  // holds it; a lost server's hold goes with its lease. A held workspace is
+  // neither closed nor expired. A ledger that is not shared always grants it
+  // (the server's own Workspaces counts).
+  virtual util::Result<bool> workspace_hold(const std::string& tenant, const std::string& workspace_id) = 0;
+  virtual void workspace_unhold(const std::string& workspace_id) = 0;
 
  protected:
   Ledger() = default;

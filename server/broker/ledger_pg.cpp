@@ -144,6 +144,10 @@ BEGIN
   RETURN 'queued';
 END $$;
 )sql",
+    // 3: a workspace held by one call at a time across the servers.
+    R"sql(
+ALTER TABLE workspaces ADD COLUMN held_by text NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(std::size(kMigrations));
 
@@ -245,10 +249,24 @@ const Statement kWorkspaceUsed{"workspace_used",
                                false};
 const Statement kWorkspaceClose{"workspace_close",
                                 "UPDATE workspaces SET closed_ms = $1, closed_by = $2 WHERE tenant = $3"
-                                " AND workspace_id = $4 AND closed_ms = 0",
+                                " AND workspace_id = $4 AND closed_ms = 0 AND "
+                                "(held_by = '' OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.replica_id = "
+                                "workspaces.held_by AND r.lease_expires_ms > throwbox_now_ms()))",
                                 false};
-const Statement kWorkspaceExpired{
-    "workspace_expired", "SELECT " WORKSPACE_COLUMNS " FROM workspaces WHERE closed_ms = 0 AND expires_ms <= $1", true};
+const Statement kWorkspaceExpired{"workspace_expired",
+                                  "SELECT " WORKSPACE_COLUMNS
+                                  " FROM workspaces WHERE closed_ms = 0 AND expires_ms <= $1 AND "
+                                  "(held_by = '' OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.replica_id = "
+                                  "workspaces.held_by AND r.lease_expires_ms > throwbox_now_ms()))",
+                                  true};
+const Statement kWorkspaceHold{"workspace_hold",
+                               "UPDATE workspaces SET held_by = $3 WHERE workspace_id = $1 AND tenant = $2"
+                               " AND closed_ms = 0 AND (held_by = $3 OR "
+                               "(held_by = '' OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.replica_id = "
+                               "workspaces.held_by AND r.lease_expires_ms > throwbox_now_ms())))",
+                               true};
+const Statement kWorkspaceUnhold{"workspace_unhold",
+                                 "UPDATE workspaces SET held_by = '' WHERE workspace_id = $1 AND held_by = $2", true};
 const Statement kWorkspaceOpenIds{"workspace_open_ids", "SELECT workspace_id FROM workspaces WHERE closed_ms = 0",
                                   true};
 const Statement kWorkspaceForget{"workspace_forget", "DELETE FROM workspaces WHERE closed_ms <> 0 AND closed_ms < $1",
@@ -422,6 +440,8 @@ class PgLedger final : public Ledger {
   std::vector<WorkspaceRow> workspace_expired(int64_t now_ms) override;
   std::vector<std::string> workspace_open_ids() override;
   size_t workspace_forget(uint64_t ttl_s) override;
+  util::Result<bool> workspace_hold(const std::string& tenant, const std::string& workspace_id) override;
+  void workspace_unhold(const std::string& workspace_id) override;
 
  private:
   util::Result<std::unique_ptr<Conn>> connect();
@@ -975,6 +995,17 @@ std::vector<std::string> PgLedger::workspace_open_ids() {
   if (!rows) return out;
   for (int i = 0; i < rows->count(); ++i) out.push_back(rows->text(i, 0));
   return out;
+}
+
+util::Result<bool> PgLedger::workspace_hold(const std::string& tenant, const std::string& workspace_id) {
+  auto rows = run(pgsql::kWorkspaceHold, {workspace_id, tenant, replica_});
+  if (!rows) return rows.error();
+  return rows->changed() > 0;
+}
+
+void PgLedger::workspace_unhold(const std::string& workspace_id) {
+  if (auto rows = run(pgsql::kWorkspaceUnhold, {workspace_id, replica_}); !rows)
+    spdlog::warn("{} (the hold goes with this server's lease)", rows.error().message);
 }
 
 size_t PgLedger::workspace_forget(uint64_t ttl_s) {

@@ -56,6 +56,8 @@ class SqliteLedger final : public Ledger {
   std::vector<WorkspaceRow> workspace_expired(int64_t now_ms) override;
   std::vector<std::string> workspace_open_ids() override;
   size_t workspace_forget(uint64_t ttl_s) override;
+  util::Result<bool> workspace_hold(const std::string&, const std::string&) override { return true; }
+  void workspace_unhold(const std::string&) override {}
 
  private:
   // A connection for one read: a pooled one, or the write connection under

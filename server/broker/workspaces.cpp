@@ -23,6 +23,10 @@ const char* const kUnknownWorkspace =
 
 namespace {
 
+// On a shared root, how old a tree no open workspace names must be before a
+// starting server takes it for a crash's leftover.
+constexpr time_t kSharedStrayAgeS = 3600;
+
 bool well_formed_id(const std::string& id) {
   return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
@@ -148,6 +152,8 @@ util::Status Workspaces::close(const std::string& tenant, const std::string& id)
     } else if (auto d = retire_locked(*row, "close_workspace")) {
       doomed.push_back(std::move(*d));
       spdlog::info("workspace {} closed by tenant {}", id, tenant);
+    } else if (ledger_.shared() && ledger_.workspace_find(tenant, id, util::wall_ms())) {
+      answer = in_use(id, "a call on another server holds it; close it once that call has returned");
     } else {
       answer = unknown();
     }
@@ -168,12 +174,47 @@ util::Result<std::shared_ptr<WorkspaceUse>> Workspaces::begin(const std::string&
     return unknown();
   }
   if (busy_.count(id)) return in_use(id, "calls on one workspace run one at a time: retry when it has returned");
-  const std::string dir = root_ + "/" + id;
-  // A tree someone removed under a live row: the workspace is empty again.
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return util::make_error(util::ErrorCode::kIo, util::call_error("mkdir", dir, errno));
   busy_.insert(id);
+  lock.unlock();
+  // Across servers sharing the ledger: its hold there, taken without the
+  // lock every call here takes (a round trip to the database).
+  auto held = ledger_.workspace_hold(tenant, id);
+  if (!held || !*held) {
+    std::lock_guard relock(mu_);
+    busy_.erase(id);
+    if (!held) return held.error();
+    return in_use(id,
+                  "a call on another server holds it; calls on one workspace run one at a time: retry when it "
+                  "has returned");
+  }
+  const std::string dir = root_ + "/" + id;
+  restore_half_swapped(id);
+  // A tree someone removed under a live row: the workspace is empty again.
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    const util::Error e = util::make_error(util::ErrorCode::kIo, util::call_error("mkdir", dir, errno));
+    ledger_.workspace_unhold(id);
+    std::lock_guard relock(mu_);
+    busy_.erase(id);
+    return e;
+  }
   return std::shared_ptr<WorkspaceUse>(new WorkspaceUse(*this, *row, dir, dir + ".next-" + util::random_id()));
+}
+
+void Workspaces::restore_half_swapped(const std::string& id) {
+  // A server that stopped between release()'s two renames left the tree
+  // under its .old- name; the holder of the workspace puts it back.
+  const std::string dir = root_ + "/" + id;
+  if (::access(dir.c_str(), F_OK) == 0) return;
+  DIR* d = ::opendir(root_.c_str());
+  if (!d) return;
+  std::string found;
+  while (struct dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(id + ".old-", 0) == 0) found = name;
+  }
+  ::closedir(d);
+  if (!found.empty() && ::rename((root_ + "/" + found).c_str(), dir.c_str()) == 0)
+    spdlog::warn("workspace {}: its tree was left half-swapped; restored", id);
 }
 
 void Workspaces::release(WorkspaceUse& use, bool saved, uint64_t size_bytes, WorkspaceInfo* info) {
@@ -197,6 +238,7 @@ void Workspaces::release(WorkspaceUse& use, bool saved, uint64_t size_bytes, Wor
   uint64_t size = saved ? size_bytes : use.row_.size_bytes;
   if (auto s = ledger_.workspace_used(use.id_, size, expires); !s)
     spdlog::error("workspace {}: ledger: {}", use.id_, s.error().message);
+  ledger_.workspace_unhold(use.id_);
   if (info)
     *info = WorkspaceInfo{use.id_, std::max(expires, use.row_.expires_ms),
                           static_cast<uint64_t>(use.row_.ttl_ms / 1000), policy_.size_max_bytes, size};
@@ -241,6 +283,20 @@ size_t Workspaces::reclaim() {
     if (name != "." && name != "..") names.insert(name);
   }
   ::closedir(d);
+  if (ledger_.shared()) {
+    // Other servers use this root now: only what no open workspace names and
+    // nobody touched for an hour is a crash's leftover (a half-swapped tree
+    // goes back when its workspace is next held: restore_half_swapped).
+    for (auto& name : names) {
+      if (open.count(name.substr(0, name.find('.')))) continue;
+      struct stat st {};
+      const std::string path = root_ + "/" + name;
+      if (::lstat(path.c_str(), &st) != 0 || ::time(nullptr) - st.st_mtime < kSharedStrayAgeS) continue;
+      if (util::remove_tree(path)) ++removed;
+    }
+    if (removed) spdlog::info("workspaces: removed {} stray trees at start-up", removed);
+    return removed;
+  }
   // A crash between release()'s two renames left the tree under its .old- name.
   for (auto& id : open) {
     if (names.count(id)) continue;

@@ -1,9 +1,11 @@
 // Workspaces: a tenant's /work kept between the run_code calls that name it
 // (docs/tools.md, Workspaces). Between calls a workspace is a directory tree under
-// <state>/workspaces/<id> (0700, the server's user), written only by a
+// <store>/workspaces/<id> (0700, the server's user; the store is the state
+// directory unless servers share one, and then so is the hold below), written only by a
 // runner's copy of a job's /work (sandbox/workspace_copy); during a call it
 // is that job's /work tmpfs, so its cap holds while the job writes. One call
-// at a time: a second is busy at once. The ledger records open, each use and
+// at a time: a second is busy at once (across servers that share a ledger,
+// through its hold row: Ledger::workspace_hold). The ledger records open, each use and
 // close; an unknown, expired, closed or foreign id reads exactly alike.
 // A workspace counts toward its tenant's per_tenant_max until its tree is
 // gone, expired or not; an expired one is deleted as soon as it is seen (its
@@ -99,6 +101,8 @@ class Workspaces {
   // Without mu_: the trees deleted, then uncounted.
   void delete_trees(const std::vector<Doomed>& doomed);
   uint64_t count_locked(const std::string& tenant);
+  // Held: the tree a stopped server left under its .old- name put back.
+  void restore_half_swapped(const std::string& id);
 
   const policy::Workspaces& policy_;
   const std::string root_;

@@ -147,7 +147,7 @@ struct Server {
   // ("beyond one machine" in docs/operations.md), or "" for SQLite in the
   // state directory. serve --database overrides it.
   std::string database;
-  // Inputs, artifacts and the receipt key: a directory several servers share
+  // Inputs, artifacts, workspace trees and the receipt key: a directory several servers share
   // (a shared file system), or "" for the state directory. serve --store
   // overrides it.
   std::string store;

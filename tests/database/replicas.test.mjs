@@ -7,7 +7,8 @@
 // - a tenant limit of 2 holds for 6 concurrent calls spread over 3 replicas;
 // - a job reads the same through any replica; an input uploaded through one
 //   is used by a job on another; an artifact made on one is fetched through
-//   another; every replica signs with one receipt key;
+//   another; every replica signs with one receipt key; a workspace is used
+//   through each in turn and is busy across them while a call holds it;
 // - PostgreSQL restarted mid-run: the running job finishes and its end is
 //   written once the database is back; a call meanwhile is refused 503 with
 //   nothing run; service resumes by itself; its key replays the one run;
@@ -107,6 +108,37 @@ test('the store is one: an input through B, its job on C, its artifact fetched t
   assert.equal(new Set(keys.map((k) => k.key_id)).size, 1, JSON.stringify(keys));
   assert.equal(job.body.receipt.key_id, keys[0].key_id);
   assert.ok(!fs.existsSync(path.join(replicas[0].stateDir, 'tenants')), 'no record in a replica\'s own directory');
+});
+
+test('a workspace used through A, B and C in turn, and busy across them while a call holds it', async () => {
+  const opened = await mcp(replicas[0], 'open_workspace', {});
+  assert.ok(!opened.isError, JSON.stringify(opened));
+  const id = opened.structuredContent.workspace_id;
+  const wrote = await mcp(replicas[1], 'run_code', { runtime: 'python', workspace_id: id,
+    code: 'open("/work/note.txt", "w").write("from B")\nprint("ok")' });
+  assert.equal(wrote.structuredContent.stdout, 'ok\n', JSON.stringify(wrote));
+  const read = await mcp(replicas[2], 'run_code', { runtime: 'python', workspace_id: id,
+    code: 'print(open("/work/note.txt").read())' });
+  assert.equal(read.structuredContent.stdout, 'from B\n', JSON.stringify(read));
+  // A call holds it on A: one on B is busy at once, then goes through.
+  const holding = mcp(replicas[0], 'run_code', { runtime: 'python', workspace_id: id,
+    code: 'import time\ntime.sleep(2)\nopen("/work/note.txt", "a").write(", then A")\nprint("held")' });
+  await new Promise((r) => setTimeout(r, 700));
+  const busy = await mcp(replicas[1], 'run_code', { runtime: 'python', workspace_id: id, code: 'print(1)' });
+  assert.equal(busy.isError, true, JSON.stringify(busy));
+  assert.match(JSON.stringify(busy.content), /busy: workspace .* another server holds it/);
+  const closing = await mcp(replicas[2], 'close_workspace', { workspace_id: id });
+  assert.equal(closing.isError, true, JSON.stringify(closing));
+  assert.equal((await holding).structuredContent.stdout, 'held\n');
+  const after = await mcp(replicas[1], 'run_code', { runtime: 'python', workspace_id: id,
+    code: 'print(open("/work/note.txt").read())' });
+  assert.equal(after.structuredContent.stdout, 'from B, then A\n', JSON.stringify(after));
+  // Another tenant: unknown through any replica.
+  const foreign = await mcp(replicas[2], 'run_code', { runtime: 'python', workspace_id: id, code: 'print(1)' }, 'bob');
+  assert.equal(foreign.isError, true);
+  assert.match(JSON.stringify(foreign.content), /unknown workspace_id/);
+  const closed = await mcp(replicas[2], 'close_workspace', { workspace_id: id });
+  assert.ok(!closed.isError, JSON.stringify(closed));
 });
 
 test('PostgreSQL restarted mid-run: the running job finishes and is recorded; a call meanwhile is 503; service resumes', async () => {

@@ -55,7 +55,8 @@ test('--help, -h and help print the usage with every command on stdout', () => {
 test('each command has its own --help listing its options', () => {
   const serve = expectHelp(['serve', '--help'], 'Usage: throwbox serve [options]');
   for (const flag of ['--state-dir DIR', '--policy FILE', '--log-level LVL', '--http HOST:PORT', '--tokens FILE',
-    '--tls-cert FILE', '--tls-key FILE', '--allow-origin ORIGIN', '--allow-host HOST', '-h, --help']) {
+    '--tls-cert FILE', '--tls-key FILE', '--allow-origin ORIGIN', '--allow-host HOST', '--database URI', '--store DIR',
+    '-h, --help']) {
     assert.ok(serve.includes(`  ${flag} `), `serve --help lists ${flag}`);
   }
   assert.match(serve, /Exit status/);

@@ -460,6 +460,61 @@ TEST_CASE("ledger backends: a lost server's tenant slots come back once its leas
   }
 }
 
+TEST_CASE("ledger backends: a workspace is held by one server at a time; a held one is neither closed nor expired") {
+  for (auto& b : unit::ledger_backends()) {
+    CAPTURE(b->name);
+    auto a = b->open();
+    auto c = b->open();
+    const int64_t now = wall_ms();
+    REQUIRE(a->workspace_insert(workspace("w1", "t1", now, 60'000)).ok());
+    REQUIRE(a->workspace_insert(workspace("w2", "t1", now - 120'000, 60'000)).ok());  // expired a minute ago
+    CHECK(*a->workspace_hold("t1", "w1"));
+    if (!b->shared()) continue;                   // one server: its Workspaces keeps the one call at a time
+    CHECK_FALSE(*c->workspace_hold("t1", "w1"));  // another server's call: busy
+    CHECK_FALSE(*c->workspace_hold("t2", "w1"));  // another tenant's: never
+    CHECK(*c->workspace_close("t1", "w1", now, "close_workspace") == false);
+    CHECK(c->workspace_find("t1", "w1", now));  // still open
+    CHECK(*a->workspace_hold("t1", "w2"));
+    CHECK(c->workspace_expired(now).empty());  // w2 is expired but held
+    a->workspace_unhold("w1");
+    a->workspace_unhold("w2");
+    CHECK(c->workspace_expired(now).size() == 1);
+    CHECK(*c->workspace_hold("t1", "w1"));
+    c->workspace_unhold("w1");
+    CHECK(*c->workspace_close("t1", "w1", now, "close_workspace") == true);
+    CHECK_FALSE(*a->workspace_hold("t1", "w1"));  // closed
+  }
+}
+
+TEST_CASE("ledger backends: a lost server's workspace hold goes with its lease") {
+  for (auto& b : unit::ledger_backends()) {
+    if (!b->shared()) continue;
+    {
+      auto setup = b->open();
+      REQUIRE(setup->workspace_insert(workspace("w1", "t1", wall_ms(), 600'000)).ok());
+    }
+    pid_t child = ::fork();  // as in the lost-replica case: no other thread here yet
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      broker::LedgerConfig config{b->where};
+      config.lease_ms = 1000;
+      auto a = broker::Ledger::open(config);
+      ::_exit(a.ok() && *(*a)->workspace_hold("t1", "w1") ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WEXITSTATUS(status) == 0);
+    auto live = b->open();
+    bool held = *live->workspace_hold("t1", "w1");
+    CHECK_FALSE(held);  // the dead server's lease still runs
+    for (int i = 0; i < 100 && !held; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      held = *live->workspace_hold("t1", "w1");
+    }
+    CHECK(held);
+  }
+}
+
 TEST_CASE("ledger backends: an unreachable database is a clear error at open") {
   unit::TempDir none("pg-none");  // a socket directory with no server in it
   auto l = broker::Ledger::open("postgresql:///nothing?host=" + none.path + "&connect_timeout=2");

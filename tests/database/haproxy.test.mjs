@@ -43,6 +43,7 @@ const checked = spawnSync(haproxyBin, ['-c', '-f', path.join(work, 'haproxy.cfg'
 assert.equal(checked.status, 0, checked.stdout + checked.stderr);
 const lb = spawn(haproxyBin, ['-db', '-f', path.join(work, 'haproxy.cfg')], { stdio: ['ignore', 'ignore', 'pipe'] });
 const untrack = trackServer(() => lb.kill('SIGKILL'));
+process.on('exit', () => { if (lb.exitCode === null) lb.kill('SIGKILL'); fs.rmSync(work, { recursive: true, force: true }); });
 let lbLog = '';
 lb.stderr.on('data', (c) => { lbLog += c.toString(); });
 const base = `http://127.0.0.1:${port}`;
@@ -54,18 +55,21 @@ test.after(async () => {
   await stopAll();
 });
 
-// Until every replica passes the balancer's health check.
-for (let i = 0; i < 100; i++) {
-  const seen = new Set();
-  for (let k = 0; k < 6; k++) {
-    const r = await fetch(`${base}/readyz`).catch(() => null);
-    if (r?.status === 200) seen.add(r.headers.get('x-throwbox-replica'));
-    await r?.text();
+// Until every replica passes the balancer's health check (inside the
+// runner, so that a failure still runs the after() above).
+test.before(async () => {
+  for (let i = 0; i < 100; i++) {
+    const seen = new Set();
+    for (let k = 0; k < 6; k++) {
+      const r = await fetch(`${base}/readyz`).catch(() => null);
+      if (r?.status === 200) seen.add(r.headers.get('x-throwbox-replica'));
+      await r?.text();
+    }
+    if (seen.size === 3) return;
+    await new Promise((res) => setTimeout(res, 200));
   }
-  if (seen.size === 3) break;
-  assert.ok(i < 99, `the three replicas pass the balancer's check:\n${lbLog}`);
-  await new Promise((res) => setTimeout(res, 200));
-}
+  assert.fail(`the three replicas pass the balancer's check:\n${lbLog}`);
+});
 
 test('stateless requests go round-robin over the three replicas', async () => {
   const seen = [];

@@ -58,11 +58,22 @@ export async function startReplica(label, stateDir, extraArgs = []) {
 }
 
 // At the end of the file: every replica stopped, the cluster removed.
+let stopped = false;
 export async function stopAll() {
   for (const r of started_servers) await r.stop();
+  stopped = true;
   spawnSync(path.join(here, 'postgres.sh'), ['stop', pgDir]);
   fs.rmSync(pgDir, { recursive: true, force: true });
 }
+// A file that fails before its tests' own after() ran (at its top level)
+// leaves nothing running either: each replica told to stop (SIGTERM: it
+// removes its cgroups as it exits), the cluster stopped and removed.
+process.on('exit', () => {
+  if (stopped) return;
+  for (const r of started_servers) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGTERM');
+  spawnSync(path.join(here, 'postgres.sh'), ['stop', pgDir]);
+  fs.rmSync(pgDir, { recursive: true, force: true });
+});
 
 // POST /jobs (a python job) to `base`; {status, text, body}.
 export async function postJob(base, body, tenant = 'alice') {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -58,6 +59,26 @@ broker::WorkspaceRow workspace(const std::string& id, const std::string& tenant,
 int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// A server that dies without a word: a child process opens the ledger with
+// a lease of lease_ms, does `work`, and ends with _exit (no destructor: its
+// lease is never given back nor renewed). Forked while this process has no
+// other thread (every ledger of earlier cases is gone). REQUIREs that `work`
+// returned true there.
+void lose_a_server(const unit::LedgerBackend& b, int64_t lease_ms, const std::function<bool(broker::Ledger&)>& work) {
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    broker::LedgerConfig config{b.where};
+    config.lease_ms = lease_ms;
+    auto a = broker::Ledger::open(config);
+    ::_exit(a.ok() && work(**a) ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
 }
 
 }  // namespace
@@ -306,23 +327,10 @@ TEST_CASE("ledger backends: a live replica's rows stay; a dead replica's fail as
   for (auto& b : unit::ledger_backends()) {
     if (!b->shared()) continue;
     CAPTURE(b->name);
-    // Replica A dies without leaving: a child process that records a job and
-    // a task and ends at once, its lease unrenewed. Forked while this process
-    // has no other thread (every ledger of earlier cases is gone).
-    pid_t child = ::fork();
-    REQUIRE(child >= 0);
-    if (child == 0) {
-      broker::LedgerConfig config{b->where};
-      config.lease_ms = 1500;
-      auto a = broker::Ledger::open(config);
-      bool ok = a.ok() && (*a)->record_start(row("lost", "k-lost")).ok() &&
-                (*a)->task_insert(task("lost-task", "t1", 100)).ok();
-      ::_exit(ok ? 0 : 1);  // no destructor: the lease is never given back
-    }
-    int status = 0;
-    REQUIRE(::waitpid(child, &status, 0) == child);
-    REQUIRE(WIFEXITED(status));
-    REQUIRE(WEXITSTATUS(status) == 0);
+    // Replica A dies without leaving, a job running and a task working.
+    lose_a_server(*b, 1500, [](broker::Ledger& a) {
+      return a.record_start(row("lost", "k-lost")).ok() && a.task_insert(task("lost-task", "t1", 100)).ok();
+    });
 
     auto live = b->open(3000);   // replica B, alive
     auto other = b->open(3000);  // replica C, alive
@@ -435,20 +443,9 @@ TEST_CASE("ledger backends: a lost server's tenant slots come back once its leas
   using S = broker::Ledger::SlotState;
   for (auto& b : unit::ledger_backends()) {
     if (!b->shared()) continue;
-    pid_t child = ::fork();  // as in the lost-replica case: no other thread here yet
-    REQUIRE(child >= 0);
-    if (child == 0) {
-      broker::LedgerConfig config{b->where};
-      config.lease_ms = 1000;
-      auto a = broker::Ledger::open(config);
-      bool ok = a.ok() && *(*a)->slot_take("x1", "t1", 2, 4) == S::kRunning &&
-                *(*a)->slot_take("x2", "t1", 2, 4) == S::kRunning;
-      ::_exit(ok ? 0 : 1);
-    }
-    int status = 0;
-    REQUIRE(::waitpid(child, &status, 0) == child);
-    REQUIRE(WIFEXITED(status));
-    REQUIRE(WEXITSTATUS(status) == 0);
+    lose_a_server(*b, 1000, [](broker::Ledger& a) {
+      return *a.slot_take("x1", "t1", 2, 4) == S::kRunning && *a.slot_take("x2", "t1", 2, 4) == S::kRunning;
+    });
     auto live = b->open();
     CHECK(*live->slot_take("y1", "t1", 2, 4) == S::kQueued);  // the dead server's two still count
     S got = S::kQueued;
@@ -493,17 +490,7 @@ TEST_CASE("ledger backends: a lost server's workspace hold goes with its lease")
       auto setup = b->open();
       REQUIRE(setup->workspace_insert(workspace("w1", "t1", wall_ms(), 600'000)).ok());
     }
-    pid_t child = ::fork();  // as in the lost-replica case: no other thread here yet
-    REQUIRE(child >= 0);
-    if (child == 0) {
-      broker::LedgerConfig config{b->where};
-      config.lease_ms = 1000;
-      auto a = broker::Ledger::open(config);
-      ::_exit(a.ok() && *(*a)->workspace_hold("t1", "w1") ? 0 : 1);
-    }
-    int status = 0;
-    REQUIRE(::waitpid(child, &status, 0) == child);
-    REQUIRE(WEXITSTATUS(status) == 0);
+    lose_a_server(*b, 1000, [](broker::Ledger& a) { return *a.workspace_hold("t1", "w1"); });
     auto live = b->open();
     bool held = *live->workspace_hold("t1", "w1");
     CHECK_FALSE(held);  // the dead server's lease still runs

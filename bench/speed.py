@@ -304,7 +304,7 @@ def call_breakdown(binary, work, runs, gap, pool):
                                             "" if len(offsets) == len(windows) else "  [%d calls]" % len(offsets)))
         prev = med
 TIMINGS_LINE = re.compile(r"timings \(us\): resolve\+admit (\d+) ledger_start (\d+) runner (\d+) store (\d+) "
-                          r"ledger_end\+cleanup (\d+)")
+                          r"receipt (\d+) ledger_end\+cleanup (\d+)")
 
 
 def cold_breakdown(binary, work, runs):
@@ -347,7 +347,7 @@ def cold_breakdown(binary, work, runs):
         print("  %-34s %8.3f" % (step, statistics.median(offsets)))
     if broker:
         names = ("resolve+admit", "spec written, ledger start", "runner until its outcome", "artifacts stored",
-                 "ledger end")
+                 "receipt signed", "ledger end")
         print("broker, median ms per job: " +
               ", ".join("%s %.3f" % (n, statistics.median(col)) for n, col in zip(names, zip(*broker))))
 

@@ -40,6 +40,17 @@ namespace {
 thread_local bool t_counted = false;
 // Past the longest job timeout, what a draining server waits for its calls.
 constexpr int64_t kDrainGraceMs = 10'000;
+// A draining server stops once its calls are done and no request but a
+// health probe came for this long: its balancer has taken it out of
+// rotation (HAProxy after `fall` failed checks, Kubernetes once the endpoint
+// is removed). Stopping while a balancer still sends would close a
+// keep-alive connection under a request it has just sent, which the
+// balancer cannot safely send again (it may have run).
+constexpr int64_t kDrainQuietMs = 1'000;
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 namespace {
 
@@ -154,6 +165,7 @@ util::Status HttpServer::run() {
   for (auto& o : opt_.allowed_origins) origins_.insert(lower(o));
 
   srv->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.path != "/healthz" && req.path != "/readyz") last_request_ms_ = steady_ms();
     if (serving_overloaded()) {
       res.status = 503;
       res.set_header("Retry-After", "1");
@@ -292,7 +304,9 @@ util::Status HttpServer::run() {
                      in_flight_.load());
         continue;
       }
-      const bool drained = drain_until && (in_flight_.load() <= 0 || std::chrono::steady_clock::now() > *drain_until);
+      const bool drained =
+          drain_until && ((in_flight_.load() <= 0 && steady_ms() - last_request_ms_.load() >= kDrainQuietMs) ||
+                          std::chrono::steady_clock::now() > *drain_until);
       if (sig == SIGINT || sig == SIGTERM || drained) {
         if (drained)
           spdlog::info("http: drained ({} call(s) still in flight); stopping", in_flight_.load());

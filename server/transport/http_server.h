@@ -109,9 +109,13 @@ class HttpServer {
   std::map<std::string, std::shared_ptr<HttpSession>> sessions_;
   std::atomic<size_t> get_streams_{0};
   // Draining (a replica's SIGTERM): not ready, no new call, the calls in
-  // flight (POSTs between routing and their answer) finish first.
+  // flight (POSTs between routing and their answer) finish first, and the
+  // server stays until its balancer stopped sending (no request but a
+  // health probe for a quiet while), so that no keep-alive connection the
+  // balancer may still reuse is closed under a request.
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};
+  std::atomic<int64_t> last_request_ms_{0};  // steady clock: the last request other than /healthz, /readyz
 };
 
 // ---- http_stateless.cpp

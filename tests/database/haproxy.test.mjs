@@ -123,9 +123,10 @@ test('a replica drained under load: every call through the balancer succeeds', a
   let ok = 0;
   const load = async () => {
     while (!stop) {
-      const r = await postJob(base, { code: 'import time\ntime.sleep(0.2)\nprint("ok")' });
+      const r = await postJob(base, { code: 'import time\ntime.sleep(0.2)\nprint("ok")' })
+        .catch((e) => ({ status: 'no answer', text: `${e.message} (${e.cause?.code ?? e.cause?.message ?? ''})` }));
       if (r.status === 200 && r.body?.stdout === 'ok\n') ok += 1;
-      else failures.push(`${r.status} ${r.text}`);
+      else failures.push(`${new Date().toISOString()} ${r.status} ${r.text}`);
     }
   };
   const workers = [load(), load(), load()];
@@ -136,6 +137,6 @@ test('a replica drained under load: every call through the balancer succeeds', a
   await new Promise((r) => setTimeout(r, 1500));
   stop = true;
   await Promise.all(workers);
-  assert.deepEqual(failures, [], `no call failed while a replica drained (${ok} succeeded)`);
+  assert.deepEqual(failures, [], `no call failed while a replica drained (${ok} succeeded)\n${lbLog}`);
   assert.ok(ok >= 6, `calls went on (${ok})`);
 });

@@ -8,7 +8,8 @@ in the same run, on a PostgreSQL 15 cluster this script starts
    gap before each call so every call finds a warm sandbox). From each job's
    debug timings line: everything the broker does but the sandbox (resolve
    and admit, the ledger's start, storing, the receipt, the ledger's end);
-   the medians and their difference.
+   the medians and their difference; calls without an idempotency key, then
+   calls each with one.
 2. Database round trips per call: every statement the cluster ran for
    --jobs/4 calls (it logs each: log_min_duration_statement=0; each is one
    round trip), the servers' own lease rounds left out, by statement name;
@@ -63,11 +64,11 @@ def write_policy(work, name, pool_size):
     return path
 
 
-def broker_time(binary, work, uri, runs):
+def broker_time(binary, work, uri, runs, keyed):
     policy = write_policy(work, "stdio", 2)
     logs, servers = {}, {}
     for name, extra in (("sqlite", []), ("postgresql", ["--database", uri])):
-        logs[name] = os.path.join(work, name + ".log")
+        logs[name] = os.path.join(work, "%s-%s.log" % (name, "key" if keyed else "nokey"))
         servers[name] = Stdio([binary, "serve", "--state-dir", os.path.join(work, "st-" + name), "--policy", policy,
                                "--log-level", "debug"] + extra, stderr=open(logs[name], "w"))
     wall = {n: [] for n in servers}
@@ -75,7 +76,10 @@ def broker_time(binary, work, uri, runs):
         for name, s in servers.items():
             wait_quiet(s, want=2)
             time.sleep(0.05)
-            _, ms = s.tool("run_code", {"runtime": "python", "code": "print(1)"})
+            args = {"runtime": "python", "code": "print(1)"}
+            if keyed:
+                args["idempotency_key"] = secrets.token_hex(8)
+            _, ms = s.tool("run_code", args)
             wall[name].append(ms)
     for s in servers.values():
         s.close()
@@ -87,14 +91,15 @@ def broker_time(binary, work, uri, runs):
                 m = TIMINGS.search(line)
                 if m:
                     v = [int(g) / 1000 for g in m.groups()]
-                    rows.append((sum(v) - v[2], v[1], v[5]))  # all but the runner; ledger start; ledger end
+                    rows.append((sum(v) - v[2], v[0], v[1], v[5]))  # all but the runner; admit; ledger start, end
         own[name] = rows
-    print("1. the broker's own time per call (everything but the sandbox), %d calls each, gap pattern" % runs)
-    print("   %-11s %9s %9s %9s %9s" % ("ledger", "own ms", "start ms", "end ms", "call ms"))
+    print("1%s. the broker's own time per call (everything but the sandbox), %d calls each, gap pattern, %s" %
+          ("b" if keyed else "a", runs, "each with an idempotency key" if keyed else "no idempotency key"))
+    print("   %-11s %9s %9s %9s %9s %9s" % ("ledger", "own ms", "admit ms", "start ms", "end ms", "call ms"))
     for name in servers:
         cols = list(zip(*own[name]))
-        print("   %-11s %9.3f %9.3f %9.3f %9.2f" % (name, statistics.median(cols[0]), statistics.median(cols[1]),
-                                                 statistics.median(cols[2]), statistics.median(wall[name])))
+        print("   %-11s %9.3f %9.3f %9.3f %9.3f %9.2f" % (name, *(statistics.median(c) for c in cols),
+                                                       statistics.median(wall[name])))
     d = statistics.median(list(zip(*own["postgresql"]))[0]) - statistics.median(list(zip(*own["sqlite"]))[0])
     q = lambda xs: statistics.quantiles(xs, n=4)
     print("   postgresql - sqlite: %+.3f ms (own time, medians); quartiles sqlite %s, postgresql %s" %
@@ -103,8 +108,8 @@ def broker_time(binary, work, uri, runs):
 
 
 # Statements a server sends on its own, not for a call: its lease rounds.
-LEASE_STATEMENTS = {"replica_insert", "replica_renew", "jobs_lost", "tasks_lost", "replicas_forget", "replica_leave",
-                    "ping"}
+LEASE_STATEMENTS = {"replica_insert", "replica_renew", "jobs_lost", "tasks_lost", "slots_lost", "replicas_forget",
+                    "replica_leave", "ping"}
 EXECUTE = re.compile(r"execute (\w+)")
 
 
@@ -233,8 +238,7 @@ def main():
     work = tempfile.mkdtemp(prefix="throwbox-bench-db-")
     os.chmod(work, 0o711)  # the cluster runs as the user postgres, in a directory below it
     pgdir = os.path.join(work, "pg")
-    env = dict(os.environ, THROWBOX_PG_FSYNC="off" if a.no_fsync else "on",
-               THROWBOX_PG_OPTIONS="-c log_min_duration_statement=0")
+    env = dict(os.environ, THROWBOX_PG_FSYNC="off" if a.no_fsync else "on")
     out = subprocess.run([PG, "start", pgdir], env=env, capture_output=True, text=True)
     if out.returncode != 0:
         shutil.rmtree(work, ignore_errors=True)
@@ -244,8 +248,14 @@ def main():
         print("throwbox database benchmark, %s, %d cores, PostgreSQL fsync %s, %s" %
               (time.strftime("%Y-%m-%d"), os.cpu_count(), "off" if a.no_fsync else "on",
                psql(uri, "SHOW server_version")))
-        broker_time(a.bin, work, uri, a.runs)
+        broker_time(a.bin, work, uri, a.runs, keyed=False)
+        broker_time(a.bin, work, uri, a.runs, keyed=True)
+        # Every statement logged for the count only: logging is not in the timed parts.
+        psql(uri, "ALTER SYSTEM SET log_min_duration_statement = 0")
+        psql(uri, "SELECT pg_reload_conf()")
         round_trips(a.bin, work, uri, os.path.join(pgdir, "server.log"), a.jobs // 4)
+        psql(uri, "ALTER SYSTEM RESET log_min_duration_statement")
+        psql(uri, "SELECT pg_reload_conf()")
         replicas(a.bin, work, uri, a.jobs, a.inflight, a.rounds)
     finally:
         subprocess.run([PG, "stop", pgdir])

@@ -650,8 +650,12 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   }
   // On a shared ledger the tenant's slot across the servers first (held, and
   // given back by the ledger's end of the job or by the guard below).
+  // A job without a key is recorded with its slot (one round trip for both).
   TenantSlot tenant_slot{*ledger_, result.job_id};
-  if (auto s = tenant_slot.take(req.tenant, pol->admission, req.cancel); !s) {
+  LedgerRow start_record = start_row(req, result.job_id, request_sha256, inputs, *spec);
+  if (auto s = tenant_slot.take(req.tenant, pol->admission, req.cancel,
+                                req.idempotency_key.empty() ? &start_record : nullptr);
+      !s) {
     if (s.error().code != util::ErrorCode::kCancelled) return s.error();
     result.outcome.status = sandbox::Status::cancelled;
     result.outcome.error = "cancelled while waiting for a slot";
@@ -695,8 +699,7 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
     int64_t t_recorded = 0;
     std::optional<util::Error> error;
   };
-  auto start = std::make_shared<Start>(
-      Start{*ledger_, start_row(req, result.job_id, request_sha256, inputs, *spec), 0, std::nullopt});
+  auto start = std::make_shared<Start>(Start{*ledger_, std::move(start_record), 0, std::nullopt});
   std::function<util::Status()> record_start = [start]() -> util::Status {
     auto s = start->ledger.record_start(start->row);
     start->t_recorded = now_us();

@@ -148,6 +148,46 @@ END $$;
     R"sql(
 ALTER TABLE workspaces ADD COLUMN held_by text NOT NULL DEFAULT '';
 )sql",
+    // 4: a lost server's slots are freed by the lease rounds (with its jobs,
+    // once the freeing server has itself renewed a whole lease), not by
+    // every take: a take right after a database outage no longer frees the
+    // slots of servers that have not had their turn to renew.
+    R"sql(
+CREATE INDEX tenant_slots_replica ON tenant_slots (replica);
+CREATE OR REPLACE FUNCTION throwbox_slot_take(p_job text, p_tenant text, p_replica text, p_tenant_max bigint,
+                                              p_queued_max bigint) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  mine text;
+  mine_since bigint;
+  running bigint;
+  ahead bigint;
+  queued bigint;
+BEGIN
+  PERFORM pg_advisory_xact_lock(8388070618236825465);
+  SELECT state, since_ms INTO mine, mine_since FROM tenant_slots WHERE job_id = p_job;
+  IF mine = 'running' THEN RETURN 'running'; END IF;
+  SELECT count(*) INTO running FROM tenant_slots WHERE tenant = p_tenant AND state = 'running';
+  IF mine IS NULL THEN
+    SELECT count(*) INTO ahead FROM tenant_slots WHERE tenant = p_tenant AND state = 'queued';
+  ELSE
+    SELECT count(*) INTO ahead FROM tenant_slots
+      WHERE tenant = p_tenant AND state = 'queued' AND (since_ms, job_id) < (mine_since, p_job);
+  END IF;
+  IF running < p_tenant_max AND ahead = 0 THEN
+    IF mine IS NULL THEN
+      INSERT INTO tenant_slots VALUES (p_job, p_tenant, p_replica, 'running', throwbox_now_ms());
+    ELSE
+      UPDATE tenant_slots SET state = 'running' WHERE job_id = p_job;
+    END IF;
+    RETURN 'running';
+  END IF;
+  IF mine IS NOT NULL THEN RETURN 'queued'; END IF;
+  SELECT count(*) INTO queued FROM tenant_slots WHERE state = 'queued';
+  IF queued >= p_queued_max THEN RETURN 'busy'; END IF;
+  INSERT INTO tenant_slots VALUES (p_job, p_tenant, p_replica, 'queued', throwbox_now_ms());
+  RETURN 'queued';
+END $$;
+)sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(std::size(kMigrations));
 
@@ -175,15 +215,63 @@ const Statement kJobInsert{
     "INSERT INTO jobs (job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key, request_sha256,"
     " status, created_ms, replica) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', $9, $10)",
     true};
-// The end gives the job's tenant slot back in the same round trip.
-const Statement kJobEnd{"job_end",
-                        "WITH freed AS (DELETE FROM tenant_slots WHERE job_id = $4)"
-                        " UPDATE jobs SET status = $1, result = $2, ended_ms = $3 WHERE job_id = $4"
-                        " AND status = 'running'",
-                        true};
-// Repeatable: a second take of the same job finds its own row.
-const Statement kSlotTake{"slot_take", "SELECT throwbox_slot_take($1, $2, $3, $4, $5)", true};
+// The start of a job without an idempotency key: its commit waits for no WAL
+// flush. Nothing can run twice for want of it, and the job's end (flushed)
+// writes the whole row whether or not a database crash lost this one.
+const Statement kJobInsertUnflushed{
+    "job_insert_unflushed",
+    "INSERT INTO jobs (job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key, request_sha256,"
+    " status, created_ms, replica) SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, NULL,"
+    " $7::text, 'running', $8::bigint, $9::text FROM (SELECT set_config('synchronous_commit', 'off', true)) AS s",
+    true};
+// The end gives the job's tenant slot back in the same round trip, and
+// writes the whole row if its start's commit was lost; it moves only a
+// running row.
+const Statement kJobEnd{
+    "job_end_row",
+    "WITH freed AS (DELETE FROM tenant_slots WHERE job_id = $4)"
+    " INSERT INTO jobs (job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key, request_sha256,"
+    " status, result, created_ms, ended_ms, replica) VALUES ($4, $5, $6, $7, $8, $9, $10, $11, $1, $2, $12, $3, $13)"
+    " ON CONFLICT (job_id) DO UPDATE SET status = EXCLUDED.status, result = EXCLUDED.result,"
+    " ended_ms = EXCLUDED.ended_ms WHERE jobs.status = 'running'",
+    true};
+// The end of a job this server did not start (its row only).
+const Statement kJobEndUpdate{"job_end",
+                              "WITH freed AS (DELETE FROM tenant_slots WHERE job_id = $4)"
+                              " UPDATE jobs SET status = $1, result = $2, ended_ms = $3 WHERE job_id = $4"
+                              " AND status = 'running'",
+                              true};
+// Repeatable: a second take of the same job finds its own row. Its commit
+// waits for no WAL flush (synchronous_commit off for this one transaction):
+// the job's row, inserted next with a flushed commit, flushes the WAL up to
+// and past it, so a slot of a job that started is as durable as the job's
+// row; what a database crash can lose is only the slot of a call that had
+// not started, which is free then anyway. One flush a call fewer.
+const Statement kSlotTake{
+    "slot_take", "SELECT throwbox_slot_take($1, $2, $3, $4, $5), set_config('synchronous_commit', 'off', true)", true};
 const Statement kSlotRelease{"slot_release", "DELETE FROM tenant_slots WHERE job_id = $1", true};
+// The slot and the row of a job without a key in one round trip (both
+// unflushed, as kSlotTake and kJobInsertUnflushed are): the row only when the
+// slot is granted; a second run (a lost connection) finds both done.
+const Statement kSlotTakeStart{
+    "slot_take_start",
+    "WITH t AS MATERIALIZED (SELECT throwbox_slot_take($1, $2, $3, $4, $5) AS state),"
+    " i AS (INSERT INTO jobs (job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key,"
+    " request_sha256, status, created_ms, replica) SELECT $1, $2, $6::text, $7::text, $8::text, $9::text, NULL,"
+    " $10::text, 'running', $11::bigint, $3 FROM t WHERE t.state = 'running' ON CONFLICT (job_id) DO NOTHING)"
+    " SELECT state, set_config('synchronous_commit', 'off', true) FROM t",
+    true};
+// A slot given back before its job started: the row recorded with it goes too.
+const Statement kSlotReleaseStart{"slot_release_start",
+                                  "WITH freed AS (DELETE FROM tenant_slots WHERE job_id = $1)"
+                                  " DELETE FROM jobs WHERE job_id = $1 AND status = 'running'",
+                                  true};
+// Slots of servers whose lease ran out (lease rounds), and a server's own on a clean stop.
+const Statement kSlotsLost{"slots_lost",
+                           "DELETE FROM tenant_slots s WHERE NOT EXISTS (SELECT 1 FROM replicas r WHERE"
+                           " r.replica_id = s.replica AND r.lease_expires_ms > throwbox_now_ms())",
+                           true};
+const Statement kSlotsLeft{"slots_left", "DELETE FROM tenant_slots WHERE replica = $1", true};
 const Statement kJobByKey{"job_by_key", "SELECT " JOB_COLUMNS " FROM jobs WHERE tenant = $1 AND idempotency_key = $2",
                           true};
 const Statement kJobById{"job_by_id", "SELECT " JOB_COLUMNS " FROM jobs WHERE tenant = $1 AND job_id = $2", true};
@@ -407,7 +495,7 @@ class PgLedger final : public Ledger {
   const char* backend() const override { return "postgresql"; }
   bool shared() const override { return true; }
   util::Result<SlotState> slot_take(const std::string& job_id, const std::string& tenant, uint64_t tenant_max,
-                                    uint64_t queued_max) override;
+                                    uint64_t queued_max, const LedgerRow* start) override;
   void slot_release(const std::string& job_id) override;
   util::Status ping() override;
 
@@ -485,8 +573,19 @@ class PgLedger final : public Ledger {
     std::string status;
     nlohmann::json result;
     int64_t ended_ms = 0;
+    std::optional<LedgerRow> started;  // its start's row, when this server recorded it
   };
+  util::Result<Rows> write_end(const PendingEnd& end);
   void write_pending_ends();
+  // The rows of jobs started here and not yet ended, so that the end can
+  // write the whole row (an unflushed start may be lost with the database).
+  // `with_slot`: recorded by slot_take, its record_start not yet come.
+  struct Started {
+    LedgerRow row;
+    bool with_slot = false;
+  };
+  std::mutex started_mu_;
+  std::map<std::string, Started> started_;  // under started_mu_
   std::mutex pending_mu_;
   std::vector<PendingEnd> pending_ends_;  // under pending_mu_, in the order they came
   std::jthread leases_;
@@ -711,6 +810,7 @@ PgLedger::~PgLedger() {
   }
   const int64_t now = pgsql::wall_ms();
   (void)run(pgsql::kJobsLeft, {pgsql::json_text({{"interrupted", kReplicaLost}}), pgsql::num(now), replica_});
+  (void)run(pgsql::kSlotsLeft, {replica_});
   std::optional<TaskLoss> tasks;
   {
     std::lock_guard lock(lost_mu_);
@@ -769,6 +869,8 @@ size_t PgLedger::settle_lost() {
     if (jobs->changed())
       spdlog::warn("database {}: {} job(s) of lost servers recorded as failed", shown_, jobs->changed());
   }
+  if (auto slots = run(pgsql::kSlotsLost, {}); slots && slots->changed())
+    spdlog::warn("database {}: {} tenant slot(s) of lost servers freed", shown_, slots->changed());
   if (tasks) {
     auto t = run(pgsql::kTasksLost,
                  {tasks->message, pgsql::json_text(tasks->result), pgsql::num(now), pgsql::num(now + tasks->keep_ms)});
@@ -786,19 +888,52 @@ util::Status PgLedger::ping() {
 }
 
 util::Status PgLedger::record_start(const LedgerRow& r) {
-  auto rows = run(pgsql::kJobInsert, {r.job_id, r.tenant, r.runtime, r.code_sha256, r.inputs.dump(), r.limits.dump(),
-                                      r.idempotency_key.empty() ? Param() : Param(r.idempotency_key), r.request_sha256,
-                                      pgsql::num(r.created_ms ? r.created_ms : pgsql::wall_ms()), replica_});
+  {
+    // Recorded with its slot: nothing more to send.
+    std::lock_guard lock(started_mu_);
+    if (auto it = started_.find(r.job_id); it != started_.end() && it->second.with_slot) {
+      it->second.with_slot = false;
+      return util::ok_status();
+    }
+  }
+  LedgerRow row = r;
+  if (!row.created_ms) row.created_ms = pgsql::wall_ms();
+  // A key's row is what keeps a second call with it from running the job
+  // again: its commit is flushed. Without a key nothing depends on the start
+  // surviving a database crash (the end writes the whole row).
+  auto rows = row.idempotency_key.empty()
+                  ? run(pgsql::kJobInsertUnflushed,
+                        {row.job_id, row.tenant, row.runtime, row.code_sha256, row.inputs.dump(), row.limits.dump(),
+                         row.request_sha256, pgsql::num(row.created_ms), replica_})
+                  : run(pgsql::kJobInsert,
+                        {row.job_id, row.tenant, row.runtime, row.code_sha256, row.inputs.dump(), row.limits.dump(),
+                         Param(row.idempotency_key), row.request_sha256, pgsql::num(row.created_ms), replica_});
   if (!rows) return rows.error();
+  std::lock_guard lock(started_mu_);
+  const std::string id = row.job_id;
+  started_.insert_or_assign(id, Started{std::move(row), false});
   return util::ok_status();
 }
 
 util::Result<Ledger::SlotState> PgLedger::slot_take(const std::string& job_id, const std::string& tenant,
-                                                    uint64_t tenant_max, uint64_t queued_max) {
-  auto rows = run(pgsql::kSlotTake, {job_id, tenant, replica_, pgsql::num(static_cast<int64_t>(tenant_max)),
-                                     pgsql::num(static_cast<int64_t>(queued_max))});
+                                                    uint64_t tenant_max, uint64_t queued_max, const LedgerRow* start) {
+  std::optional<LedgerRow> row;
+  if (start && start->idempotency_key.empty() && start->job_id == job_id && start->tenant == tenant) {
+    row = *start;
+    if (!row->created_ms) row->created_ms = pgsql::wall_ms();
+  }
+  const Param max = pgsql::num(static_cast<int64_t>(tenant_max));
+  const Param queued = pgsql::num(static_cast<int64_t>(queued_max));
+  auto rows = row ? run(pgsql::kSlotTakeStart,
+                        {job_id, tenant, replica_, max, queued, row->runtime, row->code_sha256, row->inputs.dump(),
+                         row->limits.dump(), row->request_sha256, pgsql::num(row->created_ms)})
+                  : run(pgsql::kSlotTake, {job_id, tenant, replica_, max, queued});
   if (!rows) return rows.error();
   const std::string state = rows->count() ? rows->text(0, 0) : "";
+  if (state == "running" && row) {
+    std::lock_guard lock(started_mu_);
+    started_.insert_or_assign(job_id, Started{std::move(*row), true});
+  }
   if (state == "running") return SlotState::kRunning;
   if (state == "queued") return SlotState::kQueued;
   if (state == "busy") return SlotState::kBusy;
@@ -806,13 +941,28 @@ util::Result<Ledger::SlotState> PgLedger::slot_take(const std::string& job_id, c
 }
 
 void PgLedger::slot_release(const std::string& job_id) {
-  if (auto rows = run(pgsql::kSlotRelease, {job_id}); !rows)
+  bool with_row = false;
+  {
+    std::lock_guard lock(started_mu_);
+    if (auto it = started_.find(job_id); it != started_.end() && it->second.with_slot) {
+      with_row = true;
+      started_.erase(it);
+    }
+  }
+  if (auto rows = run(with_row ? pgsql::kSlotReleaseStart : pgsql::kSlotRelease, {job_id}); !rows)
     spdlog::warn("{} (the slot goes with this server's lease)", rows.error().message);
 }
 
 util::Status PgLedger::record_end(const std::string& job_id, const std::string& status, const nlohmann::json& result) {
-  const int64_t ended = pgsql::wall_ms();
-  auto rows = run(pgsql::kJobEnd, {status, pgsql::json_text(result), pgsql::num(ended), job_id});
+  PendingEnd end{job_id, status, result, pgsql::wall_ms(), std::nullopt};
+  {
+    std::lock_guard lock(started_mu_);
+    if (auto it = started_.find(job_id); it != started_.end()) {
+      end.started = std::move(it->second.row);
+      started_.erase(it);
+    }
+  }
+  auto rows = write_end(end);
   if (rows) return util::ok_status();
   if (rows.error().code != util::ErrorCode::kIo && rows.error().code != util::ErrorCode::kBusy) return rows.error();
   // The database does not answer: the end is kept and written by the lease
@@ -820,10 +970,20 @@ util::Status PgLedger::record_end(const std::string& job_id, const std::string& 
   // database restart (unless this server is lost meanwhile: then it is
   // failed as lost, and the late end changes nothing).
   std::lock_guard lock(pending_mu_);
-  pending_ends_.push_back(PendingEnd{job_id, status, result, ended});
+  pending_ends_.push_back(std::move(end));
   spdlog::warn("{}; job {}: its end is kept and written when the database answers ({} waiting)", rows.error().message,
                job_id, pending_ends_.size());
   return util::ok_status();
+}
+
+util::Result<Rows> PgLedger::write_end(const PendingEnd& e) {
+  if (!e.started)
+    return run(pgsql::kJobEndUpdate, {e.status, pgsql::json_text(e.result), pgsql::num(e.ended_ms), e.job_id});
+  const LedgerRow& r = *e.started;
+  return run(pgsql::kJobEnd, {e.status, pgsql::json_text(e.result), pgsql::num(e.ended_ms), e.job_id, r.tenant,
+                              r.runtime, r.code_sha256, r.inputs.dump(), r.limits.dump(),
+                              r.idempotency_key.empty() ? Param() : Param(r.idempotency_key), r.request_sha256,
+                              pgsql::num(r.created_ms), replica_});
 }
 
 void PgLedger::write_pending_ends() {
@@ -834,8 +994,7 @@ void PgLedger::write_pending_ends() {
   }
   std::vector<PendingEnd> still;
   for (auto& e : pending) {
-    if (!still.empty() ||
-        !run(pgsql::kJobEnd, {e.status, pgsql::json_text(e.result), pgsql::num(e.ended_ms), e.job_id})) {
+    if (!still.empty() || !write_end(e)) {
       still.push_back(std::move(e));  // the database went again: keep the rest, in order
       continue;
     }

@@ -21,7 +21,8 @@ class SqliteLedger final : public Ledger {
 
   const char* backend() const override { return "sqlite"; }
   bool shared() const override { return false; }
-  util::Result<SlotState> slot_take(const std::string&, const std::string&, uint64_t, uint64_t) override {
+  util::Result<SlotState> slot_take(const std::string&, const std::string&, uint64_t, uint64_t,
+                                    const LedgerRow*) override {
     return SlotState::kRunning;
   }
   void slot_release(const std::string&) override {}

@@ -28,10 +28,10 @@ TenantSlot::~TenantSlot() {
 }
 
 util::Status TenantSlot::take(const std::string& tenant, const policy::Admission& limits,
-                              const std::shared_ptr<Cancellation>& cancel) {
+                              const std::shared_ptr<Cancellation>& cancel, const LedgerRow* start) {
   if (!ledger_.shared()) return util::ok_status();
   for (;;) {
-    auto state = ledger_.slot_take(job_id_, tenant, limits.jobs_running_per_tenant_max, limits.jobs_queued_max);
+    auto state = ledger_.slot_take(job_id_, tenant, limits.jobs_running_per_tenant_max, limits.jobs_queued_max, start);
     if (!state) return database_unavailable(state.error());
     // The servers' queue, not the tenant's budget: no retry time (HTTP 503).
     if (*state == Ledger::SlotState::kBusy)

@@ -29,8 +29,10 @@ class TenantSlot {
   TenantSlot& operator=(const TenantSlot&) = delete;
 
   // Errors: busy (the line is full), cancelled, or the ledger's own.
+  // `start`: the job's row, recorded with the slot where the ledger can
+  // (Ledger::slot_take).
   util::Status take(const std::string& tenant, const policy::Admission& limits,
-                    const std::shared_ptr<Cancellation>& cancel);
+                    const std::shared_ptr<Cancellation>& cancel, const LedgerRow* start = nullptr);
   // The ledger gave it back (record_end): nothing left to do.
   void given_back() { held_ = false; }
 

@@ -390,6 +390,33 @@ TEST_CASE("ledger backends: the schema is migrated once by concurrent replicas; 
   }
 }
 
+TEST_CASE("ledger backends: a job's end writes its whole row when a database crash lost its start") {
+  for (auto& b : unit::ledger_backends()) {
+    if (!b->shared()) continue;
+    auto l = b->open();
+    REQUIRE(l->record_start(row("j1", "")).ok());
+    // What a crash of the database can do to a start without a key (its
+    // commit is not flushed): gone, while the job runs.
+    CHECK(unit::pg_exec(b->database, "DELETE FROM jobs WHERE job_id = 'j1' RETURNING job_id") == "j1");
+    REQUIRE(l->record_end("j1", "completed", {{"outcome", {{"status", "completed"}}}}).ok());
+    auto found = l->find("t1", "j1");
+    REQUIRE(found);
+    CHECK(found->status == "completed");
+    CHECK(found->runtime == row("j1", "").runtime);
+    CHECK(found->inputs == row("j1", "").inputs);
+    CHECK(found->limits["timeout_ms"] == 1000);
+    CHECK(found->result["outcome"]["status"] == "completed");
+    CHECK(found->ended_ms >= found->created_ms);
+    CHECK(found->created_ms > 0);
+    // An end still moves only a running row: one failed meanwhile (its
+    // server judged lost) stays failed.
+    REQUIRE(l->record_start(row("j2", "")).ok());
+    unit::pg_exec(b->database, "UPDATE jobs SET status = 'failed', ended_ms = 1 WHERE job_id = 'j2'");
+    REQUIRE(l->record_end("j2", "completed", nlohmann::json::object()).ok());
+    CHECK(l->find("t1", "j2")->status == "failed");
+  }
+}
+
 TEST_CASE("ledger backends: a connection the database dropped is replaced; a read goes on") {
   for (auto& b : unit::ledger_backends()) {
     if (!b->shared()) continue;
@@ -439,6 +466,40 @@ TEST_CASE("ledger backends: tenant slots hold across servers, wait in arrival or
   }
 }
 
+TEST_CASE(
+    "ledger backends: a job without a key is recorded with its slot; a slot given back before it started takes "
+    "its row along") {
+  using S = broker::Ledger::SlotState;
+  for (auto& b : unit::ledger_backends()) {
+    CAPTURE(b->name);
+    auto a = b->open();
+    const broker::LedgerRow r1 = row("j1", ""), r2 = row("j2", ""), r3 = row("j3", "");
+    CHECK(*a->slot_take("j1", "t1", 1, 4, &r1) == S::kRunning);
+    if (b->shared()) {
+      auto found = a->find("t1", "j1");  // recorded with the slot
+      REQUIRE(found);
+      CHECK(found->status == "running");
+      CHECK(found->inputs == r1.inputs);
+      CHECK(*a->slot_take("j2", "t1", 1, 4, &r2) == S::kQueued);
+      CHECK_FALSE(a->find("t1", "j2"));  // in line: no row yet
+    }
+    REQUIRE(a->record_start(r1).ok());  // answered at once where recorded with the slot
+    REQUIRE(a->record_end("j1", "completed", nlohmann::json::object()).ok());
+    CHECK(a->find("t1", "j1")->status == "completed");
+    if (!b->shared()) continue;
+    CHECK(*a->slot_take("j2", "t1", 1, 4, &r2) == S::kRunning);  // moved up: recorded now
+    CHECK(a->find("t1", "j2"));
+    a->slot_release("j2");  // the call failed before its job started
+    CHECK_FALSE(a->find("t1", "j2"));
+    CHECK(unit::pg_exec(b->database, "SELECT count(*) FROM tenant_slots") == "0");
+    // Released after its start was recorded: the row stays (its end is what ends it).
+    CHECK(*a->slot_take("j3", "t1", 1, 4, &r3) == S::kRunning);
+    REQUIRE(a->record_start(r3).ok());
+    a->slot_release("j3");
+    CHECK(a->find("t1", "j3"));
+  }
+}
+
 TEST_CASE("ledger backends: a lost server's tenant slots come back once its lease runs out") {
   using S = broker::Ledger::SlotState;
   for (auto& b : unit::ledger_backends()) {
@@ -446,14 +507,32 @@ TEST_CASE("ledger backends: a lost server's tenant slots come back once its leas
     lose_a_server(*b, 1000, [](broker::Ledger& a) {
       return *a.slot_take("x1", "t1", 2, 4) == S::kRunning && *a.slot_take("x2", "t1", 2, 4) == S::kRunning;
     });
-    auto live = b->open();
-    CHECK(*live->slot_take("y1", "t1", 2, 4) == S::kQueued);  // the dead server's two still count
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // its lease has run out
+    // A server that has not yet renewed its own lease for a whole lease (just
+    // started, or back from a database outage in which every lease ran out)
+    // frees no other server's slots: the dead server's two still count.
+    auto live = b->open(3000);
+    CHECK(*live->slot_take("y1", "t1", 2, 4) == S::kQueued);
     S got = S::kQueued;
     for (int i = 0; i < 100 && got != S::kRunning; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       got = *live->slot_take("y1", "t1", 2, 4);
     }
     CHECK(got == S::kRunning);
+  }
+}
+
+TEST_CASE("ledger backends: a server that stops cleanly gives its tenant slots back at once") {
+  using S = broker::Ledger::SlotState;
+  for (auto& b : unit::ledger_backends()) {
+    if (!b->shared()) continue;
+    auto live = b->open();
+    {
+      auto going = b->open();
+      CHECK(*going->slot_take("g1", "t1", 1, 4) == S::kRunning);
+      CHECK(*live->slot_take("h1", "t1", 1, 4) == S::kQueued);
+    }  // closed: its lease given back, its running rows failed, its slots freed
+    CHECK(*live->slot_take("h1", "t1", 1, 4) == S::kRunning);
   }
 }
 

@@ -305,6 +305,8 @@ const Statement kTaskList{"task_list",
                           " AND (created_ms > $3 OR (created_ms = $3 AND task_id > $4))"
                           " ORDER BY created_ms, task_id LIMIT $5",
                           true};
+const Statement kTasksEnded{
+    "tasks_ended", "SELECT " TASK_COLUMNS " FROM tasks WHERE task_id = ANY($1::text[]) AND status <> 'working'", true};
 const Statement kTaskCount{
     "task_count", "SELECT count(*) FROM tasks WHERE tenant = $1 AND (status = 'working' OR expires_ms > $2)", true};
 const Statement kTasksLost{
@@ -517,6 +519,7 @@ class PgLedger final : public Ledger {
   size_t task_fail_interrupted(const std::string& message, const nlohmann::json& result, int64_t now_ms,
                                int64_t keep_ms) override;
   size_t task_expire(const std::string& tenant, int64_t now_ms) override;
+  std::vector<TaskRow> tasks_ended(const std::vector<std::string>& task_ids) override;
 
   util::Status workspace_insert(const WorkspaceRow& row) override;
   std::optional<WorkspaceRow> workspace_find(const std::string& tenant, const std::string& workspace_id,
@@ -1070,6 +1073,22 @@ std::optional<TaskRow> PgLedger::task_find(const std::string& tenant, const std:
   auto rows = run(pgsql::kTaskFind, {tenant, task_id, pgsql::num(now_ms)});
   if (!rows || rows->count() == 0) return std::nullopt;
   return pgsql::read_task(*rows, 0);
+}
+
+std::vector<TaskRow> PgLedger::tasks_ended(const std::vector<std::string>& task_ids) {
+  std::vector<TaskRow> out;
+  if (task_ids.empty()) return out;
+  // An array literal: task ids are 32 hex digits, nothing to quote.
+  std::string ids = "{";
+  for (const auto& id : task_ids) {
+    if (id.find_first_not_of("0123456789abcdef") != std::string::npos) continue;
+    ids += (ids.size() > 1 ? "," : "") + id;
+  }
+  ids += "}";
+  auto rows = run(pgsql::kTasksEnded, {ids});
+  if (!rows) return out;
+  for (int i = 0; i < rows->count(); ++i) out.push_back(pgsql::read_task(*rows, i));
+  return out;
 }
 
 std::vector<TaskRow> PgLedger::task_list(const std::string& tenant, int64_t after_created_ms,

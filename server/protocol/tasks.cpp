@@ -1,6 +1,8 @@
 // The task registry. One mutex orders every status change with its ledger
 // write, so a cancel and a finishing job cannot both win; callbacks (waiters,
-// status listeners) are called after it is released, never under it.
+// status listeners) are called after it is released, never under it. Reads
+// of the ledger (get, list, awaiting) take no lock, and a start holds only
+// its tenant's.
 #include "server/protocol/tasks.h"
 
 #include <algorithm>
@@ -141,11 +143,58 @@ Tasks::Tasks(std::unique_ptr<store::TaskStore> ledger, TasksOptions options)
       options_.now_ms(), options_.keep_after_end_ms);
   if (failed) spdlog::warn("{} task(s) were working when the server last stopped: recorded as failed", failed);
   janitor_ = util::Periodic(std::chrono::seconds(options_.janitor_interval_s), [this] { expire(); });
+  if (ledger_->shared())
+    watcher_ = util::Periodic(std::chrono::milliseconds(options_.watch_interval_ms), [this] { watch(); });
 }
 
 Tasks::~Tasks() {
+  watcher_.stop();
   janitor_.stop();
   pool_.drain();
+}
+
+std::mutex& Tasks::tenant_lock(const std::string& tenant) {
+  return tenant_locks_[std::hash<std::string>{}(tenant) % tenant_locks_.size()];
+}
+
+void Tasks::watch() {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& r : remote_) ids.push_back(r.task_id);
+    for (const auto& [id, live] : live_)
+      if (!live->cancelled) ids.push_back(id);
+  }
+  if (ids.empty()) return;
+  const std::vector<TaskRow> ended = ledger_->tasks_ended(ids);
+  if (ended.empty()) return;
+  std::vector<std::pair<Listener, TaskRow>> tell;
+  {
+    std::lock_guard lock(mu_);
+    for (const TaskRow& row : ended) {
+      for (auto it = remote_.begin(); it != remote_.end();) {
+        if (it->task_id == row.task_id && it->tenant == row.tenant) {
+          tell.emplace_back(std::move(it->on_ready), row);
+          it = remote_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      // Running here, cancelled through another server: killed as a
+      // tasks/cancel here kills it.
+      auto it = live_.find(row.task_id);
+      if (it == live_.end() || row.status != "cancelled" || it->second->cancelled) continue;
+      Live& live = *it->second;
+      live.cancelled = true;
+      live.cancel->cancel();
+      for (auto& [_, w] : live.waiters) tell.emplace_back(std::move(w), row);
+      live.waiters.clear();
+      if (live.on_terminal) tell.emplace_back(std::move(live.on_terminal), row);
+      live.on_terminal = nullptr;
+      spdlog::info("task {} cancelled through another server", row.task_id);
+    }
+  }
+  for (auto& [f, row] : tell) f(row);
 }
 
 void Tasks::set_per_tenant_max(uint64_t per_tenant_max) {
@@ -162,15 +211,19 @@ util::Result<TaskRow> Tasks::start(const std::string& tenant, const std::string&
   auto cancel = std::make_shared<Cancellation>();
   TaskRow row;
   {
-    std::lock_guard lock(mu_);
+    std::lock_guard tenant_guard(tenant_lock(tenant));
+    uint64_t per_tenant_max = 0;
+    {
+      std::lock_guard lock(mu_);
+      per_tenant_max = options_.per_tenant_max;
+    }
     const int64_t now = options_.now_ms();
     ledger_->task_expire(tenant, now);
     const uint64_t retained = ledger_->task_count(tenant, now);
-    if (retained >= options_.per_tenant_max)
+    if (retained >= per_tenant_max)
       return util::make_error(util::ErrorCode::kBusy,
                               "busy: " + std::to_string(retained) +
-                                  " tasks are retained for this tenant (the most is " +
-                                  std::to_string(options_.per_tenant_max) +
+                                  " tasks are retained for this tenant (the most is " + std::to_string(per_tenant_max) +
                                   "); fetch their results and wait for some to expire, or call without a task");
     row.task_id = util::random_id();
     row.tenant = tenant;
@@ -180,10 +233,7 @@ util::Result<TaskRow> Tasks::start(const std::string& tenant, const std::string&
     row.created_ms = row.updated_ms = now;
     row.ttl_ms = ttl;
     row.expires_ms = now + ttl;
-    if (auto s = ledger_->task_insert(row); !s) {
-      spdlog::error("task {}: {}", row.task_id, s.error().message);
-      return util::make_error(util::ErrorCode::kInternal, s.error().message);
-    }
+    // Known here before its row is in the ledger: whoever reads the row finds it running.
     auto live = std::make_unique<Live>();
     live->tenant = tenant;
     live->tool = tool;
@@ -191,7 +241,16 @@ util::Result<TaskRow> Tasks::start(const std::string& tenant, const std::string&
     live->ttl_ms = ttl;
     live->cancel = cancel;
     live->on_terminal = std::move(on_terminal);
-    live_[row.task_id] = std::move(live);
+    {
+      std::lock_guard lock(mu_);
+      live_[row.task_id] = std::move(live);
+    }
+    if (auto s = ledger_->task_insert(row); !s) {
+      spdlog::error("task {}: {}", row.task_id, s.error().message);
+      std::lock_guard lock(mu_);
+      live_.erase(row.task_id);
+      return util::make_error(util::ErrorCode::kInternal, s.error().message);
+    }
   }
   const std::string id = row.task_id;
   if (!pool_.submit([this, id, work = std::move(work), cancel] { run(id, work, cancel); })) {
@@ -257,7 +316,6 @@ std::optional<TaskRow> Tasks::find(const std::string& tenant, const std::string&
 }
 
 util::Result<TaskRow> Tasks::get(const std::string& tenant, const std::string& task_id) {
-  std::lock_guard lock(mu_);
   auto row = find(tenant, task_id, options_.now_ms());
   if (!row) return not_found();
   return *row;
@@ -269,10 +327,7 @@ util::Result<Tasks::Page> Tasks::list(const std::string& tenant, const std::stri
   if (!cursor.empty() && !decode_cursor(cursor, after_created_ms, after_id))
     return util::make_error(util::ErrorCode::kInvalidArgument, "Invalid params: invalid cursor");
   Page page;
-  {
-    std::lock_guard lock(mu_);
-    page.tasks = ledger_->task_list(tenant, after_created_ms, after_id, options_.page_size + 1, options_.now_ms());
-  }
+  page.tasks = ledger_->task_list(tenant, after_created_ms, after_id, options_.page_size + 1, options_.now_ms());
   if (page.tasks.size() > options_.page_size) {
     page.tasks.resize(options_.page_size);
     page.next_cursor = encode_cursor(page.tasks.back());
@@ -322,22 +377,35 @@ util::Result<TaskRow> Tasks::cancel(const std::string& tenant, const std::string
 
 util::Result<Tasks::Awaited> Tasks::await_result(const std::string& tenant, const std::string& task_id,
                                                  Listener on_ready) {
-  std::lock_guard lock(mu_);
   auto row = find(tenant, task_id, options_.now_ms());
   if (!row) return not_found();
   if (row->status != "working") return Awaited{std::move(row), 0};
-  auto it = live_.find(task_id);
-  if (it == live_.end()) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = live_.find(task_id); it != live_.end()) {
+      const uint64_t waiter = ++next_waiter_;
+      it->second->waiters.emplace_back(waiter, std::move(on_ready));
+      return Awaited{std::nullopt, waiter};
+    }
+  }
+  // Not running here: it ended meanwhile, or it runs on another server.
+  row = find(tenant, task_id, options_.now_ms());
+  if (!row) return not_found();
+  if (row->status != "working") return Awaited{std::move(row), 0};
+  if (!ledger_->shared()) {
     spdlog::error("task {} is working in the ledger but not running in this process", task_id);
     return util::make_error(util::ErrorCode::kInternal, "task " + task_id + " is not running here");
   }
+  // Told by the watcher once the ledger has its end (or its server is lost).
+  std::lock_guard lock(mu_);
   const uint64_t waiter = ++next_waiter_;
-  it->second->waiters.emplace_back(waiter, std::move(on_ready));
+  remote_.push_back(Remote{tenant, task_id, waiter, std::move(on_ready)});
   return Awaited{std::nullopt, waiter};
 }
 
 void Tasks::forget_waiter(const std::string& tenant, const std::string& task_id, uint64_t waiter) {
   std::lock_guard lock(mu_);
+  std::erase_if(remote_, [&](const Remote& r) { return r.waiter == waiter && r.task_id == task_id; });
   auto it = live_.find(task_id);
   if (it == live_.end() || it->second->tenant != tenant) return;
   auto& ws = it->second->waiters;

@@ -3,6 +3,7 @@
 // polled, awaited, listed and cancelled by taskId. Every lookup takes the
 // tenant; rows live in the ledger database. Callbacks run without its lock.
 #pragma once
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -42,6 +43,7 @@ struct TasksOptions {
   int64_t poll_interval_ms = 1000;     // suggested to clients
   int64_t keep_after_end_ms = 60'000;  // a result outlives a ttl that ran out mid-job
   uint64_t janitor_interval_s = 300;
+  int64_t watch_interval_ms = 250;  // shared ledger: how often ends elsewhere are looked for
   size_t page_size = 100;           // tasks/list
   std::function<int64_t()> now_ms;  // wall clock; tests move it
 };
@@ -104,17 +106,36 @@ class Tasks {
 
  private:
   struct Live;
+  // A tasks/result here for a task working on another server (shared ledger).
+  struct Remote {
+    std::string tenant;
+    std::string task_id;
+    uint64_t waiter = 0;
+    Listener on_ready;
+  };
   void run(const std::string& task_id, const Work& work, const std::shared_ptr<Cancellation>& cancel);
   std::optional<TaskRow> find(const std::string& tenant, const std::string& task_id, int64_t now);
+  // Shared ledger: every watch interval, which of the tasks awaited here or
+  // running here ended in the ledger; the awaited are told, a running one
+  // cancelled through another server is cancelled here.
+  void watch();
+  std::mutex& tenant_lock(const std::string& tenant);
 
   std::unique_ptr<store::TaskStore> ledger_;
   TasksOptions options_;
+  // Status changes (with their ledger writes) and the maps below. Reads of
+  // the ledger (get, list, awaiting) take no lock.
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Live>> live_;  // working tasks of this process, by id
+  std::vector<Remote> remote_;                         // under mu_
   uint64_t next_waiter_ = 0;
+  // A tenant's count-then-insert at start, one at a time per tenant (not one
+  // at a time for all: those are database round trips).
+  std::array<std::mutex, 32> tenant_locks_;
   // Declared last: destroyed first, so no task runs against freed members.
   util::WorkerPool pool_;
   util::Periodic janitor_;
+  util::Periodic watcher_;  // shared ledger only
 };
 
 }  // namespace protocol

@@ -49,6 +49,11 @@ class TaskStore {
                                        int64_t keep_ms) = 0;
   // Deletes terminal tasks past their expiry; "" means every tenant.
   virtual size_t task_expire(const std::string& tenant, int64_t now_ms) = 0;
+  // Shared with other servers: a task may run on any of them, and be read,
+  // awaited or cancelled through any.
+  virtual bool shared() const = 0;
+  // Of these tasks, the rows no longer working (one round trip).
+  virtual std::vector<TaskRow> tasks_ended(const std::vector<std::string>& task_ids) = 0;
 };
 
 }  // namespace store

@@ -83,8 +83,7 @@ class Ledger : public store::TaskStore {
 
   // "sqlite" or "postgresql", for messages and /readyz.
   virtual const char* backend() const = 0;
-  // Whether several servers may share it (PostgreSQL).
-  virtual bool shared() const = 0;
+  // shared() (store::TaskStore): whether several servers may share it (PostgreSQL).
   // Whether the ledger answers now (a trivial read): /readyz, and the
   // admission of a new job on a shared database.
   virtual util::Status ping() = 0;

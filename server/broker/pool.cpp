@@ -76,6 +76,7 @@ uint64_t tree_memory_bytes(pid_t pid) {
 
 Template::~Template() {
   if (!runner) return;
+  spdlog::info("warm pool: a template (pid {}) ends after {} fork(s)", pid, forks.load());
   runner->close_stdin();  // EOF: the template's runner tears it down (and whatever still lives inside)
   retire(std::move(runner), spec.scratch_dir, spec.job_id);
 }
@@ -331,6 +332,18 @@ PoolStats Pool::stats() {
 
 util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt, std::shared_ptr<Template> source,
                                                        bool ahead) {
+  if (source) {
+    // One fork of the template's budget, checked and taken in one step:
+    // claims forking on demand and the filler, at once, never fork past it.
+    const uint64_t forks_max = policy_.pool.template_forks_max;
+    uint64_t n = source->forks.load();
+    do {
+      if (n >= forks_max)
+        return util::make_error(util::ErrorCode::kSandbox,
+                                "its template has made the forks it may (pool.template_forks_max); its successor "
+                                "makes the next");
+    } while (!source->forks.compare_exchange_weak(n, n + 1));
+  }
   IdentityLease lease;
   // Read before the spec is made: a reload in between makes it stale, never current.
   const uint64_t generation = source ? source->generation : live_.generation();
@@ -341,7 +354,6 @@ util::Result<std::unique_ptr<WarmSandbox>> Pool::build(const policy::Runtime& rt
     spec->from_template_start_time = source->start_time;
     spec->from_template_socket = source->spec.template_socket;
     spec->from_template_ahead = ahead;
-    ++source->forks;
   }
   if (auto s = util::make_dirs(spec->scratch_dir, 0700); !s) return s.error();
   auto runner = RunnerProcess::spawn(runner_exe_);

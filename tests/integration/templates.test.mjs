@@ -234,8 +234,16 @@ test('a template is replaced after its forks, and each job still completes', { t
     const sc = await py(c, 'print("ok")');
     assert.equal(sc.status, 'completed', JSON.stringify(sc));
   }
+  // At once: the claims forking on demand and the filler never take a
+  // template past its forks.
+  const burst = await Promise.all(Array.from({ length: 8 }, () => py(c, 'print("ok")')));
+  for (const sc of burst) assert.equal(sc.status, 'completed', JSON.stringify(sc));
   const built = (c.stderrText().match(/python template ready/g) ?? []).length;
   assert.ok(built >= 2, `templates built: ${built}\n${c.stderrText().slice(-2000)}`);
+  const ends = () => [...c.stderrText().matchAll(/a template \(pid \d+\) ends after (\d+) fork\(s\)/g)].map((m) => Number(m[1]));
+  for (let i = 0; i < 100 && ends().length < 2; i += 1) await new Promise((r) => setTimeout(r, 100));
+  assert.ok(ends().length >= 2, `templates ended: ${ends()}\n${c.stderrText().slice(-2000)}`);
+  for (const n of ends()) assert.ok(n <= 2, `a template forked ${n} times, past template_forks_max 2: ${ends()}`);
 });
 
 test('a template near its bounds is succeeded before it reaches them: a burst never goes without one', { timeout: 180_000 }, async (t) => {

@@ -650,12 +650,12 @@ util::Result<JobResult> Jobs::run_once(const JobRequest& req, const std::string&
   }
   // On a shared ledger the tenant's slot across the servers first (held, and
   // given back by the ledger's end of the job or by the guard below).
-  // A job without a key is recorded with its slot (one round trip for both).
+  // The job is recorded with its slot where the ledger can (one round trip
+  // for both); its key may then be found taken by another server's call.
   TenantSlot tenant_slot{*ledger_, result.job_id};
   LedgerRow start_record = start_row(req, result.job_id, request_sha256, inputs, *spec);
-  if (auto s = tenant_slot.take(req.tenant, pol->admission, req.cancel,
-                                req.idempotency_key.empty() ? &start_record : nullptr);
-      !s) {
+  if (auto s = tenant_slot.take(req.tenant, pol->admission, req.cancel, &start_record); !s) {
+    if (s.error().code == util::ErrorCode::kConflict && !req.idempotency_key.empty()) return key_taken();
     if (s.error().code != util::ErrorCode::kCancelled) return s.error();
     result.outcome.status = sandbox::Status::cancelled;
     result.outcome.error = "cancelled while waiting for a slot";

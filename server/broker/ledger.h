@@ -108,10 +108,11 @@ class Ledger : public store::TaskStore {
   // in arrival order per tenant), or refuses it (kBusy). A slot goes with
   // record_end or slot_release, and with its server's lease. A ledger that
   // is not shared grants every slot without a word (the server's own
-  // admission counts). `start`, the row of a job without an idempotency
-  // key, may be recorded with the slot it is granted, in the same round trip:
-  // its record_start is then answered at once, and a slot_release before it
-  // removes the row too (the job never started).
+  // admission counts). `start`, the job's row, may be recorded with the
+  // slot it is granted, in the same round trip: its record_start is then
+  // answered at once, and a slot_release before it removes the row too (the
+  // job never started). A key another job's row holds: kConflict, no slot
+  // held.
   enum class SlotState { kRunning, kQueued, kBusy };
   virtual util::Result<SlotState> slot_take(const std::string& job_id, const std::string& tenant, uint64_t tenant_max,
                                             uint64_t queued_max, const LedgerRow* start = nullptr) = 0;

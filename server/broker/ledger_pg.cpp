@@ -250,16 +250,21 @@ const Statement kJobEndUpdate{"job_end",
 const Statement kSlotTake{
     "slot_take", "SELECT throwbox_slot_take($1, $2, $3, $4, $5), set_config('synchronous_commit', 'off', true)", true};
 const Statement kSlotRelease{"slot_release", "DELETE FROM tenant_slots WHERE job_id = $1", true};
-// The slot and the row of a job without a key in one round trip (both
-// unflushed, as kSlotTake and kJobInsertUnflushed are): the row only when the
-// slot is granted; a second run (a lost connection) finds both done.
+// The slot and the job's row in one round trip, the row only when the
+// slot is granted. Without a key the commit waits for no flush (as
+// kSlotTake, kJobInsertUnflushed); with one it does (the key's row). A key
+// another job holds: no row, and "taken" (the caller gives the slot back).
+// A second run (a lost connection) finds both done: its own row is there.
 const Statement kSlotTakeStart{
     "slot_take_start",
     "WITH t AS MATERIALIZED (SELECT throwbox_slot_take($1, $2, $3, $4, $5) AS state),"
     " i AS (INSERT INTO jobs (job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key,"
-    " request_sha256, status, created_ms, replica) SELECT $1, $2, $6::text, $7::text, $8::text, $9::text, NULL,"
-    " $10::text, 'running', $11::bigint, $3 FROM t WHERE t.state = 'running' ON CONFLICT (job_id) DO NOTHING)"
-    " SELECT state, set_config('synchronous_commit', 'off', true) FROM t",
+    " request_sha256, status, created_ms, replica) SELECT $1, $2, $6::text, $7::text, $8::text, $9::text,"
+    " $12::text, $10::text, 'running', $11::bigint, $3 FROM t WHERE t.state = 'running' ON CONFLICT DO NOTHING"
+    " RETURNING 1)"
+    " SELECT CASE WHEN t.state = 'running' AND NOT EXISTS (SELECT 1 FROM i) AND NOT EXISTS"
+    " (SELECT 1 FROM jobs WHERE job_id = $1) THEN 'taken' ELSE t.state END, set_config('synchronous_commit',"
+    " CASE WHEN $12::text IS NULL THEN 'off' ELSE current_setting('synchronous_commit') END, true) FROM t",
     true};
 // A slot given back before its job started: the row recorded with it goes too.
 const Statement kSlotReleaseStart{"slot_release_start",
@@ -921,7 +926,7 @@ util::Status PgLedger::record_start(const LedgerRow& r) {
 util::Result<Ledger::SlotState> PgLedger::slot_take(const std::string& job_id, const std::string& tenant,
                                                     uint64_t tenant_max, uint64_t queued_max, const LedgerRow* start) {
   std::optional<LedgerRow> row;
-  if (start && start->idempotency_key.empty() && start->job_id == job_id && start->tenant == tenant) {
+  if (start && start->job_id == job_id && start->tenant == tenant) {
     row = *start;
     if (!row->created_ms) row->created_ms = pgsql::wall_ms();
   }
@@ -929,10 +934,18 @@ util::Result<Ledger::SlotState> PgLedger::slot_take(const std::string& job_id, c
   const Param queued = pgsql::num(static_cast<int64_t>(queued_max));
   auto rows = row ? run(pgsql::kSlotTakeStart,
                         {job_id, tenant, replica_, max, queued, row->runtime, row->code_sha256, row->inputs.dump(),
-                         row->limits.dump(), row->request_sha256, pgsql::num(row->created_ms)})
+                         row->limits.dump(), row->request_sha256, pgsql::num(row->created_ms),
+                         row->idempotency_key.empty() ? Param() : Param(row->idempotency_key)})
                   : run(pgsql::kSlotTake, {job_id, tenant, replica_, max, queued});
   if (!rows) return rows.error();
   const std::string state = rows->count() ? rows->text(0, 0) : "";
+  if (state == "taken") {
+    // Another job holds the key: the slot just taken goes back at once.
+    if (auto released = run(pgsql::kSlotRelease, {job_id}); !released)
+      spdlog::warn("{} (the slot goes with this server's lease)", released.error().message);
+    return util::make_error(util::ErrorCode::kConflict,
+                            "database " + shown_ + ": the idempotency key is another job's");
+  }
   if (state == "running" && row) {
     std::lock_guard lock(started_mu_);
     started_.insert_or_assign(job_id, Started{std::move(*row), true});

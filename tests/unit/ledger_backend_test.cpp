@@ -497,6 +497,21 @@ TEST_CASE(
     REQUIRE(a->record_start(r3).ok());
     a->slot_release("j3");
     CHECK(a->find("t1", "j3"));
+    // With a key: the row is the key's; a second job with the same key (on
+    // another server) is refused a conflict and holds no slot; the same take
+    // sent again (a lost connection) finds its own row.
+    auto c = b->open();
+    const broker::LedgerRow k1 = row("k1", "key1", "t2"), k2 = row("k2", "key1", "t2");
+    CHECK(*a->slot_take("k1", "t2", 2, 4, &k1) == S::kRunning);
+    CHECK(a->find_by_key("t2", "key1")->job_id == "k1");
+    auto taken = c->slot_take("k2", "t2", 2, 4, &k2);
+    REQUIRE_FALSE(taken.ok());
+    CHECK(taken.error().code == util::ErrorCode::kConflict);
+    CHECK(unit::pg_exec(b->database, "SELECT count(*) FROM tenant_slots WHERE job_id = 'k2'") == "0");
+    CHECK(*a->slot_take("k1", "t2", 2, 4, &k1) == S::kRunning);
+    REQUIRE(a->record_start(k1).ok());
+    REQUIRE(a->record_end("k1", "completed", nlohmann::json::object()).ok());
+    CHECK(a->find_by_key("t2", "key1")->status == "completed");
   }
 }
 

@@ -227,7 +227,7 @@ test('a warm-up that raises fails the warm start with its error in the log; jobs
   assert.match(c.stderrText(), cause);
 });
 
-test('a template is replaced after its forks, and each job still completes', { timeout: 120_000 }, async (t) => {
+test('a template is replaced after its forks, and each job still completes', { timeout: 180_000 }, async (t) => {
   const c = await server({ size: 1, template_forks_max: 2 });
   if (withoutTemplates(c, t)) return;
   for (let i = 0; i < 6; i += 1) {

@@ -957,11 +957,14 @@ util::Result<Ledger::SlotState> PgLedger::slot_take(const std::string& job_id, c
 }
 
 void PgLedger::slot_release(const std::string& job_id) {
+  // Recorded with the slot and never started: the row goes too. Started
+  // and its end not written (a failed end): the row stays as it is. Either
+  // way no end follows a release.
   bool with_row = false;
   {
     std::lock_guard lock(started_mu_);
-    if (auto it = started_.find(job_id); it != started_.end() && it->second.with_slot) {
-      with_row = true;
+    if (auto it = started_.find(job_id); it != started_.end()) {
+      with_row = it->second.with_slot;
       started_.erase(it);
     }
   }

@@ -302,7 +302,23 @@ void Tasks::run(const std::string& task_id, const Work& work, const std::shared_
     row.ttl_ms = live->ttl_ms;
     row.expires_ms = std::max(live->created_ms + live->ttl_ms, now + options_.keep_after_end_ms);
     row.result = std::move(result);
-    if (auto s = ledger_->task_finish(row); !s) spdlog::error("task {}: {}", task_id, s.error().message);
+    auto finished = ledger_->task_finish(row);
+    if (!finished) {
+      spdlog::error("task {}: {}", task_id, finished.error().message);
+    } else if (!*finished) {
+      // No longer working in the ledger: cancelled through another server
+      // (before this server's watcher saw it), or failed as lost. That
+      // stands, and is what waiters are told; a cancelled task's result is
+      // its tool's own, as after a cancel here.
+      if (auto ended = ledger_->task_find(row.tenant, task_id, now)) {
+        if (ended->status == "cancelled") {
+          if (auto s = ledger_->task_set_result(task_id, row.result); !s)
+            spdlog::error("task {}: {}", task_id, s.error().message);
+          ended->result = row.result;
+        }
+        row = std::move(*ended);
+      }
+    }
     for (auto& [_, w] : live->waiters) tell.push_back(std::move(w));
     if (live->on_terminal) tell.push_back(std::move(live->on_terminal));
   }

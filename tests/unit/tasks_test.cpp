@@ -529,3 +529,36 @@ TEST_CASE("extension_task_json: the tasks extension's shape of each status (SEP-
   CHECK(!x.contains("result"));
   CHECK(!x.contains("error"));
 }
+
+TEST_CASE("a task cancelled elsewhere while its work ends: that stands, and waiters are told it") {
+  // Another server (here a second handle on the same ledger) makes the row
+  // cancelled; the work then ends before this server hears of it.
+  TempDir d;
+  Clock clock;
+  protocol::Tasks tasks(open_ledger(d), options(clock));
+  Gate gate;
+  auto t = tasks.start("alice", "run_code", std::nullopt, gate.work());
+  REQUIRE(t.ok());
+  wait_until([&] { return gate.started.load() == 1; });
+  std::string told;
+  json told_result;
+  auto a = tasks.await_result("alice", t->task_id, [&](const store::TaskRow& r) {
+    told = r.status;
+    told_result = r.result;
+  });
+  REQUIRE(a.ok());
+  auto elsewhere = open_ledger(d);
+  store::TaskRow row = *elsewhere->task_find("alice", t->task_id, clock.ms.load());
+  row.status = "cancelled";
+  row.status_message = "cancelled by tasks/cancel";
+  row.result = protocol::error_call_result("cancelled elsewhere");
+  REQUIRE(*elsewhere->task_finish(row));
+  gate.release();
+  tasks.drain();
+  CHECK(told == "cancelled");
+  CHECK(told_result["structuredContent"]["job_id"] == "j-gated");  // the tool's own result
+  auto now = tasks.get("alice", t->task_id);
+  REQUIRE(now.ok());
+  CHECK(now->status == "cancelled");
+  CHECK(now->result["structuredContent"]["job_id"] == "j-gated");
+}

@@ -16,6 +16,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "server/util/clock.h"
 #include "server/util/database_uri.h"
 #include "server/util/random.h"
 
@@ -563,7 +564,7 @@ class PgLedger final : public Ledger {
   std::vector<std::unique_ptr<Conn>> idle_;  // under pool_mu_
   size_t open_ = 0;                          // connections made and not closed, under pool_mu_
 
-  // Steady-clock ms until which this replica's lease is known to hold, and
+  // Monotonic ms (util::now_ms) until which this replica's lease is known to hold, and
   // since when it has been renewed without a miss (0: the last round missed).
   std::atomic<int64_t> lease_until_{0};
   std::atomic<int64_t> renewed_since_{0};
@@ -598,15 +599,6 @@ class PgLedger final : public Ledger {
   std::vector<PendingEnd> pending_ends_;  // under pending_mu_, in the order they came
   std::jthread leases_;
 };
-
-namespace {
-
-int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 int pg_schema_version() { return pgsql::kSchemaVersion; }
 
@@ -791,8 +783,8 @@ util::Status PgLedger::start() {
   auto joined =
       run(pgsql::kReplicaInsert, {replica_, std::string(host), pgsql::num(::getpid()), pgsql::num(lease_ms_)});
   if (!joined) return joined.error();
-  lease_until_ = steady_ms() + lease_ms_ * 2 / 3;
-  renewed_since_ = steady_ms();
+  lease_until_ = util::now_ms() + lease_ms_ * 2 / 3;
+  renewed_since_ = util::now_ms();
   leases_ = std::jthread([this](std::stop_token stop) {
     std::mutex mu;
     std::condition_variable_any cv;
@@ -830,7 +822,7 @@ PgLedger::~PgLedger() {
 }
 
 void PgLedger::lease_round() {
-  const int64_t before = steady_ms();
+  const int64_t before = util::now_ms();
   auto renewed = run(pgsql::kReplicaRenew, {replica_, pgsql::num(lease_ms_)});
   if (!renewed) {
     spdlog::warn("database {}: lease not renewed: {}", shown_, renewed.error().message);
@@ -862,7 +854,7 @@ size_t PgLedger::settle_lost() {
   // have run out, and each must have had its turn to renew before any is
   // judged lost.
   const int64_t since = renewed_since_.load();
-  if (since == 0 || steady_ms() - since < lease_ms_) return 0;
+  if (since == 0 || util::now_ms() - since < lease_ms_) return 0;
   std::string reason;
   std::optional<TaskLoss> tasks;
   {
@@ -890,7 +882,7 @@ size_t PgLedger::settle_lost() {
 util::Status PgLedger::ping() {
   auto rows = run(pgsql::kPing, {});
   if (!rows) return rows.error();
-  if (steady_ms() > lease_until_.load())
+  if (util::now_ms() > lease_until_.load())
     return util::make_error(util::ErrorCode::kIo, "database " + shown_ + ": this server's lease is not current");
   return util::ok_status();
 }

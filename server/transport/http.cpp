@@ -29,6 +29,7 @@
 #include "server/transport/http_ops.h"
 #define THROWBOX_HTTP_OPS 1
 #endif
+#include "server/util/clock.h"
 #include "server/util/periodic.h"
 #include "server/util/text.h"
 
@@ -47,10 +48,6 @@ constexpr int64_t kDrainGraceMs = 10'000;
 // keep-alive connection under a request it has just sent, which the
 // balancer cannot safely send again (it may have run).
 constexpr int64_t kDrainQuietMs = 1'000;
-int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 }  // namespace
 namespace {
 
@@ -165,7 +162,7 @@ util::Status HttpServer::run() {
   for (auto& o : opt_.allowed_origins) origins_.insert(lower(o));
 
   srv->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path != "/healthz" && req.path != "/readyz") last_request_ms_ = steady_ms();
+    if (req.path != "/healthz" && req.path != "/readyz") last_request_ms_ = util::now_ms();
     if (serving_overloaded()) {
       res.status = 503;
       res.set_header("Retry-After", "1");
@@ -305,7 +302,7 @@ util::Status HttpServer::run() {
         continue;
       }
       const bool drained =
-          drain_until && ((in_flight_.load() <= 0 && steady_ms() - last_request_ms_.load() >= kDrainQuietMs) ||
+          drain_until && ((in_flight_.load() <= 0 && util::now_ms() - last_request_ms_.load() >= kDrainQuietMs) ||
                           std::chrono::steady_clock::now() > *drain_until);
       if (sig == SIGINT || sig == SIGTERM || drained) {
         if (drained)

@@ -115,7 +115,7 @@ class HttpServer {
   // balancer may still reuse is closed under a request.
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};
-  std::atomic<int64_t> last_request_ms_{0};  // steady clock: the last request other than /healthz, /readyz
+  std::atomic<int64_t> last_request_ms_{0};  // util::now_ms() of the last request other than /healthz, /readyz
 };
 
 // ---- http_stateless.cpp

@@ -216,15 +216,6 @@ const Statement kJobInsert{
     "INSERT INTO jobs (job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key, request_sha256,"
     " status, created_ms, replica) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', $9, $10)",
     true};
-// The start of a job without an idempotency key: its commit waits for no WAL
-// flush. Nothing can run twice for want of it, and the job's end (flushed)
-// writes the whole row whether or not a database crash lost this one.
-const Statement kJobInsertUnflushed{
-    "job_insert_unflushed",
-    "INSERT INTO jobs (job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key, request_sha256,"
-    " status, created_ms, replica) SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, NULL,"
-    " $7::text, 'running', $8::bigint, $9::text FROM (SELECT set_config('synchronous_commit', 'off', true)) AS s",
-    true};
 // The end gives the job's tenant slot back in the same round trip, and
 // writes the whole row if its start's commit was lost; it moves only a
 // running row.
@@ -242,18 +233,18 @@ const Statement kJobEndUpdate{"job_end",
                               " UPDATE jobs SET status = $1, result = $2, ended_ms = $3 WHERE job_id = $4"
                               " AND status = 'running'",
                               true};
-// Repeatable: a second take of the same job finds its own row. Its commit
-// waits for no WAL flush (synchronous_commit off for this one transaction):
-// the job's row, inserted next with a flushed commit, flushes the WAL up to
-// and past it, so a slot of a job that started is as durable as the job's
-// row; what a database crash can lose is only the slot of a call that had
-// not started, which is free then anyway. One flush a call fewer.
+// A slot alone (a take with no row to record with it). Repeatable: a second
+// take of the same job finds its own row. Its commit waits for no WAL flush
+// (synchronous_commit off for this one transaction): the job's row, when it
+// is recorded with a flushed commit, flushes the WAL up to and past it; what
+// a database crash can lose is a slot of a call that had not started.
 const Statement kSlotTake{
     "slot_take", "SELECT throwbox_slot_take($1, $2, $3, $4, $5), set_config('synchronous_commit', 'off', true)", true};
 const Statement kSlotRelease{"slot_release", "DELETE FROM tenant_slots WHERE job_id = $1", true};
 // The slot and the job's row in one round trip, the row only when the
-// slot is granted. Without a key the commit waits for no flush (as
-// kSlotTake, kJobInsertUnflushed); with one it does (the key's row). A key
+// slot is granted. Without a key the commit waits for no flush (the job's
+// end, flushed, writes the whole row again); with one it does (the key's
+// row keeps a repeat from running the job twice). A key
 // another job holds: no row, and "taken" (the caller gives the slot back).
 // A second run (a lost connection) finds both done: its own row is there.
 const Statement kSlotTakeStart{
@@ -896,18 +887,13 @@ util::Status PgLedger::record_start(const LedgerRow& r) {
       return util::ok_status();
     }
   }
+  // Not recorded with a slot: on its own, flushed (a key's row must be).
   LedgerRow row = r;
   if (!row.created_ms) row.created_ms = pgsql::wall_ms();
-  // A key's row is what keeps a second call with it from running the job
-  // again: its commit is flushed. Without a key nothing depends on the start
-  // surviving a database crash (the end writes the whole row).
-  auto rows = row.idempotency_key.empty()
-                  ? run(pgsql::kJobInsertUnflushed,
-                        {row.job_id, row.tenant, row.runtime, row.code_sha256, row.inputs.dump(), row.limits.dump(),
-                         row.request_sha256, pgsql::num(row.created_ms), replica_})
-                  : run(pgsql::kJobInsert,
-                        {row.job_id, row.tenant, row.runtime, row.code_sha256, row.inputs.dump(), row.limits.dump(),
-                         Param(row.idempotency_key), row.request_sha256, pgsql::num(row.created_ms), replica_});
+  auto rows =
+      run(pgsql::kJobInsert, {row.job_id, row.tenant, row.runtime, row.code_sha256, row.inputs.dump(),
+                              row.limits.dump(), row.idempotency_key.empty() ? Param() : Param(row.idempotency_key),
+                              row.request_sha256, pgsql::num(row.created_ms), replica_});
   if (!rows) return rows.error();
   std::lock_guard lock(started_mu_);
   const std::string id = row.job_id;

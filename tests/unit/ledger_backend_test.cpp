@@ -395,8 +395,8 @@ TEST_CASE("ledger backends: a job's end writes its whole row when a database cra
     if (!b->shared()) continue;
     auto l = b->open();
     REQUIRE(l->record_start(row("j1", "")).ok());
-    // What a crash of the database can do to a start without a key (its
-    // commit is not flushed): gone, while the job runs.
+    // What a crash of the database can do to a start without a key (a
+    // server records it with its slot, unflushed): gone, while the job runs.
     CHECK(unit::pg_exec(b->database, "DELETE FROM jobs WHERE job_id = 'j1' RETURNING job_id") == "j1");
     REQUIRE(l->record_end("j1", "completed", {{"outcome", {{"status", "completed"}}}}).ok());
     auto found = l->find("t1", "j1");

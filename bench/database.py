@@ -6,8 +6,9 @@ in the same run, on a PostgreSQL 15 cluster this script starts
 1. The broker's own time per call: two servers on stdio, one with the
    SQLite ledger, one with --database, called in turn (--runs each, an idle
    gap before each call so every call finds a warm sandbox). From each job's
-   debug timings line: everything the broker does but the sandbox (resolve
-   and admit, the ledger's start, storing, the receipt, the ledger's end);
+   debug timings line: everything the broker does but the sandbox (the key's
+   lookup, resolve and admit, the ledger's start, storing, the receipt, the
+   ledger's end);
    the medians and their difference; calls without an idempotency key, then
    calls each with one.
 2. Database round trips per call: every statement the cluster ran for

@@ -14,9 +14,11 @@
 namespace broker {
 
 struct Idempotency::Slot {
+  std::string sha256;  // the first call's request
   std::mutex mu;
   std::condition_variable cv;
   std::optional<std::string> bound_sha256;  // the request the key is bound to, once known
+  bool recorded = false;                    // the first call's row is in the ledger (recorded())
   bool done = false;
   std::optional<JobResult> result;
   util::Error error;
@@ -44,7 +46,7 @@ util::Error key_conflict(const std::string& key) {
 }
 
 util::Result<JobResult> Idempotency::run(const std::string& tenant, const std::string& key, const std::string& sha256,
-                                         const Run& run_once) {
+                                         const Run& run_once, bool find_first) {
   if (key.empty()) return run_once();
   const std::string id = tenant + '\0' + key;
   std::shared_ptr<Slot> slot;
@@ -52,7 +54,10 @@ util::Result<JobResult> Idempotency::run(const std::string& tenant, const std::s
   {
     std::lock_guard lock(mu_);
     auto [it, inserted] = in_flight_.try_emplace(id);
-    if (inserted) it->second = std::make_shared<Slot>();
+    if (inserted) {
+      it->second = std::make_shared<Slot>();
+      it->second->sha256 = sha256;
+    }
     slot = it->second;
     first = inserted;
   }
@@ -85,48 +90,85 @@ util::Result<JobResult> Idempotency::run(const std::string& tenant, const std::s
     }
   } publish{*this, id, *slot, sha256};
 
-  std::optional<LedgerRow> row = find_recorded_(tenant, key);  // the ledger; no lock held
+  std::optional<LedgerRow> row;
+  if (find_first) row = find_recorded_(tenant, key);  // the ledger; no lock held
   if (!row) {
-    {
-      std::lock_guard lock(slot->mu);
-      slot->bound_sha256 = sha256;
+    if (find_first) {
+      {
+        std::lock_guard lock(slot->mu);
+        slot->bound_sha256 = sha256;
+      }
+      slot->cv.notify_all();
     }
-    slot->cv.notify_all();
     auto result = run_once();
-    if (result || !is_key_taken(result.error())) {
+    bool recorded = find_first;
+    if (!find_first) {
+      std::lock_guard lock(slot->mu);
+      recorded = slot->recorded;
+    }
+    // A run that never wrote its row read the ledger first, or reads it now.
+    const bool taken = !result && is_key_taken(result.error());
+    if (result || (recorded && !taken)) {
       finish(*slot, result);
       return result;
     }
-    // Another server's call took the key between the read and our row.
+    // Another server's call took the key between the read and our row (or
+    // before this run, unread), or the run failed before its row was in.
     row = find_recorded_(tenant, key);
     if (!row) {
-      util::Result<JobResult> lost =
-          util::make_error(util::ErrorCode::kInternal, "idempotency_key: taken by another call, whose row is gone");
+      util::Result<JobResult> lost = taken
+                                         ? util::make_error(util::ErrorCode::kInternal,
+                                                            "idempotency_key: taken by another call, whose row is gone")
+                                         : result;
       finish(*slot, lost);
       return lost;
     }
   }
-  if (row->request_sha256 != sha256) {
+  return follow_row(tenant, key, sha256, *slot, std::move(*row));
+}
+
+// The key is recorded with `row`: its request conflicts, or its job is
+// replayed (waited for first, while it runs on another server).
+util::Result<JobResult> Idempotency::follow_row(const std::string& tenant, const std::string& key,
+                                                const std::string& sha256, Slot& slot, LedgerRow row) {
+  if (row.request_sha256 != sha256) {
     util::Result<JobResult> conflict = key_conflict(key);
     {
-      std::lock_guard lock(slot->mu);
-      if (!slot->bound_sha256) slot->bound_sha256 = row->request_sha256;
+      std::lock_guard lock(slot.mu);
+      if (!slot.bound_sha256) slot.bound_sha256 = row.request_sha256;
     }
-    finish(*slot, conflict);
+    finish(slot, conflict);
     return conflict;
   }
   {
-    std::lock_guard lock(slot->mu);
-    slot->bound_sha256 = row->request_sha256;
+    std::lock_guard lock(slot.mu);
+    slot.bound_sha256 = row.request_sha256;
   }
-  slot->cv.notify_all();
+  slot.cv.notify_all();
   // Running: on another server sharing the ledger (this server's own calls
   // with the key share the slot instead). Its end, or its server's lease
   // running out, ends the wait.
-  util::Result<JobResult> replay = await_end(tenant, key, std::move(*row));
+  util::Result<JobResult> replay = await_end(tenant, key, std::move(row));
   if (replay) spdlog::info("job {}: replayed for a repeated idempotency key", replay->job_id);
-  finish(*slot, replay);
+  finish(slot, replay);
   return replay;
+}
+
+void Idempotency::recorded(const std::string& tenant, const std::string& key) {
+  if (key.empty()) return;
+  std::shared_ptr<Slot> slot;
+  {
+    std::lock_guard lock(mu_);
+    auto it = in_flight_.find(tenant + '\0' + key);
+    if (it == in_flight_.end()) return;
+    slot = it->second;
+  }
+  {
+    std::lock_guard lock(slot->mu);
+    slot->recorded = true;
+    if (!slot->bound_sha256) slot->bound_sha256 = slot->sha256;
+  }
+  slot->cv.notify_all();
 }
 
 void Idempotency::finish(Slot& slot, util::Result<JobResult>& result) {

@@ -36,6 +36,13 @@ bool is_key_taken(const util::Error& e);
 //   waits for that job's end, polling the ledger, and replays it: bounded by
 //   the job's timeout and kOtherServerGrace (beyond: busy); a server that
 //   dies ends its job as "replica lost", which is replayed too.
+// Where reading the ledger costs a round trip (a shared ledger), a first call
+// may skip the read before its run (`find_first` false): the run's own row
+// insert finds the key taken, and the run then calls recorded() once its row
+// is in. A run that fails before that reads the ledger after all, so a
+// recorded key is replayed (or refused, or waited for) exactly as if it had
+// been read first, whatever made the run fail (an input since deleted, a
+// busy server).
 class Idempotency {
  public:
   // How often, and how long past the job's own timeout, a wait for another
@@ -49,12 +56,19 @@ class Idempotency {
 
   // run_once, or what the rule says instead. key "" runs every time.
   util::Result<JobResult> run(const std::string& tenant, const std::string& key, const std::string& request_sha256,
-                              const Run& run_once);
+                              const Run& run_once, bool find_first = true);
+  // run_once's row, with this key, is in the ledger: repeats on this server
+  // learn the request the key is bound to (a different one is refused at
+  // once). Only needed without find_first; a key with no call running here
+  // is ignored.
+  void recorded(const std::string& tenant, const std::string& key);
 
  private:
   struct Slot;
   static void finish(Slot& slot, util::Result<JobResult>& result);
   util::Result<JobResult> await_end(const std::string& tenant, const std::string& key, LedgerRow row);
+  util::Result<JobResult> follow_row(const std::string& tenant, const std::string& key, const std::string& sha256,
+                                     Slot& slot, LedgerRow row);
   FindRecorded find_recorded_;
   std::mutex mu_;                                           // guards in_flight_ only
   std::map<std::string, std::shared_ptr<Slot>> in_flight_;  // by tenant '\0' key

@@ -94,7 +94,8 @@ class Jobs final : public Broker {
   util::Status apply(std::shared_ptr<const policy::Policy> next);
 
  private:
-  util::Result<JobResult> run_once(const JobRequest& request, const std::string& request_sha256);
+  // t_begin: when the call came in (now_us), before its key was looked up.
+  util::Result<JobResult> run_once(const JobRequest& request, const std::string& request_sha256, int64_t t_begin);
   // A job's acceptance checks once it has ended (checks.h), one after
   // another, each in a sandbox of its own; job_inputs: the job's /inputs.
   std::vector<CheckResult> run_checks(const policy::Policy& policy, const JobRequest& request,

@@ -244,12 +244,17 @@ const Statement kSlotRelease{"slot_release", "DELETE FROM tenant_slots WHERE job
 // The slot and the job's row in one round trip, the row only when the
 // slot is granted. Without a key the commit waits for no flush (the job's
 // end, flushed, writes the whole row again); with one it does (the key's
-// row keeps a repeat from running the job twice). A key
-// another job holds: no row, and "taken" (the caller gives the slot back).
-// A second run (a lost connection) finds both done: its own row is there.
+// row keeps a repeat from running the job twice). A key another job's row
+// holds: "key" and no slot (the caller reads that row); one whose row
+// came in while this statement ran: no row, and "taken" (the caller gives
+// the slot back). A second run (a lost connection) finds both done: its
+// own row is there.
 const Statement kSlotTakeStart{
     "slot_take_start",
-    "WITH t AS MATERIALIZED (SELECT throwbox_slot_take($1, $2, $3, $4, $5) AS state),"
+    "WITH k AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM jobs WHERE tenant = $2 AND idempotency_key = $12::text"
+    " AND job_id <> $1) AS held),"
+    " t AS MATERIALIZED (SELECT CASE WHEN k.held THEN 'key' ELSE throwbox_slot_take($1, $2, $3, $4, $5) END"
+    " AS state FROM k),"
     " i AS (INSERT INTO jobs (job_id, tenant, runtime, code_sha256, inputs, limits, idempotency_key,"
     " request_sha256, status, created_ms, replica) SELECT $1, $2, $6::text, $7::text, $8::text, $9::text,"
     " $12::text, $10::text, 'running', $11::bigint, $3 FROM t WHERE t.state = 'running' ON CONFLICT DO NOTHING"
@@ -917,6 +922,9 @@ util::Result<Ledger::SlotState> PgLedger::slot_take(const std::string& job_id, c
                   : run(pgsql::kSlotTake, {job_id, tenant, replica_, max, queued});
   if (!rows) return rows.error();
   const std::string state = rows->count() ? rows->text(0, 0) : "";
+  if (state == "key")
+    return util::make_error(util::ErrorCode::kConflict,
+                            "database " + shown_ + ": the idempotency key is another job's");
   if (state == "taken") {
     // Another job holds the key: the slot just taken goes back at once.
     if (auto released = run(pgsql::kSlotRelease, {job_id}); !released)

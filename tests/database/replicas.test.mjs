@@ -47,6 +47,13 @@ test('the same idempotency key sent to two replicas at once runs one job', async
   // A different request under the key is a conflict through a third replica.
   const c = await postJob(replicas[2], { code: 'print(2)', idempotency_key: 'once' });
   assert.equal(c.status, 409, c.text);
+  // The same request through the third: its one run replayed, no slot left held.
+  const d = await postJob(replicas[2], { code, idempotency_key: 'once' });
+  assert.equal(d.status, 200, d.text);
+  assert.equal(d.body.job_id, a.body.job_id, d.text);
+  assert.equal(d.body.stdout, a.body.stdout);
+  assert.equal(psql("SELECT count(*) FROM jobs WHERE idempotency_key = 'once'"), '1');
+  assert.equal(psql('SELECT count(*) FROM tenant_slots'), '0');
 });
 
 test('a tenant limit of 2 holds for 6 concurrent calls over 3 replicas; another tenant is not held up', async () => {

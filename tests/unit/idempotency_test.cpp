@@ -291,3 +291,113 @@ TEST_CASE("another server's job that never ends: the wait is bounded and answers
   CHECK(got.error().code == util::ErrorCode::kBusy);
   CHECK(got.error().message.find("still running on another server") != std::string::npos);
 }
+
+// Without find_first (a shared ledger): the key is read by the run's own row
+// insert; the rule is the same.
+TEST_CASE("key read by the run's insert: a new key runs once and the ledger is not read first") {
+  FakeLedger ledger;
+  broker::Idempotency keys(ledger.finder());
+  int runs = 0;
+  auto got = keys.run(
+      "alice", "k", "sha1",
+      [&]() -> util::Result<broker::JobResult> {
+        ++runs;
+        keys.recorded("alice", "k");
+        return ran("mine");
+      },
+      false);
+  REQUIRE(got.ok());
+  CHECK(got->job_id == "mine");
+  CHECK(runs == 1);
+  CHECK(ledger.reads == 0);
+  // Its error after its row was in is returned as is, with no read either.
+  auto busy = keys.run(
+      "alice", "k2", "sha1",
+      [&]() -> util::Result<broker::JobResult> {
+        keys.recorded("alice", "k2");
+        return util::make_error(util::ErrorCode::kBusy, "busy: retry in 3 s");
+      },
+      false);
+  REQUIRE_FALSE(busy.ok());
+  CHECK(busy.error().message == "busy: retry in 3 s");
+  CHECK(ledger.reads == 0);
+}
+
+TEST_CASE("key read by the run's insert: a recorded key is replayed or refused, never run again") {
+  FakeLedger ledger;
+  ledger.put("alice", "k", "sha1", "first");
+  broker::Idempotency keys(ledger.finder());
+  // The insert finds the key: the same request replays its recorded result.
+  auto replay = keys.run(
+      "alice", "k", "sha1", [&]() -> util::Result<broker::JobResult> { return broker::key_taken(); }, false);
+  REQUIRE(replay.ok());
+  CHECK(replay->job_id == "first");
+  CHECK(replay->outcome.stdout_text == "recorded\n");
+  // A different request is a conflict.
+  auto conflict = keys.run(
+      "alice", "k", "sha2", [&]() -> util::Result<broker::JobResult> { return broker::key_taken(); }, false);
+  REQUIRE_FALSE(conflict.ok());
+  CHECK(conflict.error().message == kConflict);
+  // A run that fails before its row is in (an input deleted since the
+  // first call, a busy server): the recorded job is still replayed.
+  auto gone = keys.run(
+      "alice", "k", "sha1",
+      [&]() -> util::Result<broker::JobResult> {
+        return util::make_error(util::ErrorCode::kNotFound, "input_ids: \"in1\": no such input");
+      },
+      false);
+  REQUIRE(gone.ok());
+  CHECK(gone->job_id == "first");
+  // With no recorded row, that error is the answer.
+  auto fresh = keys.run(
+      "alice", "new", "sha1",
+      [&]() -> util::Result<broker::JobResult> {
+        return util::make_error(util::ErrorCode::kNotFound, "input_ids: \"in1\": no such input");
+      },
+      false);
+  REQUIRE_FALSE(fresh.ok());
+  CHECK(fresh.error().code == util::ErrorCode::kNotFound);
+}
+
+TEST_CASE("key read by the run's insert: concurrent repeats share the run or conflict once its row is in") {
+  FakeLedger ledger;
+  broker::Idempotency keys(ledger.finder());
+  std::promise<void> let_go;
+  std::shared_future<void> go = let_go.get_future().share();
+  std::promise<void> running;
+  std::atomic<int> runs{0};
+  auto first = std::async(std::launch::async, [&] {
+    return keys.run(
+        "alice", "k", "sha1",
+        [&] {
+          ++runs;
+          keys.recorded("alice", "k");
+          running.set_value();
+          go.wait();
+          return util::Result<broker::JobResult>(ran("shared"));
+        },
+        false);
+  });
+  running.get_future().wait();
+  auto same = std::async(std::launch::async, [&] {
+    return keys.run(
+        "alice", "k", "sha1", [&] { return util::Result<broker::JobResult>(ran("second")); }, false);
+  });
+  auto other = keys.run(
+      "alice", "k", "sha2",
+      [&] {
+        ++runs;
+        return util::Result<broker::JobResult>(ran("third"));
+      },
+      false);
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().message == kConflict);
+  CHECK(same.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout);
+  let_go.set_value();
+  REQUIRE(first.get().ok());
+  auto b = same.get();
+  REQUIRE(b.ok());
+  CHECK(b->job_id == "shared");
+  CHECK(runs == 1);
+  CHECK(ledger.reads == 0);
+}

@@ -508,6 +508,12 @@ TEST_CASE(
     REQUIRE_FALSE(taken.ok());
     CHECK(taken.error().code == util::ErrorCode::kConflict);
     CHECK(unit::pg_exec(b->database, "SELECT count(*) FROM tenant_slots WHERE job_id = 'k2'") == "0");
+    // Refused at once even where the tenant's slots are all taken: the
+    // key is read before a place in line is.
+    auto full = c->slot_take("k2", "t2", 1, 4, &k2);
+    REQUIRE_FALSE(full.ok());
+    CHECK(full.error().code == util::ErrorCode::kConflict);
+    CHECK(unit::pg_exec(b->database, "SELECT count(*) FROM tenant_slots WHERE job_id = 'k2'") == "0");
     CHECK(*a->slot_take("k1", "t2", 2, 4, &k1) == S::kRunning);
     REQUIRE(a->record_start(k1).ok());
     REQUIRE(a->record_end("k1", "completed", nlohmann::json::object()).ok());

@@ -8,6 +8,7 @@
 #include <optional>
 #include <spdlog/spdlog.h>
 
+#include "server/protocol/run_view.h"
 #include "server/util/base64.h"
 #include "server/util/call_trace.h"
 
@@ -106,8 +107,9 @@ bool declares_extension(const json& caps, const char* extension) {
 
 json server_info() { return {{"name", "throwbox"}, {"title", "throwbox sandbox"}, {"version", THROWBOX_VERSION}}; }
 
-json resources_list_result(store::Store& store, const std::string& tenant) {
+json resources_list_result(store::Store& store, const std::string& tenant, bool with_view) {
   json list = json::array();
+  if (with_view) list.push_back(view::run_view_listing());
   for (auto& a : store.list_artifacts(tenant, kResourcesListMax))
     list.push_back({{"uri", store::artifact_uri(a.artifact_id)},
                     {"name", a.name},
@@ -276,12 +278,16 @@ void Session::handle_oversized(size_t bytes, const json& id) {
 
 void Session::handle_line(std::string_view line) { handle_parsed(jsonrpc::parse_line(line, limits_)); }
 
-const json& Session::tools_list(bool with_task_support) {
+const json& Session::tools_list(bool with_task_support, bool with_view) {
   // The registry and policy are fixed: build the schemas once per session,
   // not on every tools/list.
   std::lock_guard lock(mu_);
-  json& list = tools_list_[with_task_support ? 1 : 0];
-  if (list.is_null()) list = server_.tools.list(with_task_support);
+  json& list = tools_list_[(with_task_support ? 1 : 0) + (with_view ? 2 : 0)];
+  if (list.is_null()) {
+    list = server_.tools.list(with_task_support);
+    if (with_view)
+      for (json& tool : list) tool = view::with_view(std::move(tool));
+  }
   return list;
 }
 
@@ -388,7 +394,12 @@ void Session::handle_message(const jsonrpc::Message& m, const Reply& reply) {
   }
   if (m.method == "tools/list") {
     json result = json::object();
-    result["tools"] = tools_list(tasks_enabled());
+    bool with_view = false;
+    {
+      std::lock_guard lock(mu_);
+      with_view = view_;
+    }
+    result["tools"] = tools_list(tasks_enabled(), with_view);
     return reply(make_result(m.id, std::move(result)));
   }
   if (m.method == "tools/call") return handle_tools_call(m, reply);
@@ -406,7 +417,14 @@ void Session::handle_message(const jsonrpc::Message& m, const Reply& reply) {
   // Older protocol versions have no tasks: Method not found below.
   if (m.method.rfind("tasks/", 0) == 0 && tasks_enabled()) return handle_tasks(m, reply);
   if (m.method == "resources/read") return handle_resources_read(m, reply, kResourceNotFound);
-  if (m.method == "resources/list") return reply(make_result(m.id, resources_list_result(server_.store, tenant_)));
+  if (m.method == "resources/list") {
+    bool with_view = false;
+    {
+      std::lock_guard lock(mu_);
+      with_view = view_;
+    }
+    return reply(make_result(m.id, resources_list_result(server_.store, tenant_, with_view)));
+  }
   if (m.method == "resources/templates/list") return reply(make_result(m.id, resource_templates_result()));
   reply(make_error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method));
 }
@@ -429,6 +447,7 @@ void Session::handle_stateless(const jsonrpc::Message& m, const Reply& reply) {
         make_error(m.id, jsonrpc::kInvalidParams,
                    std::string("Invalid params: _meta[\"") + kMetaClientCapabilities + "\"] must be an object"));
   const bool tasks_extension = server_.tasks && declares_extension(*caps, kTasksExtension);
+  const bool with_view = view::client_supports(*caps);
   // Every result: resultType (basic/index, ResultType; a CreateTaskResult
   // says "task") and who answered.
   Reply complete = [reply](json r) {
@@ -447,13 +466,14 @@ void Session::handle_stateless(const jsonrpc::Message& m, const Reply& reply) {
     json capabilities{{"tools", {{"listChanged", false}}},
                       {"resources", {{"listChanged", false}, {"subscribe", false}}}};
     if (server_.tasks) capabilities["extensions"] = {{kTasksExtension, json::object()}};
+    if (with_view) capabilities["extensions"][view::kExtension] = json::object();
     return complete(make_result(m.id, cacheable({{"supportedVersions", supported_versions()},
                                                  {"capabilities", capabilities},
                                                  {"instructions", instructions_text(*server_.policy.get())}},
                                                 kToolsTtlMs)));
   }
   if (m.method == "tools/list")
-    return complete(make_result(m.id, cacheable({{"tools", tools_list(false)}}, kToolsTtlMs)));
+    return complete(make_result(m.id, cacheable({{"tools", tools_list(false, with_view)}}, kToolsTtlMs)));
   if (m.method == "tools/call") return handle_tools_call(m, complete, tasks_extension);
   if (server_.tasks && (m.method == "tasks/get" || m.method == "tasks/update" || m.method == "tasks/cancel")) {
     if (!tasks_extension)
@@ -474,7 +494,7 @@ void Session::handle_stateless(const jsonrpc::Message& m, const Reply& reply) {
         jsonrpc::kInvalidParams);
   }
   if (m.method == "resources/list")
-    return complete(make_result(m.id, cacheable(resources_list_result(server_.store, tenant_), 0)));
+    return complete(make_result(m.id, cacheable(resources_list_result(server_.store, tenant_, with_view), 0)));
   if (m.method == "resources/templates/list")
     return complete(make_result(m.id, cacheable(resource_templates_result(), kToolsTtlMs)));
   reply(make_error(m.id, jsonrpc::kMethodNotFound, "Method not found: " + m.method));
@@ -487,12 +507,14 @@ void Session::handle_initialize(const jsonrpc::Message& m, const Reply& reply) {
   if (p.contains("capabilities") && !p["capabilities"].is_object())
     return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: capabilities must be an object"));
   std::string version = negotiate_version(p["protocolVersion"].get<std::string>());
+  const bool with_view = p.contains("capabilities") && view::client_supports(p["capabilities"]);
   {
     std::lock_guard lock(mu_);
     if (initialize_answered_)
       return reply(make_error(m.id, jsonrpc::kInvalidRequest, "Invalid Request: already initialized"));
     initialize_answered_ = true;
     version_ = version;
+    view_ = with_view;
   }
   std::string client = "unknown";
   if (p.contains("clientInfo") && p["clientInfo"].is_object() && p["clientInfo"].contains("name") &&
@@ -502,6 +524,7 @@ void Session::handle_initialize(const jsonrpc::Message& m, const Reply& reply) {
   json capabilities{{"tools", {{"listChanged", false}}},
                     {"resources", {{"listChanged", false}, {"subscribe", false}}},
                     {"logging", json::object()}};
+  if (with_view) capabilities["extensions"] = {{view::kExtension, json::object()}};
   if (server_.tasks && version == kTasksVersion)
     capabilities["tasks"] = {
         {"list", json::object()}, {"cancel", json::object()}, {"requests", {{"tools", {{"call", json::object()}}}}}};
@@ -769,6 +792,10 @@ void Session::handle_resources_read(const jsonrpc::Message& m, const Reply& repl
   if (!p.is_object() || !p.contains("uri") || !p["uri"].is_string())
     return reply(make_error(m.id, jsonrpc::kInvalidParams, "Invalid params: resources/read needs a string \"uri\""));
   std::string uri = p["uri"].get<std::string>();
+  // The run view: the same page for every tenant (it names no job).
+  if (uri == view::kRunViewUri)
+    return reply(
+        make_result(m.id, {{"contents", json::array({view::run_view_contents(server_.broker.receipt_key())})}}));
   const std::optional<store::ArtifactPart> part = store::artifact_part_from_uri(uri);
   std::string id = part ? part->artifact_id : store::artifact_id_from_uri(uri);
   const uint64_t max = server_.policy.get()->limits.artifact_inline_max_bytes;

@@ -154,9 +154,11 @@ class Session {
   std::shared_ptr<Liveness> liveness_ = std::make_shared<Liveness>();
   // logging/setLevel's level; shared with tasks, which outlive the session.
   std::shared_ptr<logging::Threshold> log_threshold_ = std::make_shared<logging::Threshold>();
-  // tools/list's array, without and with taskSupport; null until first asked.
-  const json& tools_list(bool with_task_support);
-  json tools_list_[2];
+  // tools/list's array, without and with taskSupport, without and with the
+  // run view (index: task support + 2 * view); null until first asked.
+  const json& tools_list(bool with_task_support, bool with_view);
+  json tools_list_[4];
+  bool view_ = false;  // the client declared MCP Apps (io.modelcontextprotocol/ui) at initialize
   std::unique_ptr<util::CallPool> own_calls_;    // when the server has no shared pool
   std::unique_ptr<util::CallPool::Lane> calls_;  // this session's quota; ends before own_calls_
 };

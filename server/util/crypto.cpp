@@ -51,12 +51,14 @@ Result<std::string> sha256_file_hex(const std::string& path) {
   return to_hex(digest, len);
 }
 
-std::string sha256_hex(std::string_view data) {
+std::string sha256_hex(std::string_view data) { return to_hex(sha256_bytes(data)); }
+
+std::string sha256_bytes(std::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr) != 1)
     throw std::runtime_error("EVP_Digest(sha256) failed");
-  return to_hex(digest, len);
+  return std::string(reinterpret_cast<const char*>(digest), len);
 }
 
 }  // namespace util

@@ -9,6 +9,8 @@
 namespace util {
 
 std::string sha256_hex(std::string_view data);
+// The 32 raw bytes.
+std::string sha256_bytes(std::string_view data);
 // sha256 hex of a file's bytes, read in 1 MiB pieces (never whole in memory).
 // The file is opened without following a final symbolic link only if the
 // caller resolved it; errors name the path.

@@ -102,7 +102,8 @@ function serverEnv(extra) {
  *   args           more arguments for `throwbox serve` (--log-level debug)
  * Returns {client, close, stderrText, transport, stateDir}.
  */
-export async function connect({ stateDir, policy, env, validateOutput = true, label, wrap, bin, args: more = [] } = {}) {
+export async function connect({ stateDir, policy, env, validateOutput = true, label, wrap, bin, args: more = [],
+  capabilities } = {}) {
   const dir = stateDir ?? mkStateDir();
   const policyFile = policy ?? process.env.THROWBOX_POLICY;
   const args = ['serve', '--state-dir', dir, ...more];
@@ -124,7 +125,7 @@ export async function connect({ stateDir, policy, env, validateOutput = true, la
   const conn = { label: label ?? `${path.basename(process.argv[1] ?? 'test')} #${connections.length + 1}`, stderrText };
   connections.push(conn);
 
-  const client = new Client({ name: 'throwbox-integration-tests', version: '0.1.0' });
+  const client = new Client({ name: 'throwbox-integration-tests', version: '0.1.0' }, capabilities ? { capabilities } : undefined);
   let closed = false;
   // transport.pid is null before the spawn and again once the process closed.
   const untrack = trackServer(() => {

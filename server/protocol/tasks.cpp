@@ -276,51 +276,53 @@ void Tasks::run(const std::string& task_id, const Work& work, const std::shared_
   }
   if (!result.is_object()) result = error_call_result("internal error in the task; see the server log");
 
+  // The ledger decides between this end and a cancel (task_finish moves only
+  // a working row), so no lock is held across its round trips: the registry
+  // is locked only to read and to hand over what this task holds.
   TaskRow row;
-  std::vector<Listener> tell;
   {
     std::lock_guard lock(mu_);
     auto it = live_.find(task_id);
     if (it == live_.end()) return;
-    std::unique_ptr<Live> live = std::move(it->second);
-    live_.erase(it);
-    if (live->cancelled) {
-      // Still cancelled (MCP tasks: a cancelled task stays cancelled); the
-      // tool's own result replaces the placeholder for tasks/result.
-      if (auto s = ledger_->task_set_result(task_id, result); !s)
-        spdlog::error("task {}: {}", task_id, s.error().message);
-      return;
-    }
-    const int64_t now = options_.now_ms();
+    const Live& live = *it->second;
     row.task_id = task_id;
-    row.tenant = live->tenant;
-    row.tool = live->tool;
-    row.status = result.value("isError", false) ? "failed" : "completed";
-    row.status_message = task_status_message(result);
-    row.created_ms = live->created_ms;
-    row.updated_ms = now;
-    row.ttl_ms = live->ttl_ms;
-    row.expires_ms = std::max(live->created_ms + live->ttl_ms, now + options_.keep_after_end_ms);
-    row.result = std::move(result);
-    auto finished = ledger_->task_finish(row);
-    if (!finished) {
-      spdlog::error("task {}: {}", task_id, finished.error().message);
-    } else if (!*finished) {
-      // No longer working in the ledger: cancelled through another server
-      // (before this server's watcher saw it), or failed as lost. That
-      // stands, and is what waiters are told; a cancelled task's result is
-      // its tool's own, as after a cancel here.
-      if (auto ended = ledger_->task_find(row.tenant, task_id, now)) {
-        if (ended->status == "cancelled") {
-          if (auto s = ledger_->task_set_result(task_id, row.result); !s)
-            spdlog::error("task {}: {}", task_id, s.error().message);
-          ended->result = row.result;
-        }
-        row = std::move(*ended);
+    row.tenant = live.tenant;
+    row.tool = live.tool;
+    row.created_ms = live.created_ms;
+    row.ttl_ms = live.ttl_ms;
+  }
+  const int64_t now = options_.now_ms();
+  row.status = result.value("isError", false) ? "failed" : "completed";
+  row.status_message = task_status_message(result);
+  row.updated_ms = now;
+  row.expires_ms = std::max(row.created_ms + row.ttl_ms, now + options_.keep_after_end_ms);
+  row.result = std::move(result);
+  auto finished = ledger_->task_finish(row);
+  if (!finished) {
+    spdlog::error("task {}: {}", task_id, finished.error().message);
+  } else if (!*finished) {
+    // No longer working in the ledger: cancelled (here or through another
+    // server), or failed as lost. That stands, and is what waiters are
+    // told; a cancelled task's result is its tool's own.
+    if (auto ended = ledger_->task_find(row.tenant, task_id, now)) {
+      if (ended->status == "cancelled") {
+        if (auto s = ledger_->task_set_result(task_id, row.result); !s)
+          spdlog::error("task {}: {}", task_id, s.error().message);
+        ended->result = row.result;
       }
+      row = std::move(*ended);
     }
-    for (auto& [_, w] : live->waiters) tell.push_back(std::move(w));
-    if (live->on_terminal) tell.push_back(std::move(live->on_terminal));
+  }
+  // Whoever is still listening (a cancel here told its own first).
+  std::vector<Listener> tell;
+  {
+    std::lock_guard lock(mu_);
+    auto it = live_.find(task_id);
+    if (it != live_.end()) {
+      for (auto& [_, w] : it->second->waiters) tell.push_back(std::move(w));
+      if (it->second->on_terminal) tell.push_back(std::move(it->second->on_terminal));
+      live_.erase(it);
+    }
   }
   spdlog::info("task {} {}: {}", task_id, row.status, row.status_message);
   for (auto& f : tell) f(row);
@@ -352,31 +354,40 @@ util::Result<Tasks::Page> Tasks::list(const std::string& tenant, const std::stri
 }
 
 util::Result<TaskRow> Tasks::cancel(const std::string& tenant, const std::string& task_id) {
-  TaskRow row;
+  // No lock across the ledger: its task_finish moves only a working row, so
+  // of this cancel and the task's own end exactly one wins.
+  const int64_t now = options_.now_ms();
+  auto found = find(tenant, task_id, now);
+  if (!found) return not_found();
+  auto terminal = [](const std::string& status) {
+    return util::make_error(util::ErrorCode::kInvalidArgument,
+                            "Cannot cancel task: already in terminal status '" + status + "'");
+  };
+  if (found->status != "working") return terminal(found->status);
+  TaskRow row = std::move(*found);
+  // Terminal before the answer (MCP tasks, cancellation); the job is killed
+  // the way notifications/cancelled kills it.
+  row.status = "cancelled";
+  row.status_message = "cancelled by tasks/cancel";
+  row.updated_ms = now;
+  row.expires_ms = std::max(row.created_ms + row.ttl_ms, now + options_.keep_after_end_ms);
+  row.result =
+      error_call_result("task " + task_id + " was cancelled by tasks/cancel before " + row.tool + " returned a result");
+  auto changed = ledger_->task_finish(row);
+  if (!changed) {
+    spdlog::error("task {}: {}", task_id, changed.error().message);
+    return util::make_error(util::ErrorCode::kInternal, changed.error().message);
+  }
+  if (!*changed) {
+    // It ended meanwhile (its work finished, or another server cancelled it).
+    auto ended = find(tenant, task_id, options_.now_ms());
+    if (!ended) return not_found();
+    return terminal(ended->status);
+  }
   std::vector<Listener> tell;
   {
     std::lock_guard lock(mu_);
-    const int64_t now = options_.now_ms();
-    auto found = find(tenant, task_id, now);
-    if (!found) return not_found();
-    if (found->status != "working")
-      return util::make_error(util::ErrorCode::kInvalidArgument,
-                              "Cannot cancel task: already in terminal status '" + found->status + "'");
-    row = std::move(*found);
-    // Terminal before the answer (MCP tasks, cancellation); the job is killed
-    // the way notifications/cancelled kills it.
-    row.status = "cancelled";
-    row.status_message = "cancelled by tasks/cancel";
-    row.updated_ms = now;
-    row.expires_ms = std::max(row.created_ms + row.ttl_ms, now + options_.keep_after_end_ms);
-    row.result = error_call_result("task " + task_id + " was cancelled by tasks/cancel before " + row.tool +
-                                   " returned a result");
-    auto changed = ledger_->task_finish(row);
-    if (!changed) {
-      spdlog::error("task {}: {}", task_id, changed.error().message);
-      return util::make_error(util::ErrorCode::kInternal, changed.error().message);
-    }
-    if (auto it = live_.find(task_id); it != live_.end()) {
+    if (auto it = live_.find(task_id); it != live_.end() && !it->second->cancelled) {
       Live& live = *it->second;
       live.cancelled = true;
       live.cancel->cancel();

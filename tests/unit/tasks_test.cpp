@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <regex>
 #include <set>
@@ -561,4 +562,104 @@ TEST_CASE("a task cancelled elsewhere while its work ends: that stands, and wait
   REQUIRE(now.ok());
   CHECK(now->status == "cancelled");
   CHECK(now->result["structuredContent"]["job_id"] == "j-gated");
+}
+
+namespace {
+
+// A ledger whose task_finish waits at a gate while `hold` is set: a round
+// trip to a slow database, for as long as the test likes.
+struct SlowFinishStore : store::TaskStore {
+  std::unique_ptr<broker::Ledger> inner;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool hold = false;
+  int waiting = 0;
+  explicit SlowFinishStore(std::unique_ptr<broker::Ledger> l) : inner(std::move(l)) {}
+  void release() {
+    {
+      std::lock_guard lock(mu);
+      hold = false;
+    }
+    cv.notify_all();
+  }
+  util::Result<bool> task_finish(const store::TaskRow& row) override {
+    {
+      std::unique_lock lock(mu);
+      if (hold) {
+        ++waiting;
+        cv.notify_all();
+        cv.wait(lock, [&] { return !hold; });
+      }
+    }
+    return inner->task_finish(row);
+  }
+  util::Status task_insert(const store::TaskRow& row) override { return inner->task_insert(row); }
+  util::Status task_set_result(const std::string& id, const json& result) override {
+    return inner->task_set_result(id, result);
+  }
+  util::Status task_delete(const std::string& id) override { return inner->task_delete(id); }
+  std::optional<store::TaskRow> task_find(const std::string& tenant, const std::string& id, int64_t now) override {
+    return inner->task_find(tenant, id, now);
+  }
+  std::vector<store::TaskRow> task_list(const std::string& tenant, int64_t after, const std::string& after_id,
+                                        size_t limit, int64_t now) override {
+    return inner->task_list(tenant, after, after_id, limit, now);
+  }
+  uint64_t task_count(const std::string& tenant, int64_t now) override { return inner->task_count(tenant, now); }
+  size_t task_fail_interrupted(const std::string& m, const json& r, int64_t now, int64_t keep) override {
+    return inner->task_fail_interrupted(m, r, now, keep);
+  }
+  size_t task_expire(const std::string& tenant, int64_t now) override { return inner->task_expire(tenant, now); }
+  bool shared() const override { return inner->shared(); }
+  std::vector<store::TaskRow> tasks_ended(const std::vector<std::string>& ids) override {
+    return inner->tasks_ended(ids);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a task's end and a cancel hold no lock across the ledger: other tenants go on meanwhile") {
+  TempDir d;
+  Clock clock;
+  auto owned = std::make_unique<SlowFinishStore>(open_ledger(d));
+  SlowFinishStore& store = *owned;
+  protocol::Tasks tasks(std::move(owned), options(clock));
+  Gate gate, never;  // the second task ends only when cancelled
+  auto slow_end = tasks.start("alice", "run_code", std::nullopt, gate.work());
+  auto to_cancel = tasks.start("alice", "run_code", std::nullopt, never.work());
+  REQUIRE(slow_end.ok());
+  REQUIRE(to_cancel.ok());
+  wait_until([&] { return gate.started.load() == 1 && never.started.load() == 1; });
+  {
+    std::lock_guard lock(store.mu);
+    store.hold = true;
+  }
+  // A cancel whose ledger write waits, and a task's end whose write waits too.
+  auto cancelling = std::async(std::launch::async, [&] { return tasks.cancel("alice", to_cancel->task_id); });
+  gate.release();
+  wait_until([&] {
+    std::lock_guard lock(store.mu);
+    return store.waiting == 2;
+  });
+  // Meanwhile bob starts a task, awaits it, reads it and lists: none waits
+  // for alice's writes (each would, were the registry locked across them).
+  auto bob = std::async(std::launch::async, [&] {
+    auto t = tasks.start("bob", "run_code", std::nullopt, returning(job_result("j-bob", "completed", 0)));
+    REQUIRE(t.ok());
+    std::atomic<bool> told{false};
+    auto a = tasks.await_result("bob", t->task_id, [&](const store::TaskRow&) { told = true; });
+    REQUIRE(a.ok());
+    CHECK(tasks.get("bob", t->task_id).ok());
+    CHECK(tasks.list("bob", "").ok());
+    return tasks.running();
+  });
+  REQUIRE(bob.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  bob.get();
+  store.release();
+  auto cancelled = cancelling.get();
+  REQUIRE(cancelled.ok());
+  CHECK(cancelled->status == "cancelled");
+  tasks.drain();
+  CHECK(tasks.get("alice", to_cancel->task_id)->status == "cancelled");
+  CHECK(tasks.get("alice", slow_end->task_id)->status == "completed");
 }

@@ -14,7 +14,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { connect, upload, runCode, REPO_ROOT } from '../tests/integration/lib/client.mjs';
+import { connect, runCode, runExample, REPO_ROOT } from '../tests/integration/lib/client.mjs';
 import { CHROMIUM, startViewHost } from '../tests/integration/lib/view_host.mjs';
 
 const runs = Number(process.argv[process.argv.indexOf('--runs') + 1] || 30) || 30;
@@ -25,17 +25,6 @@ if (!fs.existsSync(CHROMIUM)) {
 }
 const capabilities = { extensions: { 'io.modelcontextprotocol/ui': { mimeTypes: ['text/html;profile=mcp-app'] } } };
 const VIEW = 'ui://throwbox/run-view';
-
-async function example(client, dir) {
-  const spec = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, dir, 'example.json'), 'utf8'));
-  const ids = [];
-  for (const rel of spec.inputs ?? []) {
-    ids.push((await upload(client, path.basename(rel), fs.readFileSync(path.join(REPO_ROOT, dir, rel)))).input_id);
-  }
-  const args = { runtime: spec.runtime, code: fs.readFileSync(path.join(REPO_ROOT, dir, spec.program), 'utf8'),
-    input_ids: ids, timeout_s: spec.timeout_s };
-  return { args, result: await runCode(client, args, { timeout: 120_000 }) };
-}
 
 const quantile = (xs, q) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -59,8 +48,8 @@ try {
       ...(await (async () => { const args = { runtime: 'python', code: 'print(1)' };
         return { args, result: await runCode(plain.client, args) }; })()) },
     { name: 'reconciliation', client: reconcile.client, page: pages.reconcile,
-      ...(await example(reconcile.client, 'examples/reconcile')) },
-    { name: 'chart', client: plain.client, page: pages.plain, ...(await example(plain.client, 'examples/chart')) },
+      ...(await runExample(reconcile.client, 'reconcile')) },
+    { name: 'chart', client: plain.client, page: pages.plain, ...(await runExample(plain.client, 'chart')) },
   ];
   const times = Object.fromEntries(cases.map((c) => [c.name, []]));
   // One untimed render of each first (the browser's own first-use costs).

@@ -18,7 +18,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { connect, upload, runCode, fetchArtifact, artifactText, REPO_ROOT, throwboxBin } from './lib/client.mjs';
+import { connect, runCode, runExample, fetchArtifact, artifactText, REPO_ROOT, throwboxBin } from './lib/client.mjs';
 import { skipWithoutChromium, startViewHost } from './lib/view_host.mjs';
 
 skipWithoutChromium();
@@ -48,17 +48,6 @@ after(async () => {
   await plain?.close();
 });
 
-async function example(client, dir) {
-  const spec = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, dir, 'example.json'), 'utf8'));
-  const inputIds = [];
-  for (const rel of spec.inputs ?? []) {
-    inputIds.push((await upload(client, path.basename(rel), fs.readFileSync(path.join(REPO_ROOT, dir, rel)))).input_id);
-  }
-  const args = { runtime: spec.runtime, code: fs.readFileSync(path.join(REPO_ROOT, dir, spec.program), 'utf8'),
-    input_ids: inputIds, timeout_s: spec.timeout_s };
-  return { args, result: await runCode(client, args, { timeout: 120_000 }) };
-}
-
 // Renders `result` in slot a (or b) through the client that made it.
 async function render(which, args, result, slot = 'a') {
   clients.current = clients[which];
@@ -69,7 +58,7 @@ async function render(which, args, result, slot = 'a') {
 const text = (frame, selector) => frame.locator(selector).first().textContent();
 
 test('the reconciliation: completed, its check passes, the receipt verifies, the CSV cell for cell', async () => {
-  const { args, result } = await example(reconcile.client, 'examples/reconcile');
+  const { args, result } = await runExample(reconcile.client, 'reconcile');
   assert.equal(result.structuredContent.status, 'completed', JSON.stringify(result.structuredContent));
   const { frame } = await render('reconcile', args, result);
   assert.equal(await text(frame, '#status'), 'completed');
@@ -91,7 +80,7 @@ test('the reconciliation: completed, its check passes, the receipt verifies, the
 });
 
 test('the chart: its PNG is fetched through the bridge and decoded', async () => {
-  const { args, result } = await example(plain.client, 'examples/chart');
+  const { args, result } = await runExample(plain.client, 'chart');
   assert.equal(result.structuredContent.status, 'completed', result.structuredContent.stderr);
   const { frame } = await render('plain', args, result, 'b');
   const size = await frame.locator('img.artifact-image').first().evaluate((img) => [img.naturalWidth, img.naturalHeight]);

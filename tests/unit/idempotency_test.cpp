@@ -144,7 +144,12 @@ TEST_CASE("a new key runs once; its run's error is returned as is") {
   CHECK(ledger.reads == 1);
 }
 
-TEST_CASE("concurrent repeats: the same request shares the first run, a different one conflicts") {
+namespace {
+
+// Repeats arriving while the first call runs: the same request waits for and
+// shares its result, a different one is refused at once. Without find_first
+// the first call's run says when its row is in (recorded()).
+void concurrent_repeats(bool find_first) {
   FakeLedger ledger;
   broker::Idempotency keys(ledger.finder());
   std::promise<void> let_go;
@@ -152,25 +157,35 @@ TEST_CASE("concurrent repeats: the same request shares the first run, a differen
   std::promise<void> running;
   std::atomic<int> runs{0};
   auto first = std::async(std::launch::async, [&] {
-    return keys.run("alice", "k", "sha1", [&] {
-      ++runs;
-      running.set_value();
-      go.wait();  // the repeats arrive while this runs
-      return util::Result<broker::JobResult>(ran("shared"));
-    });
+    return keys.run(
+        "alice", "k", "sha1",
+        [&] {
+          ++runs;
+          if (!find_first) keys.recorded("alice", "k");
+          running.set_value();
+          go.wait();  // the repeats arrive while this runs
+          return util::Result<broker::JobResult>(ran("shared"));
+        },
+        find_first);
   });
   running.get_future().wait();
   auto same = std::async(std::launch::async, [&] {
-    return keys.run("alice", "k", "sha1", [&] {
-      ++runs;
-      return util::Result<broker::JobResult>(ran("second"));
-    });
+    return keys.run(
+        "alice", "k", "sha1",
+        [&] {
+          ++runs;
+          return util::Result<broker::JobResult>(ran("second"));
+        },
+        find_first);
   });
   // A different request is refused while the first still runs.
-  auto other = keys.run("alice", "k", "sha2", [&] {
-    ++runs;
-    return util::Result<broker::JobResult>(ran("third"));
-  });
+  auto other = keys.run(
+      "alice", "k", "sha2",
+      [&] {
+        ++runs;
+        return util::Result<broker::JobResult>(ran("third"));
+      },
+      find_first);
   REQUIRE_FALSE(other.ok());
   CHECK(other.error().code == util::ErrorCode::kConflict);
   CHECK(other.error().message == kConflict);
@@ -183,6 +198,13 @@ TEST_CASE("concurrent repeats: the same request shares the first run, a differen
   CHECK(a->job_id == "shared");
   CHECK(b->job_id == "shared");
   CHECK(runs == 1);
+  CHECK(ledger.reads == (find_first ? 1 : 0));
+}
+
+}  // namespace
+
+TEST_CASE("concurrent repeats: the same request shares the first run, a different one conflicts") {
+  concurrent_repeats(true);
 }
 
 TEST_CASE("no lock is held across the ledger read: another key proceeds meanwhile") {
@@ -360,44 +382,5 @@ TEST_CASE("key read by the run's insert: a recorded key is replayed or refused, 
 }
 
 TEST_CASE("key read by the run's insert: concurrent repeats share the run or conflict once its row is in") {
-  FakeLedger ledger;
-  broker::Idempotency keys(ledger.finder());
-  std::promise<void> let_go;
-  std::shared_future<void> go = let_go.get_future().share();
-  std::promise<void> running;
-  std::atomic<int> runs{0};
-  auto first = std::async(std::launch::async, [&] {
-    return keys.run(
-        "alice", "k", "sha1",
-        [&] {
-          ++runs;
-          keys.recorded("alice", "k");
-          running.set_value();
-          go.wait();
-          return util::Result<broker::JobResult>(ran("shared"));
-        },
-        false);
-  });
-  running.get_future().wait();
-  auto same = std::async(std::launch::async, [&] {
-    return keys.run(
-        "alice", "k", "sha1", [&] { return util::Result<broker::JobResult>(ran("second")); }, false);
-  });
-  auto other = keys.run(
-      "alice", "k", "sha2",
-      [&] {
-        ++runs;
-        return util::Result<broker::JobResult>(ran("third"));
-      },
-      false);
-  REQUIRE_FALSE(other.ok());
-  CHECK(other.error().message == kConflict);
-  CHECK(same.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout);
-  let_go.set_value();
-  REQUIRE(first.get().ok());
-  auto b = same.get();
-  REQUIRE(b.ok());
-  CHECK(b->job_id == "shared");
-  CHECK(runs == 1);
-  CHECK(ledger.reads == 0);
+  concurrent_repeats(false);
 }

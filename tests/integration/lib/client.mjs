@@ -219,3 +219,18 @@ export function findArtifact(artifacts, name) {
 export function readRepoFile(relPath, encoding = 'utf8') {
   return fs.readFileSync(path.join(REPO_ROOT, relPath), encoding);
 }
+
+// Runs the example in examples/<name> as its example.json says: uploads its
+// inputs, calls run_code. Returns { args, result } (the CallToolResult).
+export async function runExample(client, name, { timeout = 120_000 } = {}) {
+  const dir = path.join(REPO_ROOT, 'examples', name);
+  const spec = JSON.parse(fs.readFileSync(path.join(dir, 'example.json'), 'utf8'));
+  const inputIds = [];
+  for (const rel of spec.inputs ?? []) {
+    inputIds.push((await upload(client, path.basename(rel), fs.readFileSync(path.join(dir, rel)))).input_id);
+  }
+  const args = { runtime: spec.runtime, code: fs.readFileSync(path.join(dir, spec.program), 'utf8'),
+    input_ids: inputIds };
+  if (spec.timeout_s !== undefined) args.timeout_s = spec.timeout_s;
+  return { args, result: await runCode(client, args, { timeout }) };
+}

@@ -26,6 +26,7 @@ build_dir="$repo_root/build"
 #   libcjose-dev libjansson-dev     OAuth access tokens (JWS) for the HTTP transport, verified by cjose
 #                                   (its cjose.pc requires jansson.pc, which libcjose-dev does not pull in)
 #   libc-ares-dev                   the egress proxy's name lookups: asynchronous, each bounded by its own timeout
+#   libarchive-dev zlib1g-dev       runtime images: their layers' tar streams read, and gzip written
 #   python3                         the default sandbox runtime (/usr/bin/python3)
 #   python3-matplotlib              charts in the default python runtime (examples/chart)
 #   python3-numpy python3-pandas    the data policy's runtime (policies/data.json), from Debian
@@ -36,7 +37,7 @@ build_dir="$repo_root/build"
 #   ccache                          a second clone or a new build/ reuses what was compiled (optional)
 readonly THROWBOX_RUN_DEBS=(g++ cmake pkg-config ninja-build nlohmann-json3-dev libboost-dev libseccomp-dev
   libspdlog-dev libcpp-httplib-dev libssl-dev libmagic-dev libsqlite3-dev libpq-dev libcmark-dev libqpdf-dev libcjose-dev
-  libjansson-dev libc-ares-dev python3 python3-matplotlib python3-numpy python3-pandas util-linux uidmap ccache)
+  libjansson-dev libc-ares-dev libarchive-dev zlib1g-dev python3 python3-matplotlib python3-numpy python3-pandas util-linux uidmap ccache)
 # What the tests add (scripts/test):
 #   doctest-dev                     unit tests
 #   clang libclang-rt-14-dev        the fuzz.* tests: libFuzzer and ASan/UBSan (tests/fuzz, scripts/fuzz)

@@ -27,6 +27,7 @@
 #include "server/policy/live.h"
 #include "server/policy/policy.h"
 #include "server/protocol/mcp.h"
+#include "server/image/oci.h"
 #include "server/receipt_cli.h"
 #include "server/sandbox/cgroup_host.h"
 #include "server/sandbox/cgroups.h"
@@ -58,6 +59,7 @@ constexpr const char* kUsage =
     "  doctor         Probe this host's isolation layers and run one probe job\n"
     "  policy check   Validate a policy file and print the effective policy\n"
     "  receipt        Print the receipt key, verify a receipt, or replay its job\n"
+    "  image          Build a runtime image (OCI layout), or verify and unpack one\n"
     "  version        Print the version\n"
     "  help [CMD]     Print this help, or a command's\n"
     "\n"
@@ -189,6 +191,29 @@ constexpr const char* kReceiptHelp =
     "(replay); 1 when it does not, or some differ; 2 on a usage error or when\n"
     "a file cannot be read.\n";
 
+constexpr const char* kImageHelp =
+    "Usage: throwbox image build ROOTFS LAYOUT\n"
+    "       throwbox image unpack LAYOUT DIGEST DEST\n"
+    "\n"
+    "Runtime images are OCI image layouts pinned by their manifest's digest\n"
+    "(sha256:<hex>). See docs/operations.md (Runtime images).\n"
+    "\n"
+    "  build    Make the layout LAYOUT (a new directory) from the tree ROOTFS:\n"
+    "           one gzip layer, entries in path order, owner 0:0, time 0, no\n"
+    "           device nodes; the same tree gives the same digest, printed\n"
+    "  unpack   Verify LAYOUT's manifest DIGEST and every blob it names, and\n"
+    "           unpack its layers into DEST (a new directory), as a server\n"
+    "           does: whiteouts applied; device nodes, FIFOs, paths leaving\n"
+    "           the tree or passing through a symbolic link refused; setuid,\n"
+    "           setgid and write bits dropped\n"
+    "\n"
+    "Options:\n"
+    "  -h, --help             Print this help and exit\n"
+    "\n"
+    "Exit status: 0 done; 1 the image was refused (the reason on stderr;\n"
+    "nothing is left at DEST); 2 on a usage error or when a file cannot be\n"
+    "written.\n";
+
 constexpr const char* kVersionHelp =
     "Usage: throwbox version\n"
     "       throwbox --version\n"
@@ -201,6 +226,7 @@ const char* help_of(const std::string& command) {
   if (command == "doctor") return kDoctorHelp;
   if (command == "policy") return kPolicyHelp;
   if (command == "receipt") return kReceiptHelp;
+  if (command == "image") return kImageHelp;
   if (command == "version") return kVersionHelp;
   return nullptr;
 }
@@ -548,6 +574,43 @@ int receipt_command(int argc, char** argv) {
   }
 }
 
+// throwbox image build|unpack (server/image/oci.h).
+int image_command(int argc, char** argv) {
+  std::vector<std::string> args(argv + 2, argv + argc);
+  const std::string sub = args.empty() ? "" : args[0];
+  if (sub == "build" && args.size() == 3) {
+    auto built = image::build(args[1], args[2]);
+    if (!built) {
+      std::cerr << "throwbox: image build: " << built.error().message << "\n";
+      return 2;
+    }
+    std::cerr << "throwbox: " << args[2] << ": " << built->entries << " entries, one layer of " << built->layer_bytes
+              << " bytes" << (built->skipped ? ", " : "")
+              << (built->skipped ? std::to_string(built->skipped) + " device node(s), FIFO(s) or socket(s) left out"
+                                 : "")
+              << "\n";
+    std::cout << built->manifest.str() << "\n";
+    return 0;
+  }
+  if (sub == "unpack" && args.size() == 4) {
+    auto digest = image::parse_digest(args[2]);
+    if (!digest) throw UsageError("image", "image unpack: " + digest.error().message);
+    auto u = image::unpack(args[1], *digest, args[3]);
+    if (!u) {
+      std::cerr << "throwbox: image unpack: " << u.error().message << "\n";
+      return u.error().code == util::ErrorCode::kInvalidArgument ? 1 : 2;
+    }
+    std::cout << args[3] << ": " << u->layers << " layer(s), " << u->files << " files (" << u->bytes << " bytes), "
+              << u->directories << " directories, " << u->symlinks << " symbolic links, " << u->hardlinks
+              << " hard links, " << u->whiteouts << " whiteouts applied, setuid/setgid/sticky dropped from "
+              << u->special_bits_dropped << "\n";
+    return 0;
+  }
+  throw UsageError("image", sub.empty()                         ? "image: missing subcommand"
+                            : sub == "build" || sub == "unpack" ? "image " + sub + ": wrong number of arguments"
+                                                                : "image: unknown subcommand \"" + sub + "\"");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -574,6 +637,7 @@ int main(int argc, char** argv) {
     if (cmd == "doctor") return doctor_command(argc, argv);
     if (cmd == "policy") return policy_command(argc, argv);
     if (cmd == "receipt") return receipt_command(argc, argv);
+    if (cmd == "image") return image_command(argc, argv);
     if (cmd == "version" || cmd == "--version" || cmd == "-V") {
       if (argc > 2) throw UsageError("version", std::string("version: unexpected argument \"") + argv[2] + "\"");
       std::cout << "throwbox " << THROWBOX_VERSION << "\n";

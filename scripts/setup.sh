@@ -52,8 +52,9 @@ readonly THROWBOX_RUN_DEBS=(g++ cmake pkg-config ninja-build nlohmann-json3-dev 
 #   procps                          pgrep and ps: the tests that look for a job's processes on the host
 #   clang-format-14                 unit.format: the C++ tree as .clang-format lays it out
 #   chromium                        integration.run_view_browser: the run view rendered in headless Chromium
+#   busybox-static                  integration.runtime_image: a runtime image's one program
 readonly THROWBOX_TEST_DEBS=(doctest-dev clang libclang-rt-14-dev passwd help2man lintian apparmor systemd
-  iproute2 openssl curl python3-pip python3-requests procps clang-format-14 chromium)
+  iproute2 openssl curl python3-pip python3-requests procps clang-format-14 chromium busybox-static)
 
 # missing_debs PKG...: those not installed (node and npm: a working pair from anywhere).
 missing_debs() {

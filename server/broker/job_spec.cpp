@@ -21,6 +21,7 @@ sandbox::LaunchSpec base_spec(const policy::Policy& policy, const SpecHost& host
   spec.code_path = "/work/" + rt.code_file;
   for (auto& [k, v] : policy.sandbox.env) spec.env.push_back(k + "=" + v);
   spec.readonly_paths = policy.sandbox.readonly_paths;
+  if (auto root = host.runtime_roots.find(rt.name); root != host.runtime_roots.end()) spec.runtime_root = root->second;
   spec.work_max_bytes = lim.work_max_bytes;
   spec.tmp_max_bytes = lim.tmp_max_bytes;
   spec.outputs_max_bytes = lim.outputs_max_bytes;

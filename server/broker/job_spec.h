@@ -3,6 +3,7 @@
 // that what a job gets can be tested without a runner (tests/unit/job_spec_test).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ struct SpecHost {
   std::string template_seccomp_bpf_base64;
   UserShares shares;           // one sandbox's share (user_shares)
   std::string ca_bundle_path;  // the egress CA bundle (network::EgressCa::write_bundle)
+  // Runtimes with an image: the image's unpacked tree (image::ensure_cached).
+  std::map<std::string, std::string> runtime_roots;
 };
 SpecHost spec_host(std::string state_dir, nlohmann::json cgroup_host, std::string seccomp_bpf_base64,
                    UserShares shares);

@@ -4,7 +4,10 @@
 // host environment stay here.
 #include "server/broker/jobs.h"
 
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +26,7 @@
 #include "server/broker/job_launch.h"
 #include "server/broker/tenant_slot.h"
 #include "server/helper/client.h"
+#include "server/image/oci.h"
 #include "server/sandbox/workspace.h"
 #include "server/sandbox/seccomp.h"
 #include "server/util/base64.h"
@@ -30,6 +34,7 @@
 #include "server/util/clock.h"
 #include "server/util/crypto.h"
 #include "server/util/wall_clock.h"
+#include "server/util/fd.h"
 #include "server/util/fs.h"
 #include "server/util/random.h"
 #include "server/util/text.h"
@@ -93,6 +98,36 @@ std::string compiled_filter(bool memory_cgroup, sandbox::seccomp::Role role) {
   return util::base64_encode(raw);
 }
 
+// Each image runtime's tree, unpacked once per digest under
+// <state_dir>/images (image::ensure_cached), with its interpreter in it: a
+// server that cannot have them does not start.
+std::map<std::string, std::string> runtime_roots(const policy::Policy& policy, const std::string& state_dir) {
+  std::map<std::string, std::string> roots;
+  for (const auto& [name, rt] : policy.runtimes) {
+    if (rt.image_digest.empty()) continue;
+    const std::string key = "runtimes." + name + ".image";
+    auto digest = image::parse_digest(rt.image_digest);
+    if (!digest) throw std::runtime_error(key + ": " + digest.error().message);
+    const int64_t t0 = util::now_ms();
+    auto root = image::ensure_cached(state_dir + "/images", rt.image_layout, *digest);
+    if (!root) throw std::runtime_error(key + " (" + rt.image_layout + "): " + root.error().message);
+    // The interpreter as the sandbox will find it: links resolved inside the tree.
+    util::UniqueFd dir(::open(root->c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    struct open_how how {};
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    util::UniqueFd exe(
+        dir.valid() ? static_cast<int>(::syscall(SYS_openat2, dir.get(), rt.command[0].c_str() + 1, &how, sizeof how))
+                    : -1);
+    struct stat st {};
+    if (!exe.valid() || ::fstat(exe.get(), &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 0111) == 0)
+      throw std::runtime_error(key + ": the image " + rt.image_digest + " has no executable " + rt.command[0]);
+    spdlog::info("runtime {}: image {} ({} ms)", name, rt.image_digest, util::now_ms() - t0);
+    roots[name] = *root;
+  }
+  return roots;
+}
+
 SpecHost make_spec_host(const policy::Policy& policy, const std::string& state_dir, nlohmann::json cgroup_host) {
   // The filter is the same for every job: compile it once, not per runner.
   const bool memory_cgroup = cgroup_host.value("mode", "none") != "none";
@@ -101,6 +136,7 @@ SpecHost make_spec_host(const policy::Policy& policy, const std::string& state_d
                 user_shares(host_user_limits(), sandboxes_max(policy)));
   if (!policy.pool.templates.empty())
     host.template_seccomp_bpf_base64 = compiled_filter(memory_cgroup, sandbox::seccomp::Role::template_process);
+  host.runtime_roots = runtime_roots(policy, state_dir);
   return host;
 }
 

@@ -95,6 +95,14 @@ std::string RuntimeFingerprints::packages_sha256() {
 }
 
 json RuntimeFingerprints::of(const policy::Runtime& rt) {
+  if (!rt.image_digest.empty()) {
+    // An image runtime is its image: the digest names every file of it.
+    json fp{{"command", rt.command}, {"image", rt.image_digest}};
+    json out = fp;
+    out["fingerprint"] = util::sha256_hex(canonical_statement(fp));
+    out["name"] = rt.name;
+    return out;
+  }
   const std::string command0 = rt.command.empty() ? std::string() : rt.command[0];
   // stat follows links: a link moved to another file is another stamp.
   const std::string stamp = stamp_of(command0) + "|" + stamp_of(kDpkgStatus);

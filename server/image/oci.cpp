@@ -468,17 +468,6 @@ class Unpacker {
 
 }  // namespace
 
-util::Result<Digest> parse_digest(std::string_view text) {
-  constexpr std::string_view kPrefix = "sha256:";
-  if (text.substr(0, kPrefix.size()) != kPrefix || text.size() != kPrefix.size() + 64)
-    return bad("digest \"" + util::to_valid_utf8(std::string(text)) + "\": want sha256:<64 lowercase hex digits>");
-  std::string hex(text.substr(kPrefix.size()));
-  for (char c : hex)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-      return bad("digest \"" + util::to_valid_utf8(std::string(text)) + "\": want sha256:<64 lowercase hex digits>");
-  return Digest{hex};
-}
-
 util::Result<Unpacked> unpack(const std::string& layout, const Digest& manifest, const std::string& dest,
                               const Limits& limits) {
   util::UniqueFd layout_fd(::open(layout.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

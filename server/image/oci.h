@@ -20,16 +20,10 @@
 #include <string>
 #include <string_view>
 
+#include "server/image/digest.h"
 #include "server/util/result.h"
 
 namespace image {
-
-// "sha256:<64 lowercase hex>", the only algorithm taken.
-struct Digest {
-  std::string hex;
-  std::string str() const { return "sha256:" + hex; }
-};
-util::Result<Digest> parse_digest(std::string_view text);
 
 struct Limits {
   uint64_t bytes_max = 8ull << 30;       // the unpacked files' bytes, all layers

@@ -31,6 +31,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "server/image/digest.h"
 #include "server/artifacts/names.h"
 #include "server/network/address.h"
 #include "server/sandbox/spec.h"
@@ -236,8 +237,11 @@ const Key<Runtime> kRuntimeKeys[] = {
     other<Runtime>("code_file", Kind::kString),   flag("optional", &Runtime::optional),
     other<Runtime>("loader", Kind::kString),      other<Runtime>("preload", Kind::kStrings),
     other<Runtime>("cache", Kind::kObject),       other<Runtime>("required_checks", Kind::kStrings),
-    other<Runtime>("warmup", Kind::kString),
+    other<Runtime>("warmup", Kind::kString),      other<Runtime>("image", Kind::kObject),
 };
+// runtimes.<name>.image
+const Key<Runtime> kRuntimeImageKeys[] = {other<Runtime>("layout", Kind::kString),
+                                          other<Runtime>("digest", Kind::kString)};
 // runtimes.<name>.cache
 const Key<Runtime> kRuntimeCacheKeys[] = {other<Runtime>("code", Kind::kString), other<Runtime>("env", Kind::kString)};
 
@@ -442,6 +446,23 @@ bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& r
   if (v.contains("required_checks") &&
       !r.string_list(v["required_checks"], key + ".required_checks", rt.required_checks, false))
     return false;
+  if (v.contains("image")) {
+    const json& img = v["image"];
+    if (!r.only_keys<Runtime>(img, key + ".image", kRuntimeImageKeys)) return false;
+    if (!img.contains("layout") || !img["layout"].is_string() ||
+        !is_canonical_absolute(img["layout"].get<std::string>()))
+      return r.fail(key + ".image.layout", "is required: the absolute path of an OCI image layout (a directory)");
+    if (!img.contains("digest") || !img["digest"].is_string())
+      return r.fail(key + ".image.digest", "is required: the image manifest's digest, sha256:<64 hex digits>");
+    auto digest = image::parse_digest(img["digest"].get<std::string>());
+    if (!digest) return r.fail(key + ".image.digest", digest.error().message);
+    rt.image_layout = img["layout"].get<std::string>();
+    rt.image_digest = digest->str();
+    // The interpreter is the image's: the server finds it once the image is
+    // unpacked at its start (and refuses to start without it).
+    rt.available = true;
+    return true;
+  }
   rt.available = ::access(rt.command[0].c_str(), X_OK) == 0;
   if (!rt.available && !rt.optional)
     return r.fail(key + ".command", "interpreter " + rt.command[0] +
@@ -1152,6 +1173,7 @@ nlohmann::json effective_json(const Policy& p) {
     runtimes[name]["warmup"] = rt.warmup;
     runtimes[name]["required_checks"] = rt.required_checks;
     if (!rt.cache_code.empty()) runtimes[name]["cache"] = {{"code", rt.cache_code}, {"env", rt.cache_env}};
+    if (!rt.image_digest.empty()) runtimes[name]["image"] = {{"layout", rt.image_layout}, {"digest", rt.image_digest}};
   }
   json checks = json::object();
   for (auto& [name, c] : p.checks) {

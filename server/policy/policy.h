@@ -45,6 +45,12 @@ struct Runtime {
   // Checks (Policy::checks) run after every job of this runtime, whatever
   // the call asks for.
   std::vector<std::string> required_checks;
+  // A runtime image (runtimes.<name>.image): an OCI image layout and its
+  // manifest's digest ("sha256:<hex>"); "" for the host's own files. Its
+  // tree, unpacked by the server at start, takes the place of the host's
+  // root for sandbox.readonly_paths.
+  std::string image_layout;
+  std::string image_digest;
 };
 
 // An acceptance check (checks.<name>): a program the operator installs, run

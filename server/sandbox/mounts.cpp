@@ -3,6 +3,8 @@
 #include "server/sandbox/mounts.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <cerrno>
 #include <set>
 
+#include "server/util/fd.h"
 #include "server/util/text.h"
 
 namespace sandbox::mounts {
@@ -52,6 +55,31 @@ util::Status check_source(const std::string& path, int extra_flags, bool& is_dir
     return util::make_error(util::ErrorCode::kSandbox, path + ": not a directory, regular file or character device");
   is_dir = S_ISDIR(st.st_mode);
   return util::ok_status();
+}
+
+// Whether path (absolute) is in the tree at root without passing through a
+// symbolic link: false when it is not there; an error when it is reached
+// only through a link (or is one).
+util::Result<bool> beneath(const std::string& root, const std::string& path) {
+  util::UniqueFd dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) return util::make_error(util::ErrorCode::kSandbox, util::call_error("open", root, errno));
+  struct open_how how {};
+  how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  const std::string rel = path.substr(path.find_first_not_of('/'));
+  const int fd = static_cast<int>(::syscall(SYS_openat2, dir.get(), rel.c_str(), &how, sizeof how));
+  if (fd >= 0) {
+    ::close(fd);
+    struct stat st {};
+    if (::lstat((root + path).c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+      return util::make_error(util::ErrorCode::kSandbox, "runtime image: " + path + " is a symbolic link");
+    return true;
+  }
+  if (errno == ENOENT) return false;
+  if (errno == ELOOP || errno == EXDEV)
+    return util::make_error(util::ErrorCode::kSandbox,
+                            "runtime image: " + path + " is reached through a symbolic link in the image");
+  return util::make_error(util::ErrorCode::kSandbox, util::call_error("openat2", root + path, errno));
 }
 
 }  // namespace
@@ -105,21 +133,33 @@ util::Result<Plan> plan_in_parent(const LaunchSpec& spec) {
   // reads its job from (/job/result.json, /job/inputs, /job/artifacts).
   p.links.push_back({"/" + p.inputs, "job"});
 
-  // usrmerge: /bin, /lib, ... are symlinks into /usr on the host; mirror them.
+  // usrmerge: /bin, /lib, ... are symlinks into /usr on the host (or in the
+  // runtime image); mirror them.
+  const std::string& root = spec.runtime_root;
   for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
     char target[256];
-    ssize_t n = ::readlink(top, target, sizeof target - 1);
+    ssize_t n = ::readlink((root + top).c_str(), target, sizeof target - 1);
     if (n <= 0) continue;
     target[n] = '\0';
     p.links.push_back({target, top + 1});
   }
 
   for (const std::string& path : spec.readonly_paths) {
-    if (::access(path.c_str(), F_OK) != 0) continue;  // optional runtime piece absent on this host
+    // From the image's tree, where the runtime has one: a path there that
+    // passes through a symbolic link could lead out of it, and is refused.
+    const std::string source = root + path;
+    if (!root.empty()) {
+      if (auto in = beneath(root, path); !in)
+        return in.error();
+      else if (!*in)
+        continue;  // not in this image
+    } else if (::access(source.c_str(), F_OK) != 0) {
+      continue;  // optional runtime piece absent on this host
+    }
     bool is_dir = false;
-    if (auto st = check_source(path, 0, is_dir); !st) return st.error();
+    if (auto st = check_source(source, root.empty() ? 0 : O_NOFOLLOW, is_dir); !st) return st.error();
     add_parent_dirs(path, seen, p.dirs);
-    p.readonly_binds.push_back({path, 0, {}, -1, path.substr(1), is_dir});
+    p.readonly_binds.push_back({source, root.empty() ? 0 : O_NOFOLLOW, {}, -1, path.substr(1), is_dir});
   }
 
   // A template's shared object, at a fixed path: its host path may lie where

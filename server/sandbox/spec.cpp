@@ -125,6 +125,7 @@ json to_json(const LaunchSpec& s) {
           {"code_path", s.code_path},
           {"inputs", inputs},
           {"readonly_paths", s.readonly_paths},
+          {"runtime_root", s.runtime_root},
           {"ca_bundle_path", s.ca_bundle_path},
           {"work_max_bytes", s.work_max_bytes},
           {"tmp_max_bytes", s.tmp_max_bytes},
@@ -230,6 +231,7 @@ util::Result<LaunchSpec> spec_from_json(const json& j) {
     for (auto& in : j.at("inputs"))
       s.inputs.push_back({in.at("name").get<std::string>(), in.at("host_path").get<std::string>()});
     j.at("readonly_paths").get_to(s.readonly_paths);
+    s.runtime_root = j.value("runtime_root", "");
     s.ca_bundle_path = j.value("ca_bundle_path", "");
     constexpr const char* kWhat = "launch spec";
     s.work_max_bytes = integer_field(j, "work_max_bytes", 0, kCountMax, kWhat);

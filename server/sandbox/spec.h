@@ -38,6 +38,9 @@ struct LaunchSpec {
   std::string code_path;          // e.g. /work/main.py
   std::vector<InputBind> inputs;
   std::vector<std::string> readonly_paths;  // host paths bound read-only at the same place
+  // A runtime image's unpacked tree: readonly_paths (and the top-level links
+  // into /usr) are taken from it instead of the host's /; "" = the host's.
+  std::string runtime_root;
   // The egress CA bundle (system CAs and the server's CA), copied read-only
   // to kCaBundlePath for a sandbox whose job may intercept; "" for none.
   std::string ca_bundle_path;

@@ -27,11 +27,12 @@ trap 'rm -rf "$tmp"' EXIT
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-0}
 # essential: dpkg, coreutils and the like, then the runtime's packages and
 # their dependencies; no documentation, manual pages or translations; no apt
-# state or logs (they hold the time of the build).
+# state or logs (they hold the time of the build); /dev's nodes are left
+# out by the build (a sandbox has its own /dev).
 mmdebstrap --variant=essential --mode="$([ "$(id -u)" -eq 0 ] && echo root || echo unshare)" \
   --include=python3,python3-numpy,python3-pandas,python3-matplotlib \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
-  --customize-hook='rm -rf "$1"/var/cache/* "$1"/var/log/* "$1"/var/lib/apt/lists/* "$1"/dev/*' \
+  --customize-hook='rm -rf "$1"/var/cache/* "$1"/var/log/* "$1"/var/lib/apt/lists/*' \
   bookworm "$tmp/rootfs" "$mirror" >&2
 "$bin" image build "$tmp/rootfs" "$out"

@@ -805,6 +805,15 @@ TEST_CASE("docs/policy.md documents exactly the keys the loader accepts, with th
     REQUIRE_MESSAGE(f.ok(), (f.ok() ? "" : f.error().message));
     flatten_keys(policy::effective_json(*f), "", accepted);
   }
+  {
+    // And a runtime from an image.
+    json imaged = base;
+    imaged["runtimes"]["sh"]["image"] = {{"layout", "/var/lib/images/sh"},
+                                         {"digest", "sha256:" + std::string(64, 'a')}};
+    auto i = policy::parse(imaged, kSource);
+    REQUIRE_MESSAGE(i.ok(), (i.ok() ? "" : i.error().message));
+    flatten_keys(policy::effective_json(*i), "", accepted);
+  }
   accepted.insert("$comment");  // the one key that is not a setting: parse() accepts and ignores it
 
   auto rows = policy_doc_rows();
@@ -895,4 +904,29 @@ TEST_CASE("artifacts.allowed_extensions: defaults per allowed type, refusals eac
   CHECK(error_of(d) == "test.json: artifacts.pdf_active: must be \"reject\" or \"strip\"");
   d["artifacts"] = {{"image_pixels_max", 0u}};
   CHECK(error_of(d) == "test.json: artifacts.image_pixels_max: must be between 1 and 17179869184");
+}
+
+TEST_CASE("runtimes.<name>.image: an absolute layout and a sha256 digest, nothing else") {
+  const std::string digest = "sha256:" + std::string(64, 'b');
+  json d = minimal_doc();
+  d["runtimes"]["sh"]["command"] = {"/opt/not-on-this-host/sh"};  // the image's, not the host's
+  d["runtimes"]["sh"]["image"] = {{"layout", "/var/lib/images/sh"}, {"digest", digest}};
+  auto ok = policy::parse(d, kSource);
+  REQUIRE_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.error().message));
+  CHECK(ok->find_runtime("sh")->image_digest == digest);
+  CHECK(ok->find_runtime("sh")->available);
+  json bad = d;
+  bad["runtimes"]["sh"]["image"]["digest"] = "sha256:abc";
+  CHECK(error_of(bad) ==
+        "test.json: runtimes.sh.image.digest: digest \"sha256:abc\": want sha256:<64 lowercase hex digits>");
+  bad = d;
+  bad["runtimes"]["sh"]["image"]["layout"] = "images/sh";
+  CHECK(error_of(bad) ==
+        "test.json: runtimes.sh.image.layout: is required: the absolute path of an OCI image layout (a directory)");
+  bad = d;
+  bad["runtimes"]["sh"]["image"]["tag"] = "latest";
+  CHECK(error_of(bad) == "test.json: runtimes.sh.image.tag: unknown key");
+  bad = d;
+  bad["runtimes"]["sh"]["image"].erase("digest");
+  CHECK(error_of(bad).find("runtimes.sh.image.digest: is required") != std::string::npos);
 }

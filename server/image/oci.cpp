@@ -46,6 +46,10 @@ std::string archive_error(archive* a, const char* otherwise) {
   return m ? m : otherwise;
 }
 
+// A name as the archive gives it in UTF-8 when it can, else its raw bytes
+// (a name in another encoding than the locale's).
+const char* utf8_or_raw(const char* utf8, const char* raw) { return utf8 ? utf8 : raw; }
+
 util::Error bad(const std::string& message) { return util::make_error(ErrorCode::kInvalidArgument, message); }
 util::Error io(const std::string& call, const std::string& what, int err) {
   return util::make_error(ErrorCode::kIo, util::call_error(call, what, err));
@@ -271,7 +275,7 @@ class Unpacker {
       if (r < ARCHIVE_WARN) return bad("layer " + d.digest.str() + ": " + archive_error(a.get(), "not a tar archive"));
       if (++entries_ > limits_.entries_max)
         return bad("image: over " + std::to_string(limits_.entries_max) + " entries");
-      const char* raw = archive_entry_pathname(e);
+      const char* raw = utf8_or_raw(archive_entry_pathname_utf8(e), archive_entry_pathname(e));
       const std::string path = raw ? raw : "";
       auto s = entry(a.get(), e, path);
       if (!s) return bad("layer " + d.digest.str() + ", \"" + util::to_valid_utf8(path) + "\": " + s.error().message);
@@ -408,7 +412,7 @@ class Unpacker {
     }
     if (exists)
       if (auto s = remove_at(dir->get(), name); !s) return s;
-    if (const char* target = archive_entry_hardlink(e)) {
+    if (const char* target = utf8_or_raw(archive_entry_hardlink_utf8(e), archive_entry_hardlink(e))) {
       auto tparts = components(target);
       if (!tparts) return tparts.error();
       if (tparts->empty()) return bad("a hard link to the root");
@@ -420,7 +424,7 @@ class Unpacker {
       return util::ok_status();
     }
     if (type == AE_IFLNK) {
-      const char* target = archive_entry_symlink(e);
+      const char* target = utf8_or_raw(archive_entry_symlink_utf8(e), archive_entry_symlink(e));
       if (!target || !*target) return bad("a symbolic link to nothing");
       if (::symlinkat(target, dir->get(), name.c_str()) != 0) return io("symlinkat", rel, errno);
       ++counts_.symlinks;
@@ -566,9 +570,9 @@ util::Status walk(const std::string& root, const std::string& rel, std::vector<W
     Walked w{rel.empty() ? n : rel + "/" + n, {}};
     if (::lstat((root + "/" + w.rel).c_str(), &w.st) != 0) return io("lstat", root + "/" + w.rel, errno);
     const bool dir = S_ISDIR(w.st.st_mode);
-    out.push_back(w);
+    out.push_back(w);  // (w.rel, not out.back().rel: the walk below grows out)
     if (dir)
-      if (auto s = walk(root, out.back().rel, out); !s) return s;
+      if (auto s = walk(root, w.rel, out); !s) return s;
   }
   return util::ok_status();
 }
@@ -595,6 +599,9 @@ util::Result<Built> build(const std::string& rootfs, const std::string& out) {
   GzipSink sink(fd.get());
   std::unique_ptr<archive, decltype(&archive_write_free)> a(archive_write_new(), archive_write_free);
   archive_write_set_format_pax_restricted(a.get());
+  // Names as the file system has them, bytes not text: no conversion that a
+  // name in another encoding than the locale's would fail.
+  archive_write_set_format_option(a.get(), "pax", "hdrcharset", "BINARY");
   archive_write_set_bytes_in_last_block(a.get(), 1);
   auto writer = [](archive*, void* self, const void* p, size_t n) -> la_ssize_t {
     return static_cast<GzipSink*>(self)->write(p, n) ? static_cast<la_ssize_t>(n) : -1;

@@ -265,3 +265,31 @@ TEST_CASE("image: whiteouts remove what lower layers put there, never what their
   CHECK(read(t.path + "/out/c") == "C");  // replaced by the upper layer
   CHECK_FALSE(fs::exists(t.path + "/out/a/.wh..wh..opq"));
 }
+
+TEST_CASE("image: a wide, deep tree with names in any encoding comes back entry for entry") {
+  TempDir t;
+  const std::string root = t.path + "/root";
+  std::vector<std::string> want;
+  for (int i = 0; i < 40; ++i)
+    for (int j = 0; j < 8; ++j) {
+      const std::string rel = "d" + std::to_string(i) + "/sub" + std::to_string(j) + "/f" + std::to_string(i * 8 + j);
+      write(root + "/" + rel, rel);
+      want.push_back(rel);
+    }
+  // A Latin-1 name (not UTF-8) and a UTF-8 one, and a link to each.
+  const std::string latin1 = "caf\xe9.txt", utf8 = "Főtanúsítvány.pem";
+  write(root + "/names/" + latin1, "latin-1");
+  write(root + "/names/" + utf8, "utf-8");
+  fs::create_symlink(latin1, root + "/names/to-latin1");
+  fs::create_symlink(utf8, root + "/names/to-utf8");
+  auto built = image::build(root, t.path + "/l");
+  REQUIRE_MESSAGE(built.ok(), (built.ok() ? std::string() : built.error().message));
+  auto u = image::unpack(t.path + "/l", built->manifest, t.path + "/out");
+  REQUIRE_MESSAGE(u.ok(), (u.ok() ? std::string() : u.error().message));
+  CHECK(u->files == want.size() + 2);
+  for (const std::string& rel : want) CHECK(read(t.path + "/out/" + rel) == rel);
+  CHECK(read(t.path + "/out/names/" + latin1) == "latin-1");
+  CHECK(read(t.path + "/out/names/" + utf8) == "utf-8");
+  CHECK(fs::read_symlink(t.path + "/out/names/to-latin1").string() == latin1);
+  CHECK(fs::read_symlink(t.path + "/out/names/to-utf8").string() == utf8);
+}

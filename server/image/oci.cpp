@@ -584,10 +584,22 @@ util::Status write_blob(const std::string& out, const std::string& text, Digest&
 
 }  // namespace
 
+namespace {
+util::Result<Built> build_into(const std::string& rootfs, const std::string& out);
+}  // namespace
+
 util::Result<Built> build(const std::string& rootfs, const std::string& out) {
   struct stat st {};
   if (::stat(rootfs.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return bad(rootfs + ": not a directory");
   if (::mkdir(out.c_str(), 0755) != 0) return io("mkdir", out, errno);
+  auto built = build_into(rootfs, out);
+  if (!built) (void)util::remove_tree(out);  // no half-made layout
+  return built;
+}
+
+namespace {
+
+util::Result<Built> build_into(const std::string& rootfs, const std::string& out) {
   if (auto s = util::make_dirs(out + "/blobs/sha256", 0755); !s) return s.error();
   std::vector<Walked> entries;
   if (auto s = walk(rootfs, "", entries); !s) return s.error();
@@ -689,4 +701,5 @@ util::Result<Built> build(const std::string& rootfs, const std::string& out) {
   return built;
 }
 
+}  // namespace
 }  // namespace image

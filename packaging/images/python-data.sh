@@ -26,10 +26,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-0}
 # essential: dpkg, coreutils and the like, then the runtime's packages and
-# their dependencies; no documentation, manual pages or translations; no apt
+# their dependencies (not what they only recommend: no compiler, no headers);
+# no documentation, manual pages or translations; no apt
 # state or logs (they hold the time of the build); /dev's nodes are left
 # out by the build (a sandbox has its own /dev).
 mmdebstrap --variant=essential --mode="$([ "$(id -u)" -eq 0 ] && echo root || echo unshare)" \
+  --aptopt='APT::Install-Recommends "false"' \
   --include=python3,python3-numpy,python3-pandas,python3-matplotlib \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \

@@ -245,6 +245,27 @@ std::string join(const std::vector<std::string>& parts, size_t n) {
 
 // Unpacks layers into a tree (its root open as root_fd).
 class Unpacker {
+ private:
+  // A blob read through libarchive, hashed as it goes.
+  struct Source {
+    int fd;
+    Sha256 hash;
+    uint64_t bytes;
+    char buf[65536];
+    static la_ssize_t read(archive*, void* self, const void** out) {
+      auto* s = static_cast<Source*>(self);
+      for (;;) {
+        ssize_t n = ::read(s->fd, s->buf, sizeof s->buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -1;
+        s->hash.update(s->buf, static_cast<size_t>(n));
+        s->bytes += static_cast<uint64_t>(n);
+        *out = s->buf;
+        return n;
+      }
+    }
+  };
+
  public:
   Unpacker(int root_fd, const Limits& limits) : root_(root_fd), limits_(limits) {}
 
@@ -259,27 +280,8 @@ class Unpacker {
     if (d.size > limits_.blob_bytes_max)
       return bad("layer " + d.digest.str() + ": over " + std::to_string(limits_.blob_bytes_max) + " bytes");
     Source src{fd->get(), Sha256(), 0, {}};
-    std::unique_ptr<archive, decltype(&archive_read_free)> a(archive_read_new(), archive_read_free);
-    archive_read_support_filter_gzip(a.get());
-    archive_read_support_filter_zstd(a.get());
-    archive_read_support_filter_none(a.get());
-    archive_read_support_format_tar(a.get());
-    if (archive_read_open(a.get(), &src, nullptr, &Source::read, nullptr) != ARCHIVE_OK)
-      return bad("layer " + d.digest.str() + ": " + archive_error(a.get(), "?"));
-    this_layer_.clear();
     ++layers_;
-    for (;;) {
-      archive_entry* e = nullptr;
-      int r = archive_read_next_header(a.get(), &e);
-      if (r == ARCHIVE_EOF) break;
-      if (r < ARCHIVE_WARN) return bad("layer " + d.digest.str() + ": " + archive_error(a.get(), "not a tar archive"));
-      if (++entries_ > limits_.entries_max)
-        return bad("image: over " + std::to_string(limits_.entries_max) + " entries");
-      const char* raw = utf8_or_raw(archive_entry_pathname_utf8(e), archive_entry_pathname(e));
-      const std::string path = raw ? raw : "";
-      auto s = entry(a.get(), e, path);
-      if (!s) return bad("layer " + d.digest.str() + ", \"" + util::to_valid_utf8(path) + "\": " + s.error().message);
-    }
+    if (auto s = entries(src, "layer " + d.digest.str()); !s) return s;
     // Whatever follows the archive's end is hashed too: the digest is the blob's.
     char buf[65536];
     for (;;) {
@@ -292,6 +294,40 @@ class Unpacker {
     if (src.bytes != d.size || src.hash.hex() != d.digest.hex)
       return bad("layer " + d.digest.str() + ": its content does not have that digest; nothing of the image is kept");
     return util::ok_status();
+  }
+
+  // Every entry of the tar stream src reads (gzip, zstd or plain), applied.
+  util::Status entries(Source& src, const std::string& what) {
+    std::unique_ptr<archive, decltype(&archive_read_free)> a(archive_read_new(), archive_read_free);
+    archive_read_support_filter_gzip(a.get());
+    archive_read_support_filter_zstd(a.get());
+    archive_read_support_filter_none(a.get());
+    archive_read_support_format_tar(a.get());
+    if (archive_read_open(a.get(), &src, nullptr, &Source::read, nullptr) != ARCHIVE_OK)
+      return bad(what + ": " + archive_error(a.get(), "?"));
+    this_layer_.clear();
+    for (;;) {
+      archive_entry* e = nullptr;
+      int r = archive_read_next_header(a.get(), &e);
+      if (r == ARCHIVE_EOF) break;
+      if (r < ARCHIVE_WARN) return bad(what + ": " + archive_error(a.get(), "not a tar archive"));
+      if (++entries_ > limits_.entries_max)
+        return bad("image: over " + std::to_string(limits_.entries_max) + " entries");
+      const char* raw = utf8_or_raw(archive_entry_pathname_utf8(e), archive_entry_pathname(e));
+      const std::string path = raw ? raw : "";
+      auto s = entry(a.get(), e, path);
+      if (!s) return bad(what + ", \"" + util::to_valid_utf8(path) + "\": " + s.error().message);
+    }
+    return util::ok_status();
+  }
+
+  // A layout archive (a tar of a layout's directory) into the tree, as it is:
+  // the layout's own digests are checked once it is read as a layout.
+  util::Status layout_archive(const std::string& path) {
+    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return io("open", path, errno);
+    Source src{fd.get(), Sha256(), 0, {}};
+    return entries(src, path);
   }
 
   // Directory modes, applied last (a directory stays writable while layers go in).
@@ -313,25 +349,6 @@ class Unpacker {
   }
 
  private:
-  struct Source {
-    int fd;
-    Sha256 hash;
-    uint64_t bytes;
-    char buf[65536];
-    static la_ssize_t read(archive*, void* self, const void** out) {
-      auto* s = static_cast<Source*>(self);
-      for (;;) {
-        ssize_t n = ::read(s->fd, s->buf, sizeof s->buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return -1;
-        s->hash.update(s->buf, static_cast<size_t>(n));
-        s->bytes += static_cast<uint64_t>(n);
-        *out = s->buf;
-        return n;
-      }
-    }
-  };
-
   // The parent directory of parts[0..n-1], made where missing (0755).
   util::Result<util::UniqueFd> parent(const std::vector<std::string>& parts) {
     int fd = ::fcntl(root_, F_DUPFD_CLOEXEC, 0);
@@ -474,6 +491,23 @@ class Unpacker {
 
 util::Result<Unpacked> unpack(const std::string& layout, const Digest& manifest, const std::string& dest,
                               const Limits& limits) {
+  struct stat st {};
+  if (::stat(layout.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    // A layout archive: its files first, beside dest, under the same rules
+    // and bounds; then read as a layout; then gone.
+    const std::string opened = dest + ".layout";
+    if (::mkdir(opened.c_str(), 0700) != 0) return io("mkdir", opened, errno);
+    util::Status s = util::ok_status();
+    {
+      util::UniqueFd root(::open(opened.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      Unpacker u(root.get(), limits);
+      s = root.valid() ? u.layout_archive(layout) : io("open", opened, errno);
+    }
+    auto out = s ? unpack(opened, manifest, dest, limits) : util::Result<Unpacked>(s.error());
+    (void)remove_at(AT_FDCWD, opened);
+    if (!out) return util::make_error(out.error().code, layout + ": " + out.error().message);
+    return out;
+  }
   util::UniqueFd layout_fd(::open(layout.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!layout_fd.valid()) return io("open", layout, errno);
   auto m = read_manifest(layout_fd.get(), layout, manifest);
@@ -518,7 +552,7 @@ class GzipSink {
  public:
   explicit GzipSink(int fd) : fd_(fd) {
     // windowBits 15 + 16: a gzip header with no name and modification time 0.
-    if (deflateInit2(&z_, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    if (deflateInit2(&z_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
       throw std::runtime_error("deflateInit2 failed");
   }
   ~GzipSink() { deflateEnd(&z_); }

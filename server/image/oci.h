@@ -1,6 +1,7 @@
 // Runtime images: OCI image layouts pinned by their manifest's digest.
 //
-// A layout is a directory (oci-layout, index.json, blobs/sha256/<hex>). The
+// A layout is a directory (oci-layout, index.json, blobs/sha256/<hex>), or a
+// tar archive of one (its files taken out first under the rules below). The
 // pinned digest names its manifest; every blob it names (the config, each
 // layer) is checked against its own digest and size as it is read, and a
 // mismatch fails the whole unpack, which then leaves nothing behind.

@@ -451,7 +451,8 @@ bool parse_runtime(Reader& r, const std::string& name, const json& v, Runtime& r
     if (!r.only_keys<Runtime>(img, key + ".image", kRuntimeImageKeys)) return false;
     if (!img.contains("layout") || !img["layout"].is_string() ||
         !is_canonical_absolute(img["layout"].get<std::string>()))
-      return r.fail(key + ".image.layout", "is required: the absolute path of an OCI image layout (a directory)");
+      return r.fail(key + ".image.layout",
+                    "is required: the absolute path of an OCI image layout (a directory, or a tar archive of one)");
     if (!img.contains("digest") || !img["digest"].is_string())
       return r.fail(key + ".image.digest", "is required: the image manifest's digest, sha256:<64 hex digits>");
     auto digest = image::parse_digest(img["digest"].get<std::string>());

@@ -293,3 +293,28 @@ TEST_CASE("image: a wide, deep tree with names in any encoding comes back entry 
   CHECK(fs::read_symlink(t.path + "/out/names/to-latin1").string() == latin1);
   CHECK(fs::read_symlink(t.path + "/out/names/to-utf8").string() == utf8);
 }
+
+TEST_CASE("image: a layout archive (a tar of the layout) unpacks as the layout does, under the same rules") {
+  TempDir t;
+  const std::string root = t.path + "/root";
+  write(root + "/etc/greeting", "hello\n");
+  auto built = image::build(root, t.path + "/l");
+  REQUIRE(built.ok());
+  // The layout's files as one plain tar, as `tar -C l -cf l.tar .` makes it.
+  std::vector<Entry> files;
+  for (const auto& e : fs::recursive_directory_iterator(t.path + "/l"))
+    if (e.is_regular_file())
+      files.push_back({fs::relative(e.path(), t.path + "/l").string(), AE_IFREG, read(e.path().string())});
+  write(t.path + "/l.tar", tar(files, false));
+  auto u = image::unpack(t.path + "/l.tar", built->manifest, t.path + "/out");
+  REQUIRE_MESSAGE(u.ok(), (u.ok() ? std::string() : u.error().message));
+  CHECK(read(t.path + "/out/etc/greeting") == "hello\n");
+  CHECK_FALSE(fs::exists(t.path + "/out.layout"));  // the archive's files are gone again
+  // An archive with an entry leaving its directory is refused like a layer.
+  files.push_back({"../escaped", AE_IFREG, "x"});
+  write(t.path + "/bad.tar", tar(files, false));
+  const std::string why = refusal(t.path + "/bad.tar", built->manifest, t.path + "/out2");
+  CHECK_MESSAGE(why.find("leaves the tree") != std::string::npos, why);
+  CHECK_FALSE(fs::exists(t.path + "/escaped"));
+  CHECK_FALSE(fs::exists(t.path + "/out2.layout"));
+}

@@ -922,7 +922,8 @@ TEST_CASE("runtimes.<name>.image: an absolute layout and a sha256 digest, nothin
   bad = d;
   bad["runtimes"]["sh"]["image"]["layout"] = "images/sh";
   CHECK(error_of(bad) ==
-        "test.json: runtimes.sh.image.layout: is required: the absolute path of an OCI image layout (a directory)");
+        "test.json: runtimes.sh.image.layout: is required: the absolute path of an OCI image layout (a directory, or a "
+        "tar archive of one)");
   bad = d;
   bad["runtimes"]["sh"]["image"]["tag"] = "latest";
   CHECK(error_of(bad) == "test.json: runtimes.sh.image.tag: unknown key");

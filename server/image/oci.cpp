@@ -514,7 +514,7 @@ util::Result<Unpacked> unpack(const std::string& layout, const Digest& manifest,
   if (!m) return m.error();
   if (::mkdir(dest.c_str(), 0755) != 0) return io("mkdir", dest, errno);
   auto failed = [&](util::Error e) -> util::Result<Unpacked> {
-    (void)util::remove_tree(dest);  // nothing of a refused image is kept
+    (void)remove_at(AT_FDCWD, dest);  // nothing of a refused image is kept
     return e;
   };
   util::UniqueFd root(::open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -537,7 +537,7 @@ util::Result<std::string> ensure_cached(const std::string& cache_dir, const std:
   if (!u) return u.error();
   if (::rename(tmp.c_str(), final_dir.c_str()) != 0) {
     const int err = errno;
-    (void)util::remove_tree(tmp);
+    (void)remove_at(AT_FDCWD, tmp);  // read-only by now: remove_at makes each directory writable first
     if ((err == EEXIST || err == ENOTEMPTY) && ::lstat(final_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
       return final_dir;  // another process unpacked it first
     return io("rename", final_dir, err);

@@ -66,7 +66,10 @@ util::Result<bool> beneath(const std::string& root, const std::string& path) {
   struct open_how how {};
   how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  const std::string rel = path.substr(path.find_first_not_of('/'));
+  const size_t start = path.find_first_not_of('/');
+  if (start == std::string::npos)
+    return util::make_error(util::ErrorCode::kSandbox, "runtime image: / cannot be bound");
+  const std::string rel = path.substr(start);
   const int fd = static_cast<int>(::syscall(SYS_openat2, dir.get(), rel.c_str(), &how, sizeof how));
   if (fd >= 0) {
     ::close(fd);

@@ -1,6 +1,7 @@
 // The run view (run_view.h). The page itself is server/protocol/run_view.html.
 #include "server/protocol/run_view.h"
 
+#include <cctype>
 #include <stdexcept>
 
 #include "server/util/base64.h"
@@ -20,8 +21,8 @@ void replace_once(std::string& text, const std::string& what, const std::string&
   text.replace(at, what.size(), with);
 }
 
-// The text between the first `open` (its tag's end) and the next `close`
-// after `from`.
+// The text of the first element that starts with `open`: from the end of
+// that tag to the next `close`.
 std::string element_text(const std::string& page, const std::string& open, const std::string& close) {
   const size_t tag = page.find(open);
   if (tag == std::string::npos) throw std::logic_error("run view: no " + open + " in the page");

@@ -14,7 +14,9 @@ in the same run, on a PostgreSQL 15 cluster this script starts
 2. Database round trips per call: every statement the cluster ran for
    --jobs/4 calls (it logs each: log_min_duration_statement=0; each is one
    round trip), the servers' own lease rounds left out, by statement name;
-   with and without an idempotency key.
+   with and without an idempotency key; and the median time the server
+   spent on each (its log's duration: before the round trip back and the
+   commit's flush).
 3. Replicas: --jobs calls over HTTP (POST /jobs, print(1)) with --inflight in
    flight, against one server with a warm pool of 3 per runtime and against
    three servers with 1 each (the same total), all on --database, the calls
@@ -111,19 +113,20 @@ def broker_time(binary, work, uri, runs, keyed):
 # Statements a server sends on its own, not for a call: its lease rounds.
 LEASE_STATEMENTS = {"replica_insert", "replica_renew", "jobs_lost", "tasks_lost", "slots_lost", "replicas_forget",
                     "replica_leave", "ping"}
-EXECUTE = re.compile(r"execute (\w+)")
+EXECUTE = re.compile(r"duration: ([0-9.]+) ms\s+execute (\w+)")
 
 
 def executes(log_path):
     """Every prepared statement the cluster ran, by name, from its log
-    (log_min_duration_statement=0 logs each one once)."""
-    counts = {}
+    (log_min_duration_statement=0 logs each one once, with the time the
+    server spent on it): {name: [ms, ...]} in the order run."""
+    runs = {}
     with open(log_path, errors="replace") as f:
         for line in f:
             m = EXECUTE.search(line)
             if m:
-                counts[m.group(1)] = counts.get(m.group(1), 0) + 1
-    return counts
+                runs.setdefault(m.group(2), []).append(float(m.group(1)))
+    return runs
 
 
 def round_trips(binary, work, uri, pg_log, jobs):
@@ -142,10 +145,14 @@ def round_trips(binary, work, uri, pg_log, jobs):
             s.tool("run_code", args)
         time.sleep(0.2)
         after = executes(pg_log)
-        per = {k: (after.get(k, 0) - before.get(k, 0)) / jobs for k in after if k not in LEASE_STATEMENTS}
-        per = {k: v for k, v in per.items() if v > 0}
-        print("   %-11s %.2f per call: %s" % (label, sum(per.values()),
-                                             ", ".join("%s %.2f" % kv for kv in sorted(per.items()))))
+        new = {k: v[len(before.get(k, [])):] for k, v in after.items() if k not in LEASE_STATEMENTS}
+        new = {k: v for k, v in new.items() if v}
+        print("   %-11s %.2f per call: %s" % (label, sum(len(v) for v in new.values()) / jobs,
+                                             ", ".join("%s %.2f" % (k, len(v) / jobs) for k, v in sorted(new.items()))))
+        # The server's own time for each (planning and running it, not the
+        # round trip nor the commit's flush, which come after it logs).
+        print("   %-11s in the server, median ms: %s" % ("", ", ".join(
+            "%s %.3f" % (k, statistics.median(v)) for k, v in sorted(new.items()))))
     s.close()
 
 

@@ -207,6 +207,7 @@ Jobs::Jobs(policy::Live& live, store::Store& store, std::string runner_exe, nloh
   // Cold jobs' scratch directories are made in it by their runners.
   if (auto s = util::make_dirs(store_.state_dir() + "/run", 0700); !s)
     throw std::runtime_error("scratch directory: " + s.error().message);
+  store_.set_tenant_quota(policy_.admission.store_bytes_per_tenant_max, policy_.admission.store_files_per_tenant_max);
   janitor_ = util::Periodic(std::chrono::seconds(policy_.retention.janitor_interval_s), [this] { expire(); });
 }
 
@@ -441,6 +442,7 @@ util::Status Jobs::apply(std::shared_ptr<const policy::Policy> next) {
     return util::make_error(util::ErrorCode::kPolicy, "network profiles need the egress proxy, which did not start");
   }
   admission_.set_limits(next->admission);
+  store_.set_tenant_quota(next->admission.store_bytes_per_tenant_max, next->admission.store_files_per_tenant_max);
   live_.set(std::move(next));
   if (pool_)
     if (size_t n = pool_->retire_stale(); n)

@@ -296,6 +296,8 @@ const Key<Admission> kAdmissionKeys[] = {
     integer("jobs_queued_max", &Admission::jobs_queued_max, 0, 100000),
     integer("cpu_seconds_per_tenant_per_hour", &Admission::cpu_seconds_per_tenant_per_hour, 1, 1u << 30),
     integer("tasks_per_tenant_max", &Admission::tasks_per_tenant_max, 1, 100000),
+    integer("store_bytes_per_tenant_max", &Admission::store_bytes_per_tenant_max, 1u << 20, 1ull << 40),
+    integer("store_files_per_tenant_max", &Admission::store_files_per_tenant_max, 1, 1000000),
 };
 
 const Key<Retention> kRetentionKeys[] = {
@@ -1221,7 +1223,9 @@ nlohmann::json effective_json(const Policy& p) {
         {"jobs_running_per_tenant_max", p.admission.jobs_running_per_tenant_max},
         {"jobs_queued_max", p.admission.jobs_queued_max},
         {"cpu_seconds_per_tenant_per_hour", p.admission.cpu_seconds_per_tenant_per_hour},
-        {"tasks_per_tenant_max", p.admission.tasks_per_tenant_max}}},
+        {"tasks_per_tenant_max", p.admission.tasks_per_tenant_max},
+        {"store_bytes_per_tenant_max", p.admission.store_bytes_per_tenant_max},
+        {"store_files_per_tenant_max", p.admission.store_files_per_tenant_max}}},
       {"retention",
        {{"inputs_ttl_s", p.retention.inputs_ttl_s},
         {"artifacts_ttl_s", p.retention.artifacts_ttl_s},

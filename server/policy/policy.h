@@ -92,6 +92,10 @@ struct Admission {
   uint64_t jobs_queued_max = 16;  // waiting for a slot; beyond: busy
   uint64_t cpu_seconds_per_tenant_per_hour = 3600;
   uint64_t tasks_per_tenant_max = 256;  // retained tasks (any status); beyond: refused
+  // What one tenant keeps in the store (inputs and artifacts, each content
+  // once) until they expire; beyond: an upload is refused, an artifact not kept.
+  uint64_t store_bytes_per_tenant_max = 2ull << 30;
+  uint64_t store_files_per_tenant_max = 10000;
 };
 
 struct Retention {

@@ -1,13 +1,15 @@
 // Store layout under its root (the state directory, or a store of its own
 // several servers share):
 //   tenants/<tenant>/blobs/<sha256>          content, 0444 (bound read-only into sandboxes)
-//   tenants/<tenant>/blobs/.lock             flock: shared while a blob is reused or
-//                                            written, exclusive while the janitor removes one
+//   tenants/<tenant>/blobs/.lock             flock, exclusive: held by each put of the
+//                                            tenant's (its quota counted, its files
+//                                            written) and by each removal the janitor makes
 //   tenants/<tenant>/inputs/<input_id>.json  metadata
 //   tenants/<tenant>/artifacts/<id>.json     metadata
 // Server threads only; never touched from inside a sandbox.
 #include "server/store/store.h"
 
+#include <dirent.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fcntl.h>
 #include <set>
 #include <filesystem>
@@ -32,7 +35,8 @@ using nlohmann::json;
 constexpr size_t kMetaMaxBytes = 64 * 1024;
 
 // The lock file of a tenant's blobs directory (flock: on NFS, the kernel
-// takes it as a lock the server knows).
+// takes it as a lock the server knows). One tenant's lock: another tenant's
+// put never waits for it, however slow a write is.
 constexpr const char* kBlobLock = ".lock";
 
 class BlobLock {
@@ -73,6 +77,31 @@ util::Error not_found(const char* what) {
 bool ends_with(const std::string& s, const char* suffix) {
   size_t n = std::char_traits<char>::length(suffix);
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// A record's file: <32 hex>.json.
+bool is_record_file(const char* name) {
+  const std::string n(name);
+  return n.size() == 37 && ends_with(n, ".json") && is_handle(n.substr(0, 32));
+}
+
+// Calls f(dir_fd, name) for each entry of dir but . and ..; a directory
+// that is not there has none.
+template <typename F>
+void each_entry(const std::string& dir, F&& f) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (const struct dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    f(::dirfd(d), e->d_name);
+  }
+  ::closedir(d);
+}
+
+util::Error quota_full(const std::string& why) {
+  return util::make_error(util::ErrorCode::kTooLarge,
+                          std::string(Store::kQuotaFull) + ": " + why +
+                              "; files go when they expire (retention.inputs_ttl_s, retention.artifacts_ttl_s)");
 }
 
 }  // namespace
@@ -154,16 +183,40 @@ util::Status Store::check_tenant(const std::string& tenant) const {
 
 std::string Store::tenant_dir(const std::string& tenant) const { return root_ + "/tenants/" + tenant; }
 
-util::Result<std::string> Store::put_blob(const std::string& tenant, const std::string& sha256,
-                                          const std::string& content) {
-  std::string dir = tenant_dir(tenant) + "/blobs";
-  if (auto s = util::make_dirs(dir, 0700); !s) return s.error();
-  std::string path = dir + "/" + sha256;
-  // Another server's janitor (a shared store) may be removing this very blob:
-  // its exclusive lock waits for ours, and it looks at the mtime again after.
-  BlobLock lock(dir, LOCK_SH);
-  if (!lock.held()) return util::make_error(util::ErrorCode::kIo, lock.error());
-  if (::access(path.c_str(), F_OK) == 0) {
+void Store::set_tenant_quota(uint64_t bytes_max, uint64_t records_max) {
+  bytes_max_ = bytes_max;
+  records_max_ = records_max;
+}
+
+TenantUsage Store::tenant_usage(const std::string& tenant) const {
+  TenantUsage u;
+  if (!check_tenant(tenant)) return u;
+  const std::string dir = tenant_dir(tenant);
+  each_entry(dir + "/blobs", [&](int fd, const char* name) {
+    struct stat st {};
+    if (std::strcmp(name, kBlobLock) != 0 && ::fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+      u.bytes += static_cast<uint64_t>(st.st_size);
+  });
+  for (const char* sub : {"/inputs", "/artifacts"})
+    each_entry(dir + sub, [&](int, const char* name) { u.records += is_record_file(name) ? 1 : 0; });
+  return u;
+}
+
+util::Result<std::string> Store::put_blob_locked(const std::string& tenant, const std::string& sha256,
+                                                 const std::string& content) {
+  const std::string path = tenant_dir(tenant) + "/blobs/" + sha256;
+  const bool there = ::access(path.c_str(), F_OK) == 0;
+  // Counted with the lock held: what every server sharing the store wrote,
+  // and nothing written meanwhile.
+  const TenantUsage used = tenant_usage(tenant);
+  const uint64_t records_max = records_max_, bytes_max = bytes_max_;
+  if (used.records >= records_max)
+    return quota_full("it keeps " + std::to_string(used.records) + " inputs and artifacts, the most " +
+                      "admission.store_files_per_tenant_max allows");
+  if (!there && (content.size() > bytes_max || used.bytes > bytes_max - content.size()))
+    return quota_full("this file's " + std::to_string(content.size()) + " bytes and the " + std::to_string(used.bytes) +
+                      " it keeps would pass admission.store_bytes_per_tenant_max (" + std::to_string(bytes_max) + ")");
+  if (there) {
     // Content-addressed: already there. Fresh mtime, so the janitor keeps it.
     ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
     return path;
@@ -177,22 +230,27 @@ util::Result<InputRecord> Store::put_input(const std::string& tenant, const std:
                                            const std::string& content, const std::string& media_type) {
   if (auto s = check_tenant(tenant); !s) return s.error();
   if (auto s = validate_input_name(name); !s) return s.error();
-  std::lock_guard lock(mu_);
   InputRecord r;
   r.name = name;
   r.size = content.size();
   r.sha256 = util::sha256_hex(content);
   r.media_type = media_type.empty() ? guess_media_type(name, content) : media_type;
-  auto blob = put_blob(tenant, r.sha256, content);
-  if (!blob) return blob.error();
-  r.blob_path = *blob;
-  // Idempotent: the same name and content give the same input_id.
-  std::string dir = tenant_dir(tenant) + "/inputs";
+  const std::string blobs = tenant_dir(tenant) + "/blobs";
+  const std::string dir = tenant_dir(tenant) + "/inputs";
+  if (auto s = util::make_dirs(blobs, 0700); !s) return s.error();
   if (auto s = util::make_dirs(dir, 0700); !s) return s.error();
+  BlobLock lock(blobs, LOCK_EX);
+  if (!lock.held()) return util::make_error(util::ErrorCode::kIo, lock.error());
+  // Idempotent: the same name and content give the same input_id (its blob
+  // refreshed), whatever the quota.
   std::string key_path = dir + "/by-content-" + util::sha256_hex(name + '\0' + r.sha256);
   if (auto existing = util::read_file(key_path, 64); existing && is_handle(*existing)) {
-    if (auto rec = get_input(tenant, *existing)) return rec;
+    if (auto rec = get_input(tenant, *existing); rec && ::utimensat(AT_FDCWD, rec->blob_path.c_str(), nullptr, 0) == 0)
+      return rec;
   }
+  auto blob = put_blob_locked(tenant, r.sha256, content);
+  if (!blob) return blob.error();
+  r.blob_path = *blob;
   r.input_id = util::random_id();
   json meta{
       {"input_id", r.input_id}, {"name", r.name}, {"size", r.size}, {"sha256", r.sha256}, {"media_type", r.media_type}};
@@ -220,15 +278,18 @@ util::Result<InputRecord> Store::get_input(const std::string& tenant, const std:
 util::Result<ArtifactRecord> Store::put_artifact(const std::string& tenant, ArtifactRecord r,
                                                  const std::string& content) {
   if (auto s = check_tenant(tenant); !s) return s.error();
-  std::lock_guard lock(mu_);
   r.size = content.size();
   r.sha256 = util::sha256_hex(content);
-  auto blob = put_blob(tenant, r.sha256, content);
+  const std::string blobs = tenant_dir(tenant) + "/blobs";
+  const std::string dir = tenant_dir(tenant) + "/artifacts";
+  if (auto s = util::make_dirs(blobs, 0700); !s) return s.error();
+  if (auto s = util::make_dirs(dir, 0700); !s) return s.error();
+  BlobLock lock(blobs, LOCK_EX);
+  if (!lock.held()) return util::make_error(util::ErrorCode::kIo, lock.error());
+  auto blob = put_blob_locked(tenant, r.sha256, content);
   if (!blob) return blob.error();
   r.blob_path = *blob;
   r.artifact_id = util::random_id();
-  std::string dir = tenant_dir(tenant) + "/artifacts";
-  if (auto s = util::make_dirs(dir, 0700); !s) return s.error();
   json meta{{"artifact_id", r.artifact_id}, {"job_id", r.job_id},         {"name", r.name},       {"size", r.size},
             {"sha256", r.sha256},           {"media_type", r.media_type}, {"verdict", r.verdict}, {"reason", r.reason}};
   if (auto s = util::write_file_atomic(dir + "/" + r.artifact_id + ".json", meta.dump(), 0600); !s) return s.error();
@@ -276,27 +337,19 @@ size_t Store::expire(uint64_t inputs_ttl_s, uint64_t artifacts_ttl_s) {
   namespace fs = std::filesystem;
   // The walk takes no lock, so uploads and job results are not stalled behind
   // it: files are written whole (a rename) and only this function removes
-  // them. Each removal takes mu_ for one unlink and looks at the file again
-  // first: a blob that put_blob() reused meanwhile (it refreshes the mtime
-  // under mu_) is no longer old, so it stays.
+  // them. Each removal takes the tenant's lock for one unlink and looks at
+  // the file again first: a blob that a put reused meanwhile (it refreshes
+  // the mtime with the lock held) is no longer old, so it stays.
   auto older_than = [](const fs::path& p, uint64_t ttl_s) {
     std::error_code ec;
     auto t = fs::last_write_time(p, ec);
     return !ec && fs::file_time_type::clock::now() - t > std::chrono::seconds(ttl_s);
   };
   size_t removed = 0;
-  auto remove_if_still_old = [&](const fs::path& p, uint64_t ttl_s) {
-    std::lock_guard lock(mu_);
+  auto remove_if_still_old = [&](const fs::path& blobs_dir, const fs::path& p, uint64_t ttl_s) {
+    BlobLock lock(blobs_dir.string(), LOCK_EX);
     std::error_code ec;
-    if (older_than(p, ttl_s) && fs::remove(p, ec)) ++removed;
-  };
-  // A blob: also under its directory's lock, which every server's put_blob
-  // takes shared.
-  auto remove_blob_if_still_old = [&](const fs::path& p, uint64_t ttl_s) {
-    std::lock_guard lock(mu_);
-    BlobLock blobs(p.parent_path().string(), LOCK_EX);
-    std::error_code ec;
-    if (blobs.held() && older_than(p, ttl_s) && fs::remove(p, ec)) ++removed;
+    if (lock.held() && older_than(p, ttl_s) && fs::remove(p, ec)) ++removed;
   };
   std::error_code ec;
   for (auto& tenant : fs::directory_iterator(root_ + "/tenants", ec)) {
@@ -317,16 +370,16 @@ size_t Store::expire(uint64_t inputs_ttl_s, uint64_t artifacts_ttl_s) {
           referenced.insert(m["sha256"].get<std::string>());
       }
     }
-    for (auto& [path, ttl] : stale) remove_if_still_old(path, ttl);
+    for (auto& [path, ttl] : stale) remove_if_still_old(tenant.path() / "blobs", path, ttl);
     // Records written after the walk above refreshed their blob's mtime, so
-    // the look again under mu_ keeps those blobs too.
+    // the look again under the lock keeps those blobs too.
     const uint64_t min_ttl = std::min(inputs_ttl_s, artifacts_ttl_s);
     std::vector<fs::path> unreferenced;
     for (auto& e : fs::directory_iterator(tenant.path() / "blobs", ec))
       if (e.path().filename() != kBlobLock && !referenced.count(e.path().filename().string()) &&
           older_than(e.path(), min_ttl))
         unreferenced.push_back(e.path());
-    for (auto& path : unreferenced) remove_blob_if_still_old(path, min_ttl);
+    for (auto& path : unreferenced) remove_if_still_old(tenant.path() / "blobs", path, min_ttl);
   }
   return removed;
 }

@@ -2,8 +2,9 @@
 // Thread-safe (metadata files are written atomically; blobs are immutable).
 // Handles are random and opaque; a handle of another tenant reads as unknown.
 #pragma once
+#include <atomic>
 #include <cstdint>
-#include <mutex>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,13 @@ std::string artifact_part_uri(const std::string& artifact_id, uint64_t index);
 std::optional<ArtifactPart> artifact_part_from_uri(const std::string& uri);
 inline uint64_t artifact_parts(uint64_t size, uint64_t part_bytes) { return (size + part_bytes - 1) / part_bytes; }
 
+// What one tenant keeps in the store: the bytes of its files (each content
+// once) and how many inputs and artifacts name them.
+struct TenantUsage {
+  uint64_t bytes = 0;
+  uint64_t records = 0;
+};
+
 // What a client is told when the store could not keep a file: the cause,
 // never the host's paths ("the store is full ..."); an error that is not
 // the store's I/O (a bad name, a bad tenant) is passed as it is.
@@ -65,10 +73,19 @@ class Store {
   // Records and blobs under root (the state directory unless the server is
   // given a store of its own, which several servers may share: every file is
   // written whole and renamed into place, blobs are named by their content,
-  // and a blob the janitor removes is locked against a reuse meanwhile).
+  // and a tenant's writes and the janitor's removals take the tenant's lock
+  // file in turn, across servers).
   explicit Store(std::string state_dir, std::string root = "");
 
   util::Status check_tenant(const std::string& tenant) const;
+  // The most one tenant may keep (admission.store_bytes_per_tenant_max and
+  // admission.store_files_per_tenant_max); until set, no bound. A put that
+  // would pass either fails kTooLarge, its message starting kQuotaFull; one
+  // that names what is already kept (the same upload again) does not.
+  void set_tenant_quota(uint64_t bytes_max, uint64_t records_max);
+  static constexpr const char* kQuotaFull = "the tenant's share of the store is full";
+  // Counted from the tenant's directory (what every server sharing the store wrote).
+  TenantUsage tenant_usage(const std::string& tenant) const;
   // media_type: as sniffed by the caller (the gate); empty: guessed here.
   util::Result<InputRecord> put_input(const std::string& tenant, const std::string& name, const std::string& content,
                                       const std::string& media_type = "");
@@ -94,11 +111,15 @@ class Store {
 
  private:
   std::string tenant_dir(const std::string& tenant) const;
-  util::Result<std::string> put_blob(const std::string& tenant, const std::string& sha256, const std::string& content);
+  // With the tenant's lock held: the blob there (refreshed) or written, once
+  // the quota has room for it and for one more record.
+  util::Result<std::string> put_blob_locked(const std::string& tenant, const std::string& sha256,
+                                            const std::string& content);
 
   std::string state_dir_;
   std::string root_;
-  std::mutex mu_;  // serialises blob creation, metadata writes and each removal by expire()
+  std::atomic<uint64_t> bytes_max_{std::numeric_limits<uint64_t>::max()};
+  std::atomic<uint64_t> records_max_{std::numeric_limits<uint64_t>::max()};
 };
 
 }  // namespace store

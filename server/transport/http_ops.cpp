@@ -186,9 +186,12 @@ class Ops {
         send_error(res, 400, rec.error().message);
         return 400;
       }
-      spdlog::error("http POST /inputs: tenant {}: {}", tenant, rec.error().message);
+      // The tenant's share full is the tenant's doing, not the server's.
+      if (rec.error().code != util::ErrorCode::kTooLarge)
+        spdlog::error("http POST /inputs: tenant {}: {}", tenant, rec.error().message);
       const std::string why = store::client_message(rec.error());
-      const int status = why.rfind("the store is full", 0) == 0 ? 507 : 500;
+      const bool full = why.rfind("the store is full", 0) == 0 || rec.error().code == util::ErrorCode::kTooLarge;
+      const int status = full ? 507 : 500;
       send_error(res, status, "the input could not be stored: " + why);
       return status;
     }

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <future>
 #include <string>
+#include <vector>
 
 #include "server/store/store.h"
 #include "tests/unit/temp_dir.h"
@@ -466,4 +467,99 @@ TEST_CASE("a shared store: another server's Store reads the records; a blob reus
   // The lock file is never taken for a blob: an expiry keeps it.
   a.expire(0, 0);
   CHECK(std::filesystem::exists(lock_path));
+}
+
+// What one tenant may keep: the bytes of its blobs (each content once) and
+// the number of its records, counted from the directory with the tenant's
+// lock held, so concurrent puts and other servers' puts count too.
+TEST_CASE("a tenant's share of the store: bytes and files bounded, the same upload again kept, others untouched") {
+  TempDir dir;
+  store::Store s(dir.path);
+  s.set_tenant_quota(100, 3);
+  auto a = s.put_input("alice", "a.txt", std::string(60, 'a'));
+  REQUIRE(a);
+  // 60 + 50 bytes pass 100: refused, nothing of it written.
+  auto b = s.put_input("alice", "b.txt", std::string(50, 'b'));
+  REQUIRE_FALSE(b);
+  CHECK(b.error().code == util::ErrorCode::kTooLarge);
+  CHECK(b.error().message.rfind(store::Store::kQuotaFull, 0) == 0);
+  CHECK(b.error().message.find("admission.store_bytes_per_tenant_max (100)") != std::string::npos);
+  CHECK(store::client_message(b.error()) == b.error().message);  // the tenant's own limit: told as it is
+  CHECK(s.tenant_usage("alice").bytes == 60);
+  CHECK(s.tenant_usage("alice").records == 1);
+  // The same content under another name takes no byte: a record more.
+  auto a2 = s.put_input("alice", "a2.txt", std::string(60, 'a'));
+  REQUIRE(a2);
+  CHECK(a2->blob_path == a->blob_path);
+  store::ArtifactRecord art;
+  art.job_id = "job";
+  art.name = "c.txt";
+  art.verdict = "accepted";
+  auto c = s.put_artifact("alice", art, std::string(40, 'c'));
+  REQUIRE(c);
+  CHECK(s.tenant_usage("alice").bytes == 100);
+  CHECK(s.tenant_usage("alice").records == 3);
+  // Three records: a fourth is refused, even of content already kept.
+  auto d = s.put_artifact("alice", art, std::string(40, 'c'));
+  REQUIRE_FALSE(d);
+  CHECK(d.error().code == util::ErrorCode::kTooLarge);
+  CHECK(d.error().message.find("admission.store_files_per_tenant_max") != std::string::npos);
+  // The same upload again names the input it has, quota or not.
+  auto again = s.put_input("alice", "a.txt", std::string(60, 'a'));
+  REQUIRE(again);
+  CHECK(again->input_id == a->input_id);
+  // Another tenant has a share of its own.
+  CHECK(s.put_input("bob", "b.txt", std::string(50, 'b')));
+  // Expiry gives the room back.
+  s.expire(0, 0);
+  CHECK(s.tenant_usage("alice").bytes == 0);
+  CHECK(s.tenant_usage("alice").records == 0);
+  CHECK(s.put_input("alice", "b.txt", std::string(50, 'b')));
+}
+
+TEST_CASE("a tenant's share of the store holds against concurrent puts, through two servers sharing it") {
+  TempDir local_a, local_b, shared;
+  store::Store a(local_a.path, shared.path);
+  store::Store b(local_b.path, shared.path);
+  a.set_tenant_quota(1 << 20, 10);
+  b.set_tenant_quota(1 << 20, 10);
+  std::vector<std::future<int>> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.push_back(std::async(std::launch::async, [&, t] {
+      int kept = 0;
+      for (int i = 0; i < 5; ++i) {
+        store::Store& s = (t % 2) ? a : b;
+        const std::string content = "thread " + std::to_string(t) + " file " + std::to_string(i);
+        auto r = s.put_input("alice", "f" + std::to_string(t) + "-" + std::to_string(i) + ".txt", content);
+        if (r)
+          ++kept;
+        else
+          CHECK(r.error().code == util::ErrorCode::kTooLarge);
+      }
+      return kept;
+    }));
+  int kept = 0;
+  for (auto& f : threads) kept += f.get();
+  CHECK(kept == 10);
+  CHECK(a.tenant_usage("alice").records == 10);
+}
+
+// The tenant's lock is the tenant's alone: a put that waits for it (a slow
+// write, another server's janitor) holds up no other tenant's put.
+TEST_CASE("a put waiting for its tenant's lock does not hold up another tenant's") {
+  TempDir dir;
+  store::Store s(dir.path);
+  REQUIRE(s.put_input("alice", "first.txt", "first"));
+  const std::string lock_path = dir.path + "/tenants/alice/blobs/.lock";
+  int held = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(held >= 0);
+  REQUIRE(::flock(held, LOCK_EX) == 0);
+  auto alice = std::async(std::launch::async, [&] { return s.put_input("alice", "second.txt", "second").ok(); });
+  CHECK(alice.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
+  auto bob = std::async(std::launch::async, [&] { return s.put_input("bob", "b.txt", "bob's").ok(); });
+  const bool bob_done = bob.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  CHECK(bob_done);
+  ::close(held);  // alice's put goes on
+  CHECK(alice.get());
+  if (bob_done) CHECK(bob.get());
 }

@@ -4,6 +4,9 @@
 //   tenants/<tenant>/blobs/.lock             flock, exclusive: held by each put of the
 //                                            tenant's (its quota counted, its files
 //                                            written) and by each removal the janitor makes
+//   tenants/<tenant>/usage                   "<bytes> <records>": what the tenant keeps,
+//                                            moved by each put, counted again from the
+//                                            directory by each janitor's round (lock held)
 //   tenants/<tenant>/inputs/<input_id>.json  metadata
 //   tenants/<tenant>/artifacts/<id>.json     metadata
 // Server threads only; never touched from inside a sandbox.
@@ -17,6 +20,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <set>
@@ -202,13 +206,28 @@ TenantUsage Store::tenant_usage(const std::string& tenant) const {
   return u;
 }
 
+std::string Store::usage_path(const std::string& tenant) const { return tenant_dir(tenant) + "/usage"; }
+
+TenantUsage Store::usage_locked(const std::string& tenant) const {
+  if (auto text = util::read_file(usage_path(tenant), 64)) {
+    unsigned long long bytes = 0, records = 0;
+    if (std::sscanf(text->c_str(), "%llu %llu", &bytes, &records) == 2) return TenantUsage{bytes, records};
+  }
+  return tenant_usage(tenant);  // none yet, or unreadable: counted
+}
+
+util::Status Store::set_usage_locked(const std::string& tenant, const TenantUsage& u) const {
+  return util::write_file_atomic(usage_path(tenant), std::to_string(u.bytes) + " " + std::to_string(u.records) + "\n",
+                                 0600);
+}
+
 util::Result<std::string> Store::put_blob_locked(const std::string& tenant, const std::string& sha256,
-                                                 const std::string& content) {
+                                                 const std::string& content, TenantUsage& used) {
   const std::string path = tenant_dir(tenant) + "/blobs/" + sha256;
   const bool there = ::access(path.c_str(), F_OK) == 0;
-  // Counted with the lock held: what every server sharing the store wrote,
-  // and nothing written meanwhile.
-  const TenantUsage used = tenant_usage(tenant);
+  // Read with the lock held: what every server sharing the store wrote, and
+  // nothing written meanwhile.
+  used = usage_locked(tenant);
   const uint64_t records_max = records_max_, bytes_max = bytes_max_;
   if (used.records >= records_max)
     return quota_full("it keeps " + std::to_string(used.records) + " inputs and artifacts, the most " +
@@ -216,13 +235,20 @@ util::Result<std::string> Store::put_blob_locked(const std::string& tenant, cons
   if (!there && (content.size() > bytes_max || used.bytes > bytes_max - content.size()))
     return quota_full("this file's " + std::to_string(content.size()) + " bytes and the " + std::to_string(used.bytes) +
                       " it keeps would pass admission.store_bytes_per_tenant_max (" + std::to_string(bytes_max) + ")");
+  // Moved before anything is written: a put a crash cuts short is counted
+  // (never missed) until the janitor's next round counts again.
+  if (auto s = set_usage_locked(tenant, {used.bytes + (there ? 0 : content.size()), used.records + 1}); !s)
+    return s.error();
   if (there) {
     // Content-addressed: already there. Fresh mtime, so the janitor keeps it.
     ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
     return path;
   }
   // World-readable file inside 0700 directories: only a read-only bind reaches it.
-  if (auto s = util::write_file_atomic(path, content, 0444); !s) return s.error();
+  if (auto s = util::write_file_atomic(path, content, 0444); !s) {
+    (void)set_usage_locked(tenant, used);
+    return s.error();
+  }
   return path;
 }
 
@@ -248,14 +274,23 @@ util::Result<InputRecord> Store::put_input(const std::string& tenant, const std:
     if (auto rec = get_input(tenant, *existing); rec && ::utimensat(AT_FDCWD, rec->blob_path.c_str(), nullptr, 0) == 0)
       return rec;
   }
-  auto blob = put_blob_locked(tenant, r.sha256, content);
+  TenantUsage before;
+  auto blob = put_blob_locked(tenant, r.sha256, content, before);
   if (!blob) return blob.error();
   r.blob_path = *blob;
   r.input_id = util::random_id();
   json meta{
       {"input_id", r.input_id}, {"name", r.name}, {"size", r.size}, {"sha256", r.sha256}, {"media_type", r.media_type}};
-  if (auto s = util::write_file_atomic(dir + "/" + r.input_id + ".json", meta.dump(), 0600); !s) return s.error();
-  if (auto s = util::write_file_atomic(key_path, r.input_id, 0600); !s) return s.error();
+  const std::string meta_path = dir + "/" + r.input_id + ".json";
+  if (auto s = util::write_file_atomic(meta_path, meta.dump(), 0600); !s) {
+    (void)set_usage_locked(tenant, before);  // its blob, if new, is the janitor's to count and remove
+    return s.error();
+  }
+  if (auto s = util::write_file_atomic(key_path, r.input_id, 0600); !s) {
+    ::unlink(meta_path.c_str());
+    (void)set_usage_locked(tenant, before);
+    return s.error();
+  }
   return r;
 }
 
@@ -286,13 +321,17 @@ util::Result<ArtifactRecord> Store::put_artifact(const std::string& tenant, Arti
   if (auto s = util::make_dirs(dir, 0700); !s) return s.error();
   BlobLock lock(blobs, LOCK_EX);
   if (!lock.held()) return util::make_error(util::ErrorCode::kIo, lock.error());
-  auto blob = put_blob_locked(tenant, r.sha256, content);
+  TenantUsage before;
+  auto blob = put_blob_locked(tenant, r.sha256, content, before);
   if (!blob) return blob.error();
   r.blob_path = *blob;
   r.artifact_id = util::random_id();
   json meta{{"artifact_id", r.artifact_id}, {"job_id", r.job_id},         {"name", r.name},       {"size", r.size},
             {"sha256", r.sha256},           {"media_type", r.media_type}, {"verdict", r.verdict}, {"reason", r.reason}};
-  if (auto s = util::write_file_atomic(dir + "/" + r.artifact_id + ".json", meta.dump(), 0600); !s) return s.error();
+  if (auto s = util::write_file_atomic(dir + "/" + r.artifact_id + ".json", meta.dump(), 0600); !s) {
+    (void)set_usage_locked(tenant, before);
+    return s.error();
+  }
   return r;
 }
 
@@ -380,6 +419,13 @@ size_t Store::expire(uint64_t inputs_ttl_s, uint64_t artifacts_ttl_s) {
           older_than(e.path(), min_ttl))
         unreferenced.push_back(e.path());
     for (auto& path : unreferenced) remove_if_still_old(tenant.path() / "blobs", path, min_ttl);
+    // What the tenant keeps, counted again from the directory: the removals
+    // above, and any put a crash cut short.
+    const std::string name = tenant.path().filename().string();
+    if (check_tenant(name) && fs::exists(tenant.path() / "blobs", ec)) {
+      BlobLock lock((tenant.path() / "blobs").string(), LOCK_EX);
+      if (lock.held()) (void)set_usage_locked(name, tenant_usage(name));
+    }
   }
   return removed;
 }

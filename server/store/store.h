@@ -112,9 +112,14 @@ class Store {
  private:
   std::string tenant_dir(const std::string& tenant) const;
   // With the tenant's lock held: the blob there (refreshed) or written, once
-  // the quota has room for it and for one more record.
+  // the quota has room for it and for one more record, which it counts
+  // (`used`: what the tenant kept before, to put back if the record fails).
   util::Result<std::string> put_blob_locked(const std::string& tenant, const std::string& sha256,
-                                            const std::string& content);
+                                            const std::string& content, TenantUsage& used);
+  // The tenant's usage file (tenant lock held): read, counted when missing, written.
+  std::string usage_path(const std::string& tenant) const;
+  TenantUsage usage_locked(const std::string& tenant) const;
+  util::Status set_usage_locked(const std::string& tenant, const TenantUsage& u) const;
 
   std::string state_dir_;
   std::string root_;

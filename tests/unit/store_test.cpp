@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "server/store/store.h"
+#include "server/util/fs.h"
 #include "tests/unit/temp_dir.h"
 
 using namespace std::string_literals;
@@ -562,4 +563,36 @@ TEST_CASE("a put waiting for its tenant's lock does not hold up another tenant's
   ::close(held);  // alice's put goes on
   CHECK(alice.get());
   if (bob_done) CHECK(bob.get());
+}
+
+// The count a put reads is the tenant's usage file, which each put moves and
+// each janitor's round counts again from the directory: a count gone wrong
+// (a put a crash cut short, a file removed by hand) holds until that round.
+TEST_CASE("a tenant's usage file: moved by puts, missing or wrong until the janitor counts again") {
+  TempDir dir;
+  store::Store s(dir.path);
+  s.set_tenant_quota(1000, 10);
+  REQUIRE(s.put_input("alice", "a.txt", std::string(100, 'a')));
+  const std::string usage = dir.path + "/tenants/alice/usage";
+  auto read = [&] {
+    auto text = util::read_file(usage, 64);
+    return text ? *text : std::string();
+  };
+  CHECK(read() == "100 1\n");
+  REQUIRE(s.put_input("alice", "b.txt", std::string(200, 'b')));
+  CHECK(read() == "300 2\n");
+  // Wrong: the puts believe it.
+  REQUIRE(util::write_file_atomic(usage, "990 2\n", 0600));
+  auto refused = s.put_input("alice", "c.txt", std::string(20, 'c'));
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == util::ErrorCode::kTooLarge);
+  // The janitor's round counts again; nothing was old enough to go.
+  s.expire(3600, 3600);
+  CHECK(read() == "300 2\n");
+  CHECK(s.put_input("alice", "c.txt", std::string(20, 'c')));
+  CHECK(read() == "320 3\n");
+  // Missing: counted from the directory at the next put.
+  std::filesystem::remove(usage);
+  CHECK(s.put_input("alice", "d.txt", std::string(30, 'd')));
+  CHECK(read() == "350 4\n");
 }

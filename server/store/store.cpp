@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <set>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "server/util/crypto.h"
@@ -81,6 +82,17 @@ util::Error not_found(const char* what) {
 bool ends_with(const std::string& s, const char* suffix) {
   size_t n = std::char_traits<char>::length(suffix);
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// A tenant's blobs directory and its `sub` directory made, and the tenant's
+// lock taken (released with the returned object).
+util::Result<std::unique_ptr<BlobLock>> lock_tenant(const std::string& tenant_dir, const char* sub) {
+  const std::string blobs = tenant_dir + "/blobs";
+  if (auto s = util::make_dirs(blobs, 0700); !s) return s.error();
+  if (auto s = util::make_dirs(tenant_dir + "/" + sub, 0700); !s) return s.error();
+  auto lock = std::make_unique<BlobLock>(blobs, LOCK_EX);
+  if (!lock->held()) return util::make_error(util::ErrorCode::kIo, lock->error());
+  return lock;
 }
 
 // A record's file: <32 hex>.json.
@@ -261,12 +273,9 @@ util::Result<InputRecord> Store::put_input(const std::string& tenant, const std:
   r.size = content.size();
   r.sha256 = util::sha256_hex(content);
   r.media_type = media_type.empty() ? guess_media_type(name, content) : media_type;
-  const std::string blobs = tenant_dir(tenant) + "/blobs";
   const std::string dir = tenant_dir(tenant) + "/inputs";
-  if (auto s = util::make_dirs(blobs, 0700); !s) return s.error();
-  if (auto s = util::make_dirs(dir, 0700); !s) return s.error();
-  BlobLock lock(blobs, LOCK_EX);
-  if (!lock.held()) return util::make_error(util::ErrorCode::kIo, lock.error());
+  auto lock = lock_tenant(tenant_dir(tenant), "inputs");
+  if (!lock) return lock.error();
   // Idempotent: the same name and content give the same input_id (its blob
   // refreshed), whatever the quota.
   std::string key_path = dir + "/by-content-" + util::sha256_hex(name + '\0' + r.sha256);
@@ -315,12 +324,9 @@ util::Result<ArtifactRecord> Store::put_artifact(const std::string& tenant, Arti
   if (auto s = check_tenant(tenant); !s) return s.error();
   r.size = content.size();
   r.sha256 = util::sha256_hex(content);
-  const std::string blobs = tenant_dir(tenant) + "/blobs";
   const std::string dir = tenant_dir(tenant) + "/artifacts";
-  if (auto s = util::make_dirs(blobs, 0700); !s) return s.error();
-  if (auto s = util::make_dirs(dir, 0700); !s) return s.error();
-  BlobLock lock(blobs, LOCK_EX);
-  if (!lock.held()) return util::make_error(util::ErrorCode::kIo, lock.error());
+  auto lock = lock_tenant(tenant_dir(tenant), "artifacts");
+  if (!lock) return lock.error();
   TenantUsage before;
   auto blob = put_blob_locked(tenant, r.sha256, content, before);
   if (!blob) return blob.error();

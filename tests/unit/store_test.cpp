@@ -404,6 +404,15 @@ void backdate(const std::string& path, int age_s) {
   REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
 }
 
+// Takes a tenant's lock file as another server's janitor would; closing
+// the descriptor gives it back.
+int hold_lock(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX) == 0);
+  return fd;
+}
+
 }  // namespace
 
 TEST_CASE("expire: old records go, then blobs no record references; a referenced or reused blob stays") {
@@ -458,9 +467,7 @@ TEST_CASE("a shared store: another server's Store reads the records; a blob reus
   // The janitor of some server holds the blobs lock: a reuse (the same
   // content again) waits for it rather than refresh a blob being removed.
   const std::string lock_path = shared.path + "/tenants/t1/blobs/.lock";
-  int held = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
-  REQUIRE(held >= 0);
-  REQUIRE(::flock(held, LOCK_EX) == 0);
+  const int held = hold_lock(lock_path);
   auto again = std::async(std::launch::async, [&] { return b.put_input("t1", "y.csv", "a,b\n1,2\n").ok(); });
   CHECK(again.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
   ::close(held);  // the lock goes with it
@@ -552,9 +559,7 @@ TEST_CASE("a put waiting for its tenant's lock does not hold up another tenant's
   store::Store s(dir.path);
   REQUIRE(s.put_input("alice", "first.txt", "first"));
   const std::string lock_path = dir.path + "/tenants/alice/blobs/.lock";
-  int held = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
-  REQUIRE(held >= 0);
-  REQUIRE(::flock(held, LOCK_EX) == 0);
+  const int held = hold_lock(lock_path);
   auto alice = std::async(std::launch::async, [&] { return s.put_input("alice", "second.txt", "second").ok(); });
   CHECK(alice.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
   auto bob = std::async(std::launch::async, [&] { return s.put_input("bob", "b.txt", "bob's").ok(); });

@@ -414,6 +414,12 @@ size_t Jobs::expire() {
   const auto& r = policy_.retention;
   size_t files = store_.expire(r.inputs_ttl_s, r.artifacts_ttl_s);
   size_t rows = ledger_->expire(r.jobs_ttl_s);
+  // However many jobs a tenant runs, what the ledger keeps of it is bounded.
+  if (size_t trimmed = ledger_->trim(r.jobs_per_tenant_max); trimmed) {
+    spdlog::info("janitor: removed {} job records of tenants above retention.jobs_per_tenant_max ({})", trimmed,
+                 r.jobs_per_tenant_max);
+    rows += trimmed;
+  }
   rows += workspaces_.expire(r.jobs_ttl_s);
   if (files || rows) spdlog::info("janitor: removed {} expired files and {} job records", files, rows);
   return files + rows;

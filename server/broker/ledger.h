@@ -100,6 +100,10 @@ class Ledger : public store::TaskStore {
   virtual size_t fail_interrupted(const std::string& reason) = 0;
   // Deletes rows of jobs that ended more than ttl_s ago (and so their keys).
   virtual size_t expire(uint64_t ttl_s) = 0;
+  // Deletes, for each tenant with more, its oldest ended rows beyond the
+  // newest `ended_per_tenant_max` (their keys with them), a few hundred a
+  // statement so that no other write waits long behind it.
+  virtual size_t trim(uint64_t ended_per_tenant_max) = 0;
 
   // A tenant's slots across the servers that share the ledger: at most
   // tenant_max of its jobs run at once, and at most queued_max calls (of all

@@ -189,6 +189,10 @@ BEGIN
   RETURN 'queued';
 END $$;
 )sql",
+    // 5: a tenant's ended rows in the order the janitor trims them.
+    R"sql(
+CREATE INDEX jobs_tenant_ended ON jobs (tenant, ended_ms) WHERE status <> 'running';
+)sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(std::size(kMigrations));
 
@@ -288,6 +292,16 @@ const Statement kJobsLeft{"jobs_left",
                           " AND replica = $3",
                           true};
 const Statement kJobsExpire{"jobs_expire", "DELETE FROM jobs WHERE status <> 'running' AND ended_ms < $1", true};
+// Tenants keeping more ended rows than the bound, and how many more.
+const Statement kJobsOver{"jobs_over",
+                          "SELECT tenant, count(*) - $1 FROM jobs WHERE status <> 'running' GROUP BY tenant"
+                          " HAVING count(*) > $1",
+                          true};
+// A tenant's oldest ended rows, at most $2 of them.
+const Statement kJobsTrim{"jobs_trim",
+                          "DELETE FROM jobs WHERE job_id IN (SELECT job_id FROM jobs WHERE tenant = $1 AND"
+                          " status <> 'running' ORDER BY ended_ms, job_id LIMIT $2)",
+                          true};
 const Statement kTaskInsert{
     "task_insert",
     "INSERT INTO tasks (" TASK_COLUMNS ", replica) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)", true};
@@ -509,6 +523,7 @@ class PgLedger final : public Ledger {
   std::optional<LedgerRow> find(const std::string& tenant, const std::string& job_id) override;
   size_t fail_interrupted(const std::string& reason) override;
   size_t expire(uint64_t ttl_s) override;
+  size_t trim(uint64_t ended_per_tenant_max) override;
 
   util::Status task_insert(const TaskRow& row) override;
   util::Result<bool> task_finish(const TaskRow& row) override;
@@ -1037,6 +1052,22 @@ size_t PgLedger::fail_interrupted(const std::string& reason) {
     lost_reason_ = std::string("replica lost: ") + reason + " (its lease expired)";
   }
   return settle_lost();
+}
+
+size_t PgLedger::trim(uint64_t ended_per_tenant_max) {
+  auto over = run(pgsql::kJobsOver, {pgsql::num(static_cast<int64_t>(ended_per_tenant_max))});
+  if (!over) return 0;
+  size_t removed = 0;
+  for (int i = 0; i < over->count(); ++i) {
+    const std::string tenant = over->text(i, 0);
+    for (int64_t excess = over->num(i, 1); excess > 0;) {
+      auto rows = run(pgsql::kJobsTrim, {tenant, pgsql::num(std::min<int64_t>(excess, 500))});
+      if (!rows || rows->changed() == 0) break;
+      excess -= rows->changed();
+      removed += static_cast<size_t>(rows->changed());
+    }
+  }
+  return removed;
 }
 
 size_t PgLedger::expire(uint64_t ttl_s) {

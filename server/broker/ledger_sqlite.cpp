@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs(tenant, idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
+CREATE INDEX IF NOT EXISTS jobs_tenant_ended ON jobs(tenant, ended_ms) WHERE status != 'running';
 CREATE TABLE IF NOT EXISTS tasks (
   task_id TEXT PRIMARY KEY,
   tenant TEXT NOT NULL,
@@ -62,6 +63,8 @@ CREATE INDEX IF NOT EXISTS workspaces_tenant ON workspaces(tenant, closed_ms, ex
 
 // Read connections kept open between reads; more may be open at a peak.
 constexpr size_t kIdleReadersMax = 4;
+// Rows a trim deletes in one statement (the write lock is held for one).
+constexpr int64_t kTrimBatch = 500;
 
 int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -333,6 +336,36 @@ size_t SqliteLedger::fail_interrupted(const std::string& reason) {
 }  // namespace broker
 
 namespace broker {
+
+size_t SqliteLedger::trim(uint64_t ended_per_tenant_max) {
+  std::vector<std::pair<std::string, int64_t>> over;  // tenant, rows beyond the bound
+  {
+    ReadConnection db(*this);
+    Stmt st;
+    std::string error;
+    if (!prepare(db.get(), st,
+                 "SELECT tenant, count(*) FROM jobs WHERE status != 'running' GROUP BY tenant HAVING count(*) > ?1",
+                 {static_cast<int64_t>(ended_per_tenant_max)}, error))
+      return 0;
+    while (sqlite3_step(st.s) == SQLITE_ROW)
+      over.emplace_back(column_text(st.s, 0),
+                        sqlite3_column_int64(st.s, 1) - static_cast<int64_t>(ended_per_tenant_max));
+  }
+  size_t removed = 0;
+  for (auto& [tenant, excess] : over) {
+    while (excess > 0) {
+      std::lock_guard lock(write_mu_);  // one batch at a time: other writes go in between
+      auto n = write(db_, "ledger trim",
+                     "DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE tenant = ?1 AND status != 'running'"
+                     " ORDER BY ended_ms, job_id LIMIT ?2)",
+                     {tenant, std::min<int64_t>(excess, kTrimBatch)});
+      if (!n || *n == 0) break;
+      excess -= *n;
+      removed += static_cast<size_t>(*n);
+    }
+  }
+  return removed;
+}
 
 size_t SqliteLedger::expire(uint64_t ttl_s) {
   std::lock_guard lock(write_mu_);

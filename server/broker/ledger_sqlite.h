@@ -34,6 +34,7 @@ class SqliteLedger final : public Ledger {
   std::optional<LedgerRow> find(const std::string& tenant, const std::string& job_id) override;
   size_t fail_interrupted(const std::string& reason) override;
   size_t expire(uint64_t ttl_s) override;
+  size_t trim(uint64_t ended_per_tenant_max) override;
 
   util::Status task_insert(const TaskRow& row) override;
   util::Result<bool> task_finish(const TaskRow& row) override;

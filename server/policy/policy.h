@@ -102,6 +102,8 @@ struct Retention {
   uint64_t inputs_ttl_s = 86400;
   uint64_t artifacts_ttl_s = 86400;
   uint64_t jobs_ttl_s = 7 * 86400;  // ledger rows, and with them idempotency keys
+  // Ended job records one tenant keeps; beyond, the janitor deletes its oldest.
+  uint64_t jobs_per_tenant_max = 10000;
   uint64_t janitor_interval_s = 300;
   uint64_t tasks_ttl_s = 3600;       // a task's lifetime when the client asks for none
   uint64_t tasks_ttl_max_s = 86400;  // the most a client may ask for (MCP tasks, "ttl")

@@ -209,6 +209,43 @@ TEST_CASE("ledger backends: an end moves only a running row; expiry removes ende
   }
 }
 
+// However many jobs a tenant runs, the ledger keeps a bounded number of its
+// ended rows: the oldest go first (their keys with them), running rows and
+// other tenants' rows stay.
+TEST_CASE("ledger backends: a trim keeps each tenant's newest ended rows up to the bound") {
+  for (auto& b : unit::ledger_backends()) {
+    CAPTURE(b->name);
+    auto l = b->open();
+    for (int i = 0; i < 1200; ++i) {
+      const std::string id = "a" + std::to_string(10000 + i);
+      REQUIRE(l->record_start(row(id, i == 0 ? "first-key" : "")).ok());
+      REQUIRE(l->record_end(id, "completed", nlohmann::json::object({{"i", i}})).ok());
+    }
+    REQUIRE(l->record_start(row("a-running", "")).ok());
+    for (int i = 0; i < 3; ++i) {
+      const std::string id = "b" + std::to_string(i);
+      REQUIRE(l->record_start(row(id, "", "t2")).ok());
+      REQUIRE(l->record_end(id, "completed", nlohmann::json::object()).ok());
+    }
+    CHECK(l->trim(1000) == 200);
+    CHECK(l->trim(1000) == 0);
+    CHECK_FALSE(l->find("t1", "a10000"));
+    CHECK_FALSE(l->find_by_key("t1", "first-key"));  // the key went with its row
+    CHECK_FALSE(l->find("t1", "a10199"));
+    CHECK(l->find("t1", "a10200"));
+    CHECK(l->find("t1", "a11199"));
+    CHECK(l->find("t1", "a-running"));
+    CHECK(l->find("t2", "b0"));
+    // t1 keeps 2 ended rows (998 go, in two statements) and its running row; t2 keeps 2 of 3.
+    CHECK(l->trim(2) == 999);
+    CHECK(l->find("t1", "a11199"));
+    CHECK(l->find("t1", "a11198"));
+    CHECK_FALSE(l->find("t1", "a11197"));
+    CHECK(l->find("t1", "a-running"));
+    CHECK_FALSE(l->find("t2", "b0"));
+  }
+}
+
 TEST_CASE("ledger backends: a gone server's running jobs and working tasks fail; the ledger survives reopening") {
   for (auto& b : unit::ledger_backends()) {
     CAPTURE(b->name);

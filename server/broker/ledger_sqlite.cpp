@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs(tenant, idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
 CREATE INDEX IF NOT EXISTS jobs_tenant_ended ON jobs(tenant, ended_ms) WHERE status != 'running';
+CREATE INDEX IF NOT EXISTS jobs_ended ON jobs(ended_ms) WHERE status != 'running';
 CREATE TABLE IF NOT EXISTS tasks (
   task_id TEXT PRIMARY KEY,
   tenant TEXT NOT NULL,
@@ -63,7 +64,7 @@ CREATE INDEX IF NOT EXISTS workspaces_tenant ON workspaces(tenant, closed_ms, ex
 
 // Read connections kept open between reads; more may be open at a peak.
 constexpr size_t kIdleReadersMax = 4;
-// Rows a trim deletes in one statement (the write lock is held for one).
+// Rows an expiry or a trim deletes in one statement (the write lock is held for one).
 constexpr int64_t kTrimBatch = 500;
 
 int64_t wall_ms() {
@@ -368,14 +369,19 @@ size_t SqliteLedger::trim(uint64_t ended_per_tenant_max) {
 }
 
 size_t SqliteLedger::expire(uint64_t ttl_s) {
-  std::lock_guard lock(write_mu_);
-  Stmt st;
-  if (sqlite3_prepare_v2(db_, "DELETE FROM jobs WHERE status != 'running' AND ended_ms < ?1", -1, &st.s, nullptr) !=
-      SQLITE_OK)
-    return 0;
-  sqlite3_bind_int64(st.s, 1, wall_ms() - static_cast<int64_t>(ttl_s) * 1000);
-  if (sqlite3_step(st.s) != SQLITE_DONE) return 0;
-  return static_cast<size_t>(sqlite3_changes(db_));
+  const int64_t before = wall_ms() - static_cast<int64_t>(ttl_s) * 1000;
+  size_t removed = 0;
+  for (;;) {
+    std::lock_guard lock(write_mu_);  // one batch at a time: other writes go in between
+    auto n = write(db_, "ledger expiry",
+                   "DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE status != 'running' AND ended_ms < ?1"
+                   " LIMIT ?2)",
+                   {before, kTrimBatch});
+    if (!n || *n == 0) break;
+    removed += static_cast<size_t>(*n);
+    if (*n < kTrimBatch) break;
+  }
+  return removed;
 }
 
 }  // namespace broker

@@ -212,6 +212,21 @@ TEST_CASE("ledger backends: an end moves only a running row; expiry removes ende
 // However many jobs a tenant runs, the ledger keeps a bounded number of its
 // ended rows: the oldest go first (their keys with them), running rows and
 // other tenants' rows stay.
+TEST_CASE("ledger backends: an expiry of more rows than one statement takes removes them all") {
+  for (auto& b : unit::ledger_backends()) {
+    CAPTURE(b->name);
+    auto l = b->open();
+    for (int i = 0; i < 700; ++i) {
+      const std::string id = "e" + std::to_string(i);
+      REQUIRE(l->record_start(row(id, "")).ok());
+      REQUIRE(l->record_end(id, "completed", nlohmann::json::object()).ok());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    CHECK(l->expire(1) == 700);
+    CHECK_FALSE(l->find("t1", "e699"));
+  }
+}
+
 TEST_CASE("ledger backends: a trim keeps each tenant's newest ended rows up to the bound") {
   for (auto& b : unit::ledger_backends()) {
     CAPTURE(b->name);

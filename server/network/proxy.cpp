@@ -193,8 +193,14 @@ class Tunnel : public InterceptOwner, public std::enable_shared_from_this<Tunnel
 
   void start() { read_head(); }
 
-  // Closes both sides; the record says why unless the tunnel had already ended.
-  void cut(const std::string& reason) { end("cut", reason); }
+  // Closes both sides; the record says why unless the tunnel had already
+  // ended. One that had not yet named a destination was never let through:
+  // a refusal, as when its job closes it first (which of the two the proxy
+  // sees first is a race the record does not show).
+  void cut(const std::string& reason) {
+    if (dest_.port == 0) return end("refused", "no complete request before " + reason);
+    end("cut", reason);
+  }
   size_t slot() const { return slot_; }
   // At the job's end: a tunnel the job closed itself while its destination
   // had not yet is the job's own ending (allowed); any other is cut by it.

@@ -522,6 +522,26 @@ emit({"parent": "done"})
       assert.ok(closed(await inet.waitForEvents(closed, scaled(5_000), mark)), 'the server saw the transfer end');
     });
 
+    it('a connection left silent by a process the program left is refused at the job end: it named no destination', async () => {
+      const sc = await py('web', `
+r, w = os.pipe()
+if os.fork() == 0:
+    s = socket.create_connection(proxy(), timeout=30)
+    os.write(w, b"x")
+    s.recv(100)
+    os._exit(0)
+os.read(r, 1)
+time.sleep(0.2)
+emit({"parent": "done"})
+`);
+      assert.deepEqual(lastJson(sc), { parent: 'done' });
+      checkEntries(sc);
+      assert.equal(sc.network.connections.length, 1, JSON.stringify(sc.network));
+      const [c] = sc.network.connections;
+      assert.deepEqual([c.host, c.port, c.verdict, c.reason], ['', 0, 'refused', 'no complete request before the job ended'],
+        JSON.stringify(c));
+    });
+
     it('the job cannot send the end notice pid 1 sends: a forged one is a malformed request, nothing is cut', async () => {
       const t = token();
       // The notice's bytes from an ordinary port, while a transfer is going;

@@ -35,6 +35,12 @@ broker::LedgerRow row(const std::string& id, const std::string& key, const std::
   return r;
 }
 
+// A job recorded and ended, completed.
+void record_ended(broker::Ledger& l, const broker::LedgerRow& r) {
+  REQUIRE(l.record_start(r).ok());
+  REQUIRE(l.record_end(r.job_id, "completed", nlohmann::json::object()).ok());
+}
+
 store::TaskRow task(const std::string& id, const std::string& tenant, int64_t created) {
   store::TaskRow r;
   r.task_id = id;
@@ -209,39 +215,27 @@ TEST_CASE("ledger backends: an end moves only a running row; expiry removes ende
   }
 }
 
-// However many jobs a tenant runs, the ledger keeps a bounded number of its
-// ended rows: the oldest go first (their keys with them), running rows and
-// other tenants' rows stay.
 TEST_CASE("ledger backends: an expiry of more rows than one statement takes removes them all") {
   for (auto& b : unit::ledger_backends()) {
     CAPTURE(b->name);
     auto l = b->open();
-    for (int i = 0; i < 700; ++i) {
-      const std::string id = "e" + std::to_string(i);
-      REQUIRE(l->record_start(row(id, "")).ok());
-      REQUIRE(l->record_end(id, "completed", nlohmann::json::object()).ok());
-    }
+    for (int i = 0; i < 700; ++i) record_ended(*l, row("e" + std::to_string(i), ""));
     std::this_thread::sleep_for(std::chrono::milliseconds(1100));
     CHECK(l->expire(1) == 700);
     CHECK_FALSE(l->find("t1", "e699"));
   }
 }
 
+// However many jobs a tenant runs, the ledger keeps a bounded number of its
+// ended rows: the oldest go first (their keys with them), running rows and
+// other tenants' rows stay.
 TEST_CASE("ledger backends: a trim keeps each tenant's newest ended rows up to the bound") {
   for (auto& b : unit::ledger_backends()) {
     CAPTURE(b->name);
     auto l = b->open();
-    for (int i = 0; i < 1200; ++i) {
-      const std::string id = "a" + std::to_string(10000 + i);
-      REQUIRE(l->record_start(row(id, i == 0 ? "first-key" : "")).ok());
-      REQUIRE(l->record_end(id, "completed", nlohmann::json::object({{"i", i}})).ok());
-    }
+    for (int i = 0; i < 1200; ++i) record_ended(*l, row("a" + std::to_string(10000 + i), i == 0 ? "first-key" : ""));
     REQUIRE(l->record_start(row("a-running", "")).ok());
-    for (int i = 0; i < 3; ++i) {
-      const std::string id = "b" + std::to_string(i);
-      REQUIRE(l->record_start(row(id, "", "t2")).ok());
-      REQUIRE(l->record_end(id, "completed", nlohmann::json::object()).ok());
-    }
+    for (int i = 0; i < 3; ++i) record_ended(*l, row("b" + std::to_string(i), "", "t2"));
     CHECK(l->trim(1000) == 200);
     CHECK(l->trim(1000) == 0);
     CHECK_FALSE(l->find("t1", "a10000"));

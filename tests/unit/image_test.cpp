@@ -22,25 +22,21 @@
 
 #include "server/image/oci.h"
 #include "server/util/crypto.h"
+#include "tests/unit/temp_dir.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/throwbox-image-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
+struct TempDir : unit::TempDir {
+  TempDir() : unit::TempDir("image") {}
   ~TempDir() {
     std::error_code ec;
     // Unpacked trees are read-only: writable again before they go.
     for (auto it = fs::recursive_directory_iterator(path, ec); it != fs::recursive_directory_iterator(); ++it)
       if (it->is_directory(ec) && !it->is_symlink(ec)) ::chmod(it->path().c_str(), 0755);
     ::chmod(path.c_str(), 0755);
-    fs::remove_all(path, ec);
   }
 };
 

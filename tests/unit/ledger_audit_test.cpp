@@ -18,15 +18,11 @@
 
 #include "server/protocol/audit.h"
 #include "server/broker/ledger.h"
+#include "tests/unit/temp_dir.h"
 
 namespace {
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/throwbox-ledger-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+struct TempDir : unit::TempDir {
+  TempDir() : unit::TempDir("ledger") {}
 };
 
 broker::LedgerRow row(const std::string& id, const std::string& key) {

@@ -21,18 +21,14 @@
 
 #include "server/broker/ledger.h"
 #include "server/protocol/tasks.h"
+#include "tests/unit/temp_dir.h"
 
 using nlohmann::json;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/throwbox-tasks-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+struct TempDir : unit::TempDir {
+  TempDir() : unit::TempDir("tasks") {}
   std::string db() const { return path + "/ledger.sqlite3"; }
 };
 

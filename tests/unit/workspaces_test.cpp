@@ -18,16 +18,12 @@
 #include "server/broker/ledger.h"
 #include "server/broker/workspaces.h"
 #include "server/util/fs.h"
+#include "tests/unit/temp_dir.h"
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/throwbox-workspaces-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+struct TempDir : unit::TempDir {
+  TempDir() : unit::TempDir("workspaces") {}
 };
 
 // A deletion of a tree whose path names `held` waits, while armed, until the test lets it go.

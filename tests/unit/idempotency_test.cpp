@@ -362,21 +362,14 @@ TEST_CASE("key read by the run's insert: a recorded key is replayed or refused, 
   CHECK(conflict.error().message == kConflict);
   // A run that fails before its row is in (an input deleted since the
   // first call, a busy server): the recorded job is still replayed.
-  auto gone = keys.run(
-      "alice", "k", "sha1",
-      [&]() -> util::Result<broker::JobResult> {
-        return util::make_error(util::ErrorCode::kNotFound, "input_ids: \"in1\": no such input");
-      },
-      false);
+  auto input_gone = []() -> util::Result<broker::JobResult> {
+    return util::make_error(util::ErrorCode::kNotFound, "input_ids: \"in1\": no such input");
+  };
+  auto gone = keys.run("alice", "k", "sha1", input_gone, false);
   REQUIRE(gone.ok());
   CHECK(gone->job_id == "first");
   // With no recorded row, that error is the answer.
-  auto fresh = keys.run(
-      "alice", "new", "sha1",
-      [&]() -> util::Result<broker::JobResult> {
-        return util::make_error(util::ErrorCode::kNotFound, "input_ids: \"in1\": no such input");
-      },
-      false);
+  auto fresh = keys.run("alice", "new", "sha1", input_gone, false);
   REQUIRE_FALSE(fresh.ok());
   CHECK(fresh.error().code == util::ErrorCode::kNotFound);
 }

@@ -159,9 +159,10 @@ class SessionImpl final : public Session, public std::enable_shared_from_this<Se
   tcp::acceptor acceptor_;
   asio::steady_timer deadline_;
   std::vector<std::weak_ptr<Tunnel>> tunnels_;
-  // pid 1's notice: its connection is not the job's, and is left out of the record.
-  bool notice_seen_ = false;
-  size_t notice_slot_ = SIZE_MAX;
+  // pid 1's connections (from the privileged port only it can bind): not
+  // the job's, left out of the record whether or not their notice was read
+  // (the job's deadline may cut one first). Their slots, in accept order.
+  std::vector<size_t> pid1_slots_;
   size_t lookups_in_flight_ = 0;
   std::deque<std::shared_ptr<Tunnel>> lookup_waiters_;
   // The parser child and what waits for it.
@@ -189,7 +190,9 @@ class Tunnel : public InterceptOwner, public std::enable_shared_from_this<Tunnel
         upstream_(s_->io_),
         timer_(s_->io_),
         slot_(s_->open_slot()),
-        ordinal_(s_->accepted_) {}
+        ordinal_(s_->accepted_) {
+    if (from_pid1()) s_->pid1_slots_.push_back(slot_);
+  }
 
   void start() { read_head(); }
 
@@ -345,6 +348,10 @@ class Tunnel : public InterceptOwner, public std::enable_shared_from_this<Tunnel
     if (head_bytes_ != sizeof kJobEndNotice - 1 || head_buf_.size() != head_bytes_ ||
         head_buf_.compare(0, head_bytes_, kJobEndNotice) != 0)
       return false;
+    return from_pid1();
+  }
+  // From the privileged port only pid 1 binds (the job cannot).
+  bool from_pid1() const {
     error_code ec;
     const tcp::endpoint peer = client_.remote_endpoint(ec);
     return !ec && peer.port() == kJobEndSourcePort && peer.address().is_loopback();
@@ -707,8 +714,6 @@ void SessionImpl::cut_all(const std::string& reason) {
 // record says the job's end cut it. One the job closed itself ends as it would.
 // No connection is accepted after it; the job has none to make.
 void SessionImpl::job_ended(const std::shared_ptr<Tunnel>& notice) {
-  notice_seen_ = true;
-  notice_slot_ = notice->slot();
   error_code e;
   acceptor_.close(e);
   for (auto& weak : tunnels_)
@@ -731,10 +736,12 @@ Report SessionImpl::finish() {
     self->parser_sock_.close(e);
     self->parser_timer_.cancel();
     Report out = self->report_;
-    if (self->notice_seen_ && self->notice_slot_ != SIZE_MAX)
-      out.connections.erase(out.connections.begin() + static_cast<std::ptrdiff_t>(self->notice_slot_));
-    else if (self->notice_seen_ && out.connections_not_listed > 0)
-      --out.connections_not_listed;
+    for (auto it = self->pid1_slots_.rbegin(); it != self->pid1_slots_.rend(); ++it) {
+      if (*it != SIZE_MAX)
+        out.connections.erase(out.connections.begin() + static_cast<std::ptrdiff_t>(*it));
+      else if (out.connections_not_listed > 0)
+        --out.connections_not_listed;
+    }
     done->set_value(std::move(out));
   });
   // The io thread answers at once unless the server is stopping.
